@@ -1,0 +1,29 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+SHELL := /bin/bash
+export PYSPARK_PYTHON := $(CURDIR)/.venv/bin/python
+export SPARK_LOCAL_IP := 127.0.0.1
+export NUMBA_CACHE_DIR := $(CURDIR)/.venv/numba-cache
+export GX_ANALYTICS_ENABLED := False
+
+.PHONY: venv demo test lint bench samples
+
+venv:
+	@scripts/bootstrap
+
+demo: venv
+	.venv/bin/segpipe inspect data/samples
+	.venv/bin/segpipe dump data/samples --limit 5
+
+test: venv
+	.venv/bin/python -m pytest -q
+
+lint: venv
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+
+bench: venv
+	.venv/bin/python bench/segment_io_bench.py
+
+samples: venv
+	rm -rf data/samples && .venv/bin/segpipe generate data/samples

@@ -1,0 +1,172 @@
+"""The four Kafka codecs with Kafka's framing rules (format §4); errors are plain ValueError
+with a reason, which callers wrap into a CorruptBatch naming the file and position."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import cramjam
+import lz4.frame
+
+from segment_io.batch import Codec
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK = 32 * 1024
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+@dataclass(frozen=True)
+class CompressionLevels:
+    """Levels used when a batch is recompressed (Kafka's topic configs compression.*.level)."""
+
+    gzip: int = 6
+    lz4: int = 0  # python-lz4's default fast compressor (Kafka's "level 9" is its fast path too)
+    zstd: int = 3
+
+
+DEFAULT_LEVELS = CompressionLevels()
+
+
+def decompress(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes:
+    """Decompress one records section (v2) or legacy wrapper value."""
+    if codec == Codec.NONE:
+        return bytes(data)
+    try:
+        if codec == Codec.GZIP:
+            return bytes(cramjam.gzip.decompress(bytes(data)))
+        if codec == Codec.SNAPPY:
+            return _snappy_decompress(bytes(data))
+        if codec == Codec.LZ4:
+            return _lz4_decompress(bytes(data), magic)
+        if codec == Codec.ZSTD:
+            if magic != 2:
+                raise ValueError("zstd is only valid in magic 2 batches")
+            return bytes(cramjam.zstd.decompress(bytes(data)))
+    except ValueError:
+        raise
+    except Exception as exc:  # codec libraries raise their own error types
+        raise ValueError(f"{codec.name.lower()} stream does not decode: {exc}") from None
+    raise ValueError(f"codec {int(codec)} is not supported")
+
+
+def compress(codec: Codec, data: bytes | memoryview, levels: CompressionLevels = DEFAULT_LEVELS) -> bytes:
+    """Compress a records section the way Kafka's Java client would frame it."""
+    if codec == Codec.NONE:
+        return bytes(data)
+    if codec == Codec.GZIP:
+        return bytes(cramjam.gzip.compress(bytes(data), level=levels.gzip))
+    if codec == Codec.SNAPPY:
+        return _snappy_compress(bytes(data))
+    if codec == Codec.LZ4:
+        # Kafka rejects linked blocks; 64 KiB blocks and no content size, as the Java writer does.
+        return bytes(
+            lz4.frame.compress(
+                data,
+                block_linked=False,
+                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                store_size=False,
+                compression_level=levels.lz4,
+            )
+        )
+    if codec == Codec.ZSTD:
+        return bytes(cramjam.zstd.compress(bytes(data), level=levels.zstd))
+    raise ValueError(f"codec {int(codec)} is not supported")
+
+
+def _snappy_compress(data: bytes) -> bytes:
+    parts = [XERIAL_HEADER]
+    view = memoryview(data)
+    for start in range(0, len(data), XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK]))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    """xerial framing (incl. concatenated streams); anything else is one raw snappy block."""
+    if len(data) < 16 or data[:8] != XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(data))
+    pos = 8
+    version = struct.unpack_from(">i", data, pos)[0]
+    if version < 1:
+        raise ValueError(f"xerial snappy header version {version}")
+    pos = 16
+    out = []
+    while pos < len(data):
+        if len(data) - pos >= 4 and data[pos : pos + 4] == XERIAL_MAGIC[:4]:
+            pos += 16  # a concatenated xerial stream starts here
+            continue
+        if len(data) - pos < 4:
+            raise ValueError("xerial snappy chunk length is cut off")
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise ValueError(f"xerial snappy chunk of {size} bytes runs past the stream")
+        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        pos += size
+    return b"".join(out)
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 for the few bytes of an LZ4 frame descriptor (the header checksum)."""
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v = [(seed + p1 + p2) & mask, (seed + p2) & mask, seed & mask, (seed - p1) & mask]
+        while i + 16 <= n:
+            for k in range(4):
+                lane = int.from_bytes(data[i : i + 4], "little")
+                v[k] = (rotl((v[k] + lane * p2) & mask, 13) * p1) & mask
+                i += 4
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & mask
+    else:
+        h = (seed + p5) & mask
+    h = (h + n) & mask
+    while i + 4 <= n:
+        h = (rotl((h + int.from_bytes(data[i : i + 4], "little") * p3) & mask, 17) * p4) & mask
+        i += 4
+    while i < n:
+        h = (rotl((h + data[i] * p5) & mask, 11) * p1) & mask
+        i += 1
+    h ^= h >> 15
+    h = (h * p2) & mask
+    h ^= h >> 13
+    h = (h * p3) & mask
+    h ^= h >> 16
+    return h
+
+
+def _lz4_decompress(data: bytes, magic: int) -> bytes:
+    """LZ4 frame with Kafka's restrictions; magic 0 frames carry a deliberately wrong HC byte."""
+    if len(data) < 7 or data[:4] != LZ4_MAGIC:
+        raise ValueError("lz4 stream does not start with the frame magic")
+    flg, bd = data[4], data[5]
+    if flg >> 6 != 1:
+        raise ValueError(f"lz4 frame version {flg >> 6} is not 1")
+    if not flg & 0x20:
+        raise ValueError("lz4 frame uses linked blocks, which Kafka rejects")
+    if flg & 0x03:
+        raise ValueError("lz4 frame has reserved or dictionary-id bits set")
+    if bd & 0x8F or (bd >> 4) & 0x7 < 4:
+        raise ValueError(f"lz4 frame has an invalid BD byte 0x{bd:02x}")
+    descriptor_end = 6 + (8 if flg & 0x08 else 0)
+    if magic == 0:
+        good = (xxh32(data[4:descriptor_end]) >> 8) & 0xFF
+        data = data[:descriptor_end] + bytes([good]) + data[descriptor_end + 1 :]
+    return bytes(lz4.frame.decompress(data))
+
+
+def lz4_legacy_frame(data: bytes) -> bytes:
+    """An LZ4 frame with the magic-0 quirk: HC computed from byte 0 of the frame (format §4.3)."""
+    frame = bytearray(compress(Codec.LZ4, data))
+    frame[6] = (xxh32(bytes(frame[:6])) >> 8) & 0xFF
+    return bytes(frame)

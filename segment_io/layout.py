@@ -1,0 +1,252 @@
+"""Partition directory and segment file names, listing rules and checkpoint text files."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from segment_io.errors import BadSegmentName, CorruptCheckpoint
+from segment_io.storage import FileInfo, Storage
+
+OFFSET_DIGITS = 20
+SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
+TRANSIENT_SUFFIXES = ("deleted", "cleaned", "swap")
+IGNORED_DIR_SUFFIXES = ("delete", "future", "stray")
+NOT_CLEANED_TOPICS = ("__cluster_metadata",)
+ROOT_CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+
+_FILE_RE = re.compile(
+    r"^(?P<prefix>[^.]*)\.(?P<kind>log|index|timeindex|txnindex|snapshot)"
+    r"(?:\.(?P<suffix>deleted|cleaned|swap))?$"
+)
+_DIR_RE = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-f]{32})-(?P<suffix>delete|future|stray)$")
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def __str__(self) -> str:
+        return self.dir_name
+
+
+def segment_file_name(base_offset: int, kind: str) -> str:
+    """`<20-digit base offset>.<kind>`, e.g. 00000000000000368769.log."""
+    return f"{base_offset:0{OFFSET_DIGITS}d}.{kind}"
+
+
+def parse_topic_partition(name: str) -> TopicPartition | None:
+    """`orders-7` → (orders, 7); None when the name has no numeric partition suffix."""
+    topic, dash, part = name.rpartition("-")
+    if not dash or not topic or not part.isdigit():
+        return None
+    return TopicPartition(topic, int(part))
+
+
+def ignored_dir_reason(name: str) -> str | None:
+    """Why a directory in a log dir is not a partition to process, or None if it is one."""
+    match = _DIR_RE.match(name)
+    if match:
+        return f"{match['suffix']} directory"
+    tp = parse_topic_partition(name)
+    if tp is None:
+        return "not a partition directory"
+    if tp.topic in NOT_CLEANED_TOPICS:
+        return "KRaft metadata log"
+    return None
+
+
+@dataclass(frozen=True)
+class SegmentFileName:
+    base_offset: int
+    kind: str
+    suffix: str | None
+
+
+def parse_segment_file(info: FileInfo) -> SegmentFileName | None:
+    """Parse a segment-family file name; None for other files, BadSegmentName when misnamed."""
+    match = _FILE_RE.match(info.name)
+    if match is None:
+        return None
+    prefix = match["prefix"]
+    if len(prefix) != OFFSET_DIGITS or not prefix.isdigit():
+        raise BadSegmentName(info.path, None, f"file name prefix {prefix!r} is not a 20-digit base offset")
+    offset = int(prefix)
+    if offset > 2**63 - 1:
+        raise BadSegmentName(info.path, None, "base offset exceeds int64")
+    return SegmentFileName(offset, match["kind"], match["suffix"])
+
+
+@dataclass(frozen=True)
+class SegmentFiles:
+    """The files of one segment; `log` is required, the indexes may be missing."""
+
+    base_offset: int
+    log: FileInfo
+    index: FileInfo | None = None
+    timeindex: FileInfo | None = None
+    txnindex: FileInfo | None = None
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+
+@dataclass(frozen=True)
+class PartitionListing:
+    tp: TopicPartition
+    path: str
+    segments: tuple[SegmentFiles, ...]
+    snapshots: tuple[FileInfo, ...] = ()
+    other_files: tuple[FileInfo, ...] = ()
+    ignored: tuple[tuple[str, str], ...] = ()
+
+
+def list_partition(storage: Storage, path: str, tp: TopicPartition) -> PartitionListing:
+    """List one partition directory by Kafka's rules: transient and temporary files are ignored."""
+    groups: dict[int, dict[str, FileInfo]] = {}
+    snapshots: list[FileInfo] = []
+    other: list[FileInfo] = []
+    ignored: list[tuple[str, str]] = []
+    for info in storage.list(path):
+        if info.is_dir:
+            ignored.append((info.name, "unexpected directory"))
+            continue
+        if info.name.endswith(".tmp"):
+            ignored.append((info.name, "interrupted write (.tmp)"))
+            continue
+        parsed = parse_segment_file(info)
+        if parsed is None:
+            other.append(info)
+        elif parsed.suffix is not None:
+            ignored.append((info.name, f"{parsed.suffix} file"))
+        elif parsed.kind == "snapshot":
+            snapshots.append(info)
+        else:
+            groups.setdefault(parsed.base_offset, {})[parsed.kind] = info
+    segments = []
+    for base in sorted(groups):
+        files = groups[base]
+        if "log" not in files:
+            for info in files.values():
+                ignored.append((info.name, "index without a .log"))
+            continue
+        segments.append(
+            SegmentFiles(
+                base,
+                files["log"],
+                files.get("index"),
+                files.get("timeindex"),
+                files.get("txnindex"),
+            )
+        )
+    return PartitionListing(tp, path, tuple(segments), tuple(snapshots), tuple(other), tuple(ignored))
+
+
+@dataclass(frozen=True)
+class LogDirListing:
+    path: str
+    partitions: tuple[PartitionListing, ...]
+    checkpoints: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    ignored: tuple[tuple[str, str], ...] = ()
+
+
+def is_partition_dir(storage: Storage, path: str) -> bool:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if parse_topic_partition(name) is None:
+        return False
+    return any(parse_segment_file_quiet(f.name) for f in storage.list(path))
+
+
+def parse_segment_file_quiet(name: str) -> bool:
+    return _FILE_RE.match(name) is not None
+
+
+def list_log_dir(storage: Storage, path: str) -> LogDirListing:
+    """List a log directory (or a single partition directory) and read its root checkpoints."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    tp = parse_topic_partition(name)
+    if tp is not None and ignored_dir_reason(name) is None and is_partition_dir(storage, path):
+        return LogDirListing(path, (list_partition(storage, path, tp),))
+    partitions: list[PartitionListing] = []
+    ignored: list[tuple[str, str]] = []
+    checkpoints: dict[str, dict[TopicPartition, int]] = {}
+    for info in storage.list(path):
+        if not info.is_dir:
+            if info.name in ROOT_CHECKPOINTS:
+                checkpoints[info.name] = parse_offset_checkpoint(storage.read(info.path), info.path)
+            continue
+        reason = ignored_dir_reason(info.name)
+        if reason is not None:
+            ignored.append((info.name, reason))
+            continue
+        child = parse_topic_partition(info.name)
+        assert child is not None
+        partitions.append(list_partition(storage, info.path, child))
+    partitions.sort(key=lambda p: p.tp)
+    return LogDirListing(path, tuple(partitions), checkpoints, tuple(ignored))
+
+
+def parse_offset_checkpoint(data: bytes, path: str) -> dict[TopicPartition, int]:
+    """Parse an offset-checkpoint file: version 0, entry count, `topic partition offset` lines."""
+    lines = data.decode("utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptCheckpoint(path, 0, "missing version or entry count line")
+    if lines[0].strip() != "0":
+        raise CorruptCheckpoint(path, 0, f"unknown checkpoint version {lines[0]!r}")
+    try:
+        count = int(lines[1].strip())
+    except ValueError:
+        raise CorruptCheckpoint(path, len(lines[0]) + 1, f"bad entry count {lines[1]!r}") from None
+    entries = lines[2:]
+    if count != len(entries):
+        raise CorruptCheckpoint(path, None, f"entry count {count} but {len(entries)} entries")
+    out: dict[TopicPartition, int] = {}
+    position = len(lines[0]) + len(lines[1]) + 2
+    for line in entries:
+        fields = line.split()
+        if len(fields) != 3 or not fields[1].lstrip("-").isdigit():
+            raise CorruptCheckpoint(path, position, f"bad entry {line!r}")
+        out[TopicPartition(fields[0], int(fields[1]))] = int(fields[2])
+        position += len(line) + 1
+    return out
+
+
+def format_offset_checkpoint(entries: dict[TopicPartition, int]) -> bytes:
+    lines = ["0", str(len(entries))]
+    lines += [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(entries.items())]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_leader_epoch_checkpoint(data: bytes, path: str) -> list[tuple[int, int]]:
+    """Parse `leader-epoch-checkpoint`: version 0, count, `epoch startOffset` lines."""
+    lines = [line for line in data.decode("utf-8").split("\n") if line.strip()]
+    if len(lines) < 2 or lines[0].strip() != "0":
+        raise CorruptCheckpoint(path, 0, "bad leader-epoch-checkpoint header")
+    count = int(lines[1])
+    if count != len(lines) - 2:
+        raise CorruptCheckpoint(path, None, f"entry count {count} but {len(lines) - 2} entries")
+    out = []
+    for line in lines[2:]:
+        fields = line.split()
+        if len(fields) != 2:
+            raise CorruptCheckpoint(path, None, f"bad entry {line!r}")
+        out.append((int(fields[0]), int(fields[1])))
+    return out
+
+
+def format_leader_epoch_checkpoint(entries: list[tuple[int, int]]) -> bytes:
+    lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    return ("\n".join(lines) + "\n").encode()

@@ -1,0 +1,438 @@
+"""Record framing (format §3.5) as numba kernels that fill numpy/Arrow buffers directly.
+
+No Python object is created per record: kernels walk concatenated records sections and write
+column arrays; Arrow arrays are then assembled from those buffers without copying them again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "segpipe-numba"))
+
+from numba import njit
+
+# Kernel status codes (0 = ok); the caller turns them into CorruptBatch messages.
+ERR_MESSAGES = {
+    1: "record length varint is malformed or runs past the records section",
+    2: "record length exceeds the remaining bytes",
+    3: "malformed varint inside a record",
+    4: "negative key length other than -1",
+    5: "negative value length other than -1",
+    6: "negative header count",
+    7: "bad header key or value length",
+    8: "record parsing did not consume exactly the declared record length",
+    9: "bytes remain after the declared number of records",
+}
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[Any, int]:
+    """Zig-zag varint (≤ 5 bytes, masked to 32 bits); returns (value, new pos), pos −1 on error."""
+    result: Any = 0
+    shift = 0
+    for _ in range(5):
+        if pos >= end:
+            return 0, -1
+        b = np.int64(buf[pos])
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            result &= 0xFFFFFFFF
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    return 0, -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varlong(buf: np.ndarray, pos: int, end: int) -> tuple[Any, int]:
+    """Zig-zag varlong (≤ 10 bytes); returns (value, new pos), pos −1 on error."""
+    result = np.uint64(0)
+    shift = np.uint64(0)
+    for _ in range(10):
+        if pos >= end:
+            return 0, -1
+        b = np.uint64(buf[pos])
+        pos += 1
+        result |= (b & np.uint64(0x7F)) << shift
+        if b < np.uint64(0x80):
+            half = np.int64(result >> np.uint64(1))
+            return half ^ -np.int64(result & np.uint64(1)), pos
+        shift += np.uint64(7)
+    return 0, -1
+
+
+@njit(cache=True, nogil=True)
+def parse_records(
+    data: np.ndarray,
+    sec_start: np.ndarray,
+    sec_end: np.ndarray,
+    rec_count: np.ndarray,
+    base_offset: np.ndarray,
+    base_timestamp: np.ndarray,
+    max_timestamp: np.ndarray,
+    log_append: np.ndarray,
+    out_offset: np.ndarray,
+    out_timestamp: np.ndarray,
+    out_key_start: np.ndarray,
+    out_key_len: np.ndarray,
+    out_value_start: np.ndarray,
+    out_value_len: np.ndarray,
+    out_header_start: np.ndarray,
+    out_header_count: np.ndarray,
+    out_record_start: np.ndarray,
+    out_body_start: np.ndarray,
+    out_record_end: np.ndarray,
+) -> tuple[int, int, int]:
+    """Frame every record of every section; returns (status, batch index, byte position)."""
+    n = 0
+    for b in range(sec_start.shape[0]):
+        pos = sec_start[b]
+        end = sec_end[b]
+        for _ in range(rec_count[b]):
+            record_start = pos
+            length, pos = _varint(data, pos, end)
+            if pos < 0:
+                return 1, b, record_start
+            if length < 0 or pos + length > end:
+                return 2, b, record_start
+            record_end = pos + length
+            pos += 1  # record attributes: unused
+            ts_delta, pos = _varlong(data, pos, record_end)
+            if pos < 0:
+                return 3, b, record_start
+            body_start = pos
+            offset_delta, pos = _varint(data, pos, record_end)
+            if pos < 0:
+                return 3, b, record_start
+            key_len, pos = _varint(data, pos, record_end)
+            if pos < 0:
+                return 3, b, record_start
+            if key_len < -1 or pos + max(key_len, 0) > record_end:
+                return 4, b, record_start
+            key_start = pos
+            if key_len > 0:
+                pos += key_len
+            value_len, pos = _varint(data, pos, record_end)
+            if pos < 0:
+                return 3, b, record_start
+            if value_len < -1 or pos + max(value_len, 0) > record_end:
+                return 5, b, record_start
+            value_start = pos
+            if value_len > 0:
+                pos += value_len
+            header_count, pos = _varint(data, pos, record_end)
+            if pos < 0:
+                return 3, b, record_start
+            if header_count < 0 or header_count > record_end - pos:
+                return 6, b, record_start
+            header_start = pos
+            for _h in range(header_count):
+                hk, pos = _varint(data, pos, record_end)
+                if pos < 0 or hk < 0 or pos + hk > record_end:
+                    return 7, b, record_start
+                pos += hk
+                hv, pos = _varint(data, pos, record_end)
+                if pos < 0 or hv < -1 or pos + max(hv, 0) > record_end:
+                    return 7, b, record_start
+                if hv > 0:
+                    pos += hv
+            if pos != record_end:
+                return 8, b, record_start
+            out_offset[n] = base_offset[b] + offset_delta
+            out_timestamp[n] = max_timestamp[b] if log_append[b] else base_timestamp[b] + ts_delta
+            out_key_start[n] = key_start
+            out_key_len[n] = key_len
+            out_value_start[n] = value_start
+            out_value_len[n] = value_len
+            out_header_start[n] = header_start
+            out_header_count[n] = header_count
+            out_record_start[n] = record_start
+            out_body_start[n] = body_start
+            out_record_end[n] = record_end
+            n += 1
+        if pos != end:
+            return 9, b, pos
+    return 0, -1, -1
+
+
+@njit(cache=True, nogil=True)
+def parse_headers(
+    data: np.ndarray,
+    header_start: np.ndarray,
+    header_count: np.ndarray,
+    out_key_start: np.ndarray,
+    out_key_len: np.ndarray,
+    out_value_start: np.ndarray,
+    out_value_len: np.ndarray,
+) -> None:
+    """Locate every header key/value (records already validated by parse_records)."""
+    h = 0
+    for r in range(header_start.shape[0]):
+        pos = header_start[r]
+        end = data.shape[0]
+        for _ in range(header_count[r]):
+            hk, pos = _varint(data, pos, end)
+            out_key_start[h] = pos
+            out_key_len[h] = hk
+            pos += hk
+            hv, pos = _varint(data, pos, end)
+            out_value_start[h] = pos
+            out_value_len[h] = hv
+            if hv > 0:
+                pos += hv
+            h += 1
+
+
+@njit(cache=True, nogil=True)
+def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Copy byte ranges into one buffer; returns (int32 Arrow offsets, values). len −1 = null."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int32)
+    total = 0
+    for i in range(n):
+        offsets[i] = total
+        if lengths[i] > 0:
+            total += lengths[i]
+    offsets[n] = total
+    values = np.empty(total, dtype=np.uint8)
+    for i in range(n):
+        length = lengths[i]
+        if length > 0:
+            o = offsets[i]
+            s = starts[i]
+            values[o : o + length] = data[s : s + length]
+    return offsets, values
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_varint(out: np.ndarray, pos: int, value: int) -> int:
+    u = np.uint64((value << 1) ^ (value >> 63))
+    while u >= np.uint64(0x80):
+        out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        u >>= np.uint64(7)
+        pos += 1
+    out[pos] = np.uint8(u)
+    return pos + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varint_size(value: int) -> int:
+    u = np.uint64((value << 1) ^ (value >> 63))
+    size = 1
+    while u >= np.uint64(0x80):
+        u >>= np.uint64(7)
+        size += 1
+    return size
+
+
+@njit(cache=True, nogil=True)
+def encode_records(
+    offset_delta: np.ndarray,
+    timestamp_delta: np.ndarray,
+    key_offsets: np.ndarray,
+    key_data: np.ndarray,
+    key_null: np.ndarray,
+    value_offsets: np.ndarray,
+    value_data: np.ndarray,
+    value_null: np.ndarray,
+    header_offsets: np.ndarray,
+    hkey_offsets: np.ndarray,
+    hkey_data: np.ndarray,
+    hvalue_offsets: np.ndarray,
+    hvalue_data: np.ndarray,
+    hvalue_null: np.ndarray,
+) -> np.ndarray:
+    """Serialise records (format §3.5) from Arrow-style columns into one uncompressed section."""
+    n = offset_delta.shape[0]
+    bodies = np.empty(n, dtype=np.int64)
+    total = 0
+    for i in range(n):
+        size = 1 + _varint_size(timestamp_delta[i]) + _varint_size(offset_delta[i])
+        klen = -1 if key_null[i] else key_offsets[i + 1] - key_offsets[i]
+        vlen = -1 if value_null[i] else value_offsets[i + 1] - value_offsets[i]
+        size += _varint_size(klen) + max(klen, 0) + _varint_size(vlen) + max(vlen, 0)
+        h0 = header_offsets[i]
+        h1 = header_offsets[i + 1]
+        size += _varint_size(h1 - h0)
+        for h in range(h0, h1):
+            hk = hkey_offsets[h + 1] - hkey_offsets[h]
+            hv = -1 if hvalue_null[h] else hvalue_offsets[h + 1] - hvalue_offsets[h]
+            size += _varint_size(hk) + hk + _varint_size(hv) + max(hv, 0)
+        bodies[i] = size
+        total += _varint_size(size) + size
+    out = np.empty(total, dtype=np.uint8)
+    pos = 0
+    for i in range(n):
+        pos = _put_varint(out, pos, bodies[i])
+        out[pos] = 0
+        pos += 1
+        pos = _put_varint(out, pos, timestamp_delta[i])
+        pos = _put_varint(out, pos, offset_delta[i])
+        if key_null[i]:
+            pos = _put_varint(out, pos, -1)
+        else:
+            k0 = key_offsets[i]
+            k1 = key_offsets[i + 1]
+            pos = _put_varint(out, pos, k1 - k0)
+            out[pos : pos + k1 - k0] = key_data[k0:k1]
+            pos += k1 - k0
+        if value_null[i]:
+            pos = _put_varint(out, pos, -1)
+        else:
+            v0 = value_offsets[i]
+            v1 = value_offsets[i + 1]
+            pos = _put_varint(out, pos, v1 - v0)
+            out[pos : pos + v1 - v0] = value_data[v0:v1]
+            pos += v1 - v0
+        h0 = header_offsets[i]
+        h1 = header_offsets[i + 1]
+        pos = _put_varint(out, pos, h1 - h0)
+        for h in range(h0, h1):
+            a = hkey_offsets[h]
+            z = hkey_offsets[h + 1]
+            pos = _put_varint(out, pos, z - a)
+            out[pos : pos + z - a] = hkey_data[a:z]
+            pos += z - a
+            if hvalue_null[h]:
+                pos = _put_varint(out, pos, -1)
+            else:
+                a = hvalue_offsets[h]
+                z = hvalue_offsets[h + 1]
+                pos = _put_varint(out, pos, z - a)
+                out[pos : pos + z - a] = hvalue_data[a:z]
+                pos += z - a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def rebase_records(
+    data: np.ndarray,
+    record_start: np.ndarray,
+    body_start: np.ndarray,
+    record_end: np.ndarray,
+    timestamp: np.ndarray,
+    keep: np.ndarray,
+    new_base_timestamp: int,
+) -> np.ndarray:
+    """Re-emit the kept records of a section with timestamp deltas relative to a new base.
+
+    Everything after the timestamp delta (offset delta, key, value, headers) is copied verbatim,
+    so offsets are never renumbered; only the length and timestamp-delta varints are rewritten.
+    """
+    total = 0
+    for i in range(record_start.shape[0]):
+        if keep[i]:
+            size = 1 + _varint_size(timestamp[i] - new_base_timestamp) + record_end[i] - body_start[i]
+            total += _varint_size(size) + size
+    out = np.empty(total, dtype=np.uint8)
+    pos = 0
+    for i in range(record_start.shape[0]):
+        if keep[i]:
+            rest = record_end[i] - body_start[i]
+            delta = timestamp[i] - new_base_timestamp
+            pos = _put_varint(out, pos, 1 + _varint_size(delta) + rest)
+            attr = record_start[i]
+            while data[attr] >= 0x80:  # skip the old length varint to the attributes byte
+                attr += 1
+            out[pos] = data[attr + 1]
+            pos += 1
+            pos = _put_varint(out, pos, delta)
+            out[pos : pos + rest] = data[body_start[i] : record_end[i]]
+            pos += rest
+    return out
+
+
+def binary_array(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, string: bool = False) -> pa.Array:
+    """Arrow binary (or utf8) array of the byte ranges; a length of −1 is null."""
+    offsets, values = gather(data, starts, lengths)
+    null = lengths < 0
+    n = len(starts)
+    validity = None
+    null_count = int(null.sum())
+    if null_count:
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    arr = pa.Array.from_buffers(
+        pa.string() if string else pa.binary(),
+        n,
+        [validity, pa.py_buffer(offsets), pa.py_buffer(values)],
+        null_count=null_count,
+    )
+    return arr
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """Records as flat columns: the input of `encode` (Arrow layout: offsets + data + null mask)."""
+
+    offset_delta: np.ndarray
+    timestamp_delta: np.ndarray
+    key_offsets: np.ndarray
+    key_data: np.ndarray
+    key_null: np.ndarray
+    value_offsets: np.ndarray
+    value_data: np.ndarray
+    value_null: np.ndarray
+    header_offsets: np.ndarray
+    hkey_offsets: np.ndarray
+    hkey_data: np.ndarray
+    hvalue_offsets: np.ndarray
+    hvalue_data: np.ndarray
+    hvalue_null: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.offset_delta.shape[0])
+
+    def encode(self) -> bytes:
+        return encode_records(
+            self.offset_delta,
+            self.timestamp_delta,
+            self.key_offsets,
+            self.key_data,
+            self.key_null,
+            self.value_offsets,
+            self.value_data,
+            self.value_null,
+            self.header_offsets,
+            self.hkey_offsets,
+            self.hkey_data,
+            self.hvalue_offsets,
+            self.hvalue_data,
+            self.hvalue_null,
+        ).tobytes()
+
+    @classmethod
+    def from_records(
+        cls,
+        records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    ) -> RecordColumns:
+        """Build from (offset delta, timestamp delta, key, value, headers) tuples (small inputs)."""
+        keys = _pack([r[2] for r in records])
+        values = _pack([r[3] for r in records])
+        headers = [h for r in records for h in r[4]]
+        hkeys = _pack([k.encode() for k, _ in headers])
+        hvalues = _pack([v for _, v in headers])
+        counts = np.array([len(r[4]) for r in records], dtype=np.int64)
+        return cls(
+            np.array([r[0] for r in records], dtype=np.int64),
+            np.array([r[1] for r in records], dtype=np.int64),
+            *keys,
+            *values,
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            hkeys[0],
+            hkeys[1],
+            *hvalues,
+        )
+
+
+def _pack(items: list[bytes | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lengths = np.array([0 if x is None else len(x) for x in items], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.frombuffer(b"".join(x for x in items if x is not None), dtype=np.uint8)
+    null = np.array([x is None for x in items], dtype=np.bool_)
+    return offsets, data, null

@@ -1,0 +1,29 @@
+"""Shared fixtures: generated log directories, storage handles, fixed clocks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".venv" / "numba-cache"))
+
+from segment_io.generate import generate_log_dir
+from segment_io.storage import Storage
+
+FIXED_NOW_MS = 1_701_000_000_000
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default generated set (every feature), written once per test run."""
+    root = tmp_path_factory.mktemp("samples") / "logs"
+    storage, path = Storage.for_url(str(root))
+    generate_log_dir(storage, path)
+    return root
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> tuple[Storage, str]:
+    return Storage.for_url(str(tmp_path))
