@@ -202,7 +202,11 @@ def _marker(offset: int, txn: _Txn, ts: int, control: ControlType) -> bytes:
     )
 
 
-def _legacy_batch(st: _PartitionState, pool: _ValuePool, n: int, codec: Codec, ts: np.ndarray) -> bytes:
+def _legacy_batches(
+    st: _PartitionState, pool: _ValuePool, n: int, codec: Codec, ts: np.ndarray
+) -> list[tuple[bytes, int, int, int]]:
+    """Legacy entries as (bytes, first offset, last offset, max timestamp): n plain messages, or
+    one compressed wrapper of n inner messages."""
     spec = st.spec
     magic = spec.legacy_magic or 0
     cols = _record_columns(st, pool, n, ts, int(ts[0]))
@@ -221,11 +225,12 @@ def _legacy_batch(st: _PartitionState, pool: _ValuePool, n: int, codec: Codec, t
         inner_offset = (i if magic == 1 else st.offset + i) if codec != Codec.NONE else st.offset + i
         msgs.append(build_legacy_message(inner_offset, magic, 0, int(ts[i]), key, value))
     if codec == Codec.NONE:
-        return b"".join(msgs)
+        return [(m, st.offset + i, st.offset + i, int(ts[i])) for i, m in enumerate(msgs)]
     raw = b"".join(msgs)
     payload = lz4_legacy_frame(raw) if codec == Codec.LZ4 and magic == 0 else compress(codec, raw)
     attrs = int(codec) | (TIMESTAMP_TYPE_MASK if spec.log_append_time and magic == 1 else 0)
-    return build_legacy_message(st.offset + n - 1, magic, attrs, int(ts.max()), None, payload)
+    wrapper = build_legacy_message(st.offset + n - 1, magic, attrs, int(ts.max()), None, payload)
+    return [(wrapper, st.offset, st.offset + n - 1, int(ts.max()))]
 
 
 def _write_partition(
@@ -255,8 +260,8 @@ def _write_partition(
         if spec.legacy_magic is not None:
             if spec.legacy_magic == 0:
                 ts[:] = -1
-            batch = _legacy_batch(st, pool, n, codec, ts)
-            append(batch, base, base + n - 1, int(ts.max()))
+            for entry, first, last, max_ts in _legacy_batches(st, pool, n, codec, ts):
+                append(entry, first, last, max_ts)
             st.offset += n
             written += n
             continue

@@ -1,0 +1,221 @@
+"""Every kind of bad input gives a typed error naming the file and the byte position."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from segment_io.batch import Codec
+from segment_io.errors import (
+    BadLength,
+    BadSegmentName,
+    CorruptBatch,
+    CorruptCheckpoint,
+    CorruptIndex,
+    CrcMismatch,
+    OverlappingSegments,
+    SegmentError,
+    UnknownMagic,
+    UnsupportedCodec,
+)
+from segment_io.layout import list_log_dir
+from segment_io.partition import inspect_partition, scan_partition
+from segment_io.segment import SegmentReader
+from segment_io.storage import Storage
+from tests.helpers import v2_batch, write_segment
+
+pytestmark = pytest.mark.unit
+TS = 1_700_000_000_000
+
+
+def two_batches(codec: Codec = Codec.NONE) -> tuple[bytes, bytes]:
+    a = v2_batch(0, [(0, TS, b"a", b"1" * 50, []), (1, TS, b"b", b"2", [])], codec=codec)
+    b = v2_batch(2, [(0, TS + 1, b"c", b"3" * 50, [])], codec=codec)
+    return a, b
+
+
+def reader_for(path: Path, base: int = 0) -> SegmentReader:
+    storage, p = Storage.for_url(str(path))
+    return SegmentReader(storage, p, base)
+
+
+def deep(reader: SegmentReader) -> list[dict]:
+    return [row for rb in reader.record_batches("t", 0) for row in rb.to_pylist()]
+
+
+def test_truncated_tail_is_reported_where_kafka_would_truncate(tmp_path: Path) -> None:
+    a, b = two_batches()
+    path = write_segment(tmp_path / "t-0", 0, a + b[:40])
+    scan = reader_for(path).scan()
+    assert scan.tail is not None and scan.tail.position == len(a) and scan.tail.path == str(path)
+    assert scan.valid_size == len(a) and len(scan.table) == 1
+    assert "truncates the file to" in str(scan.tail)
+
+
+def test_short_tail_under_header_size_is_also_a_partial_batch(tmp_path: Path) -> None:
+    a, _ = two_batches()
+    scan = reader_for(write_segment(tmp_path / "t-0", 0, a + b"\x00" * 10)).scan()
+    assert scan.tail is not None and scan.tail.position == len(a)
+
+
+def test_bad_crc(tmp_path: Path) -> None:
+    a, b = two_batches()
+    bad = bytearray(b)
+    bad[-1] ^= 0xFF
+    reader = reader_for(write_segment(tmp_path / "t-0", 0, a + bytes(bad)))
+    with pytest.raises(CrcMismatch) as err:
+        reader.verify_crcs()
+    assert err.value.position == len(a) and err.value.path.endswith("00000000000000000000.log")
+
+
+def test_zero_filled_tail_is_a_bad_length(tmp_path: Path) -> None:
+    a, _ = two_batches()
+    reader = reader_for(write_segment(tmp_path / "t-0", 0, a + b"\x00" * 4096))
+    with pytest.raises(BadLength) as err:
+        reader.scan()
+    assert err.value.position == len(a)
+
+
+def test_bad_length_of_v2_batch(tmp_path: Path) -> None:
+    a, b = two_batches()
+    bad = bytearray(b)
+    struct.pack_into(">i", bad, 8, 30)  # ≥ 14 but below a v2 header
+    with pytest.raises(BadLength) as err:
+        reader_for(write_segment(tmp_path / "t-0", 0, a + bytes(bad))).scan()
+    assert err.value.position == len(a)
+
+
+def test_unknown_magic(tmp_path: Path) -> None:
+    a, b = two_batches()
+    bad = bytearray(b)
+    bad[16] = 7
+    with pytest.raises(UnknownMagic) as err:
+        reader_for(write_segment(tmp_path / "t-0", 0, a + bytes(bad))).scan()
+    assert err.value.position == len(a)
+
+
+def test_unsupported_codec(tmp_path: Path) -> None:
+    a, b = two_batches()
+    bad = bytearray(b)
+    bad[22] = (bad[22] & ~0x07) | 5
+    with pytest.raises(UnsupportedCodec) as err:
+        reader_for(write_segment(tmp_path / "t-0", 0, a + bytes(bad))).scan()
+    assert err.value.position == len(a)
+
+
+def test_record_longer_than_its_batch(tmp_path: Path) -> None:
+    a, b = two_batches()
+    bad = bytearray(b)
+    bad[61] = 0x7E  # record length varint 63, far past the end of the batch
+    reader = reader_for(write_segment(tmp_path / "t-0", 0, a + bytes(bad)))
+    with pytest.raises(CorruptBatch) as err:
+        deep(reader)
+    assert err.value.position == len(a) + 61
+    assert "exceeds the remaining bytes" in err.value.detail
+
+
+def test_records_count_larger_than_records(tmp_path: Path) -> None:
+    a, _ = two_batches()
+    bad = bytearray(a)
+    struct.pack_into(">i", bad, 57, 3)
+    with pytest.raises(CorruptBatch) as err:
+        deep(reader_for(write_segment(tmp_path / "t-0", 0, bytes(bad))))
+    assert err.value.position is not None and err.value.position >= 61
+
+
+def test_corrupt_compressed_stream(tmp_path: Path) -> None:
+    a, b = two_batches(Codec.ZSTD)
+    bad = bytearray(b)
+    bad[61:65] = b"\x00\x00\x00\x00"
+    reader = reader_for(write_segment(tmp_path / "t-0", 0, a + bytes(bad)))
+    with pytest.raises(CorruptBatch) as err:
+        deep(reader)
+    assert err.value.position == len(a) and "zstd" in err.value.detail
+
+
+def test_overlapping_segments(tmp_path: Path) -> None:
+    a, b = two_batches()
+    write_segment(tmp_path / "t-0", 0, a + b)
+    write_segment(tmp_path / "t-0", 1, b)  # offsets 0..2 of the first segment reach base 1
+    storage, path = Storage.for_url(str(tmp_path))
+    listing = list_log_dir(storage, path)
+    with pytest.raises(OverlappingSegments) as err:
+        scan_partition(storage, listing.partitions[0])
+    assert err.value.path.endswith("00000000000000000000.log") and err.value.position == 0
+
+
+def test_batch_below_its_segment_base(tmp_path: Path) -> None:
+    a, _ = two_batches()
+    write_segment(tmp_path / "t-0", 5, a)
+    storage, path = Storage.for_url(str(tmp_path))
+    with pytest.raises(OverlappingSegments, match="below the segment base offset 5"):
+        scan_partition(storage, list_log_dir(storage, path).partitions[0])
+
+
+def test_misnamed_segment(tmp_path: Path) -> None:
+    (tmp_path / "t-0").mkdir()
+    (tmp_path / "t-0" / "123.log").write_bytes(b"")
+    storage, path = Storage.for_url(str(tmp_path))
+    with pytest.raises(BadSegmentName) as err:
+        list_log_dir(storage, path)
+    assert err.value.path.endswith("123.log")
+
+
+def test_index_pointing_outside_the_log(tmp_path: Path) -> None:
+    a, b = two_batches()
+    log = write_segment(tmp_path / "t-0", 0, a + b)
+    log.with_suffix(".index").write_bytes(struct.pack(">ii", 2, 10_000))
+    storage, path = Storage.for_url(str(tmp_path))
+    report = inspect_partition(storage, list_log_dir(storage, path).partitions[0])
+    assert not report.ok
+    [err] = report.errors
+    assert isinstance(err, CorruptIndex) and err.position == 0 and err.path.endswith(".index")
+    assert "outside the log" in err.detail
+
+
+def test_index_entry_not_at_a_batch_start(tmp_path: Path) -> None:
+    a, b = two_batches()
+    log = write_segment(tmp_path / "t-0", 0, a + b)
+    log.with_suffix(".index").write_bytes(struct.pack(">ii", 2, len(a) + 3))
+    storage, path = Storage.for_url(str(tmp_path))
+    [err] = inspect_partition(storage, list_log_dir(storage, path).partitions[0]).errors
+    assert isinstance(err, CorruptIndex) and "not the start of a batch" in err.detail
+
+
+def test_zero_length_log_is_an_empty_segment_not_an_error(tmp_path: Path) -> None:
+    write_segment(tmp_path / "t-0", 0, b"")
+    storage, path = Storage.for_url(str(tmp_path))
+    report = inspect_partition(storage, list_log_dir(storage, path).partitions[0])
+    assert report.ok and report.segments[0].batches == 0
+
+
+def test_zero_length_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "replication-offset-checkpoint").write_bytes(b"")
+    storage, path = Storage.for_url(str(tmp_path))
+    with pytest.raises(CorruptCheckpoint) as err:
+        list_log_dir(storage, path)
+    assert err.value.path.endswith("replication-offset-checkpoint") and err.value.position == 0
+
+
+@pytest.mark.parametrize("command", ["inspect", "dump"])
+def test_cli_reports_bad_data_without_traceback(tmp_path: Path, command: str) -> None:
+    a, b = two_batches()
+    bad = bytearray(b)
+    bad[-1] ^= 0xFF
+    write_segment(tmp_path / "t-0", 0, a + bytes(bad))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", command, str(tmp_path)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "CRC mismatch" in out and f"at byte {len(a)}" in out and "00000000000000000000.log" in out
+
+
+def test_every_error_is_a_segment_error() -> None:
+    for cls in (BadLength, CrcMismatch, UnknownMagic, UnsupportedCodec, CorruptIndex, BadSegmentName):
+        assert issubclass(cls, SegmentError)
