@@ -202,11 +202,14 @@ def gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
     offsets[n] = total
     values = np.empty(total, dtype=np.uint8)
     for i in range(n):
+        o = np.int64(offsets[i])
+        s = starts[i]
         length = lengths[i]
-        if length > 0:
-            o = offsets[i]
-            s = starts[i]
+        if length > 16:
             values[o : o + length] = data[s : s + length]
+        else:  # a slice view costs more than copying a short key byte by byte
+            for j in range(length):
+                values[o + j] = data[s + j]
     return offsets, values
 
 

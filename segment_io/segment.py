@@ -418,7 +418,13 @@ def read_sections(path: str, buf: np.ndarray, table: BatchTable, index: np.ndarr
         extras.append(section)
     data = buf[lo:hi]
     if extras:
-        data = np.concatenate([data, np.frombuffer(b"".join(extras), dtype=np.uint8)])
+        tail = np.frombuffer(b"".join(extras), dtype=np.uint8)
+        if np.all(start >= hi - lo):  # nothing points into the file region: do not copy it
+            start -= hi - lo
+            end -= hi - lo
+            data = tail
+        else:
+            data = np.concatenate([data, tail])
     return Sections(data, index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset)
 
 
@@ -477,16 +483,13 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 
-_CODEC_NAMES = pa.array(["none", "gzip", "snappy", "lz4", "zstd", "?", "?", "?"])
-_TS_TYPE_NAMES = pa.array(["NoTimestampType", "CreateTime", "LogAppendTime"])
+_CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd", "?", "?", "?"]
+_TS_TYPE_NAMES = ["NoTimestampType", "CreateTime", "LogAppendTime"]
 
 
-def _constant(value: object, n: int, type_: pa.DataType) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array([value], type_)).cast(type_)
-
-
-def _lookup(names: pa.Array, codes: np.ndarray) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(codes.astype(np.int32), names).cast(pa.string())
+def _strings(names: list[str], codes: np.ndarray) -> pa.Array:
+    """A utf8 column holding names[code] per row (an Arrow take, no Python object per row)."""
+    return pa.array(names, pa.string()).take(pa.array(codes))
 
 
 def framed_to_arrow(
@@ -496,7 +499,11 @@ def framed_to_arrow(
     s = framed.sections
     n = len(framed)
     data = s.data
-    bi = s.batch_index[framed.record_batch]  # batch table row of each record
+
+    def per_record(batch_values: np.ndarray) -> np.ndarray:
+        """Broadcast a batch-table column to the records of each selected batch."""
+        return np.repeat(batch_values[s.batch_index], s.count)
+
     header_total = int(framed.header_count.sum())
     hk_start = np.empty(header_total, dtype=np.int64)
     hk_len = np.empty(header_total, dtype=np.int64)
@@ -510,33 +517,32 @@ def framed_to_arrow(
     list_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(framed.header_count, out=list_offsets[1:])
     headers = pa.ListArray.from_arrays(pa.array(list_offsets), header_struct)
-    magic = table.magic[bi]
-    attrs = table.attributes[bi]
+    magic = table.magic[s.batch_index]
+    attrs = table.attributes[s.batch_index]
     ts_type = np.where(magic == 0, 0, np.where((attrs & TIMESTAMP_TYPE_MASK) != 0, 2, 1))
-    horizon = table.base_timestamp[bi]
-    has_horizon = (magic == 2) & ((attrs & DELETE_HORIZON_MASK) != 0)
+    has_horizon = np.repeat((magic == 2) & ((attrs & DELETE_HORIZON_MASK) != 0), s.count)
     columns = [
-        _constant(topic, n, pa.string()),
+        _strings([topic], np.zeros(n, dtype=np.int64)),
         pa.array(np.full(n, partition, dtype=np.int32)),
         pa.array(framed.offset),
         pa.array(framed.timestamp),
-        _lookup(_TS_TYPE_NAMES, ts_type),
+        _strings(_TS_TYPE_NAMES, np.repeat(ts_type, s.count)),
         rec.binary_array(data, framed.key_start, framed.key_len),
         rec.binary_array(data, framed.value_start, framed.value_len),
         headers,
         pa.array(np.full(n, segment_base_offset, dtype=np.int64)),
-        pa.array(table.position[bi]),
-        pa.array(s.first_offset[framed.record_batch]),
-        pa.array(table.last_offset[bi]),
-        pa.array(magic.astype(np.int8)),
-        _lookup(_CODEC_NAMES, attrs & CODEC_MASK),
-        pa.array((magic == 2) & ((attrs & TRANSACTIONAL_MASK) != 0)),
-        pa.array((magic == 2) & ((attrs & CONTROL_MASK) != 0)),
-        pa.array(table.producer_id[bi]),
-        pa.array(table.producer_epoch[bi].astype(np.int16)),
-        pa.array(table.base_sequence[bi].astype(np.int32)),
-        pa.array(table.leader_epoch[bi].astype(np.int32)),
-        pa.array(horizon, mask=~has_horizon),
+        pa.array(per_record(table.position)),
+        pa.array(np.repeat(s.first_offset, s.count)),
+        pa.array(per_record(table.last_offset)),
+        pa.array(np.repeat(magic.astype(np.int8), s.count)),
+        _strings(_CODEC_NAMES, np.repeat(attrs & CODEC_MASK, s.count)),
+        pa.array(np.repeat((magic == 2) & ((attrs & TRANSACTIONAL_MASK) != 0), s.count)),
+        pa.array(np.repeat((magic == 2) & ((attrs & CONTROL_MASK) != 0), s.count)),
+        pa.array(per_record(table.producer_id)),
+        pa.array(per_record(table.producer_epoch).astype(np.int16)),
+        pa.array(per_record(table.base_sequence).astype(np.int32)),
+        pa.array(per_record(table.leader_epoch).astype(np.int32)),
+        pa.array(per_record(table.base_timestamp), mask=~has_horizon),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
 

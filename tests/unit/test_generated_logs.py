@@ -34,7 +34,12 @@ def all_records(storage: Storage, path: str) -> pa.Table:
 def test_generated_set_is_valid(sample_dir: Path) -> None:
     storage, path = Storage.for_url(str(sample_dir))
     listing, reports = inspect_log_dir(storage, path)
-    assert [f"{r.topic}-{r.partition}" for r in reports] == ["clicks-0", "legacy-users-0", "orders-0", "orders-1"]
+    assert [f"{r.topic}-{r.partition}" for r in reports] == [
+        "clicks-0",
+        "legacy-users-0",
+        "orders-0",
+        "orders-1",
+    ]
     assert all(r.ok for r in reports), [r.errors for r in reports]
     assert sum(len(r.segments) for r in reports) >= 10
     assert set(listing.checkpoints) == {"recovery-point-offset-checkpoint", "replication-offset-checkpoint"}
@@ -68,7 +73,9 @@ def test_indexes_are_byte_identical_to_a_rebuild(sample_dir: Path) -> None:
     for part in list_log_dir(storage, path).partitions:
         for seg, scan in zip(part.segments, scan_partition(storage, part), strict=True):
             t = scan.table
-            index, time_index = build_indexes(seg.base_offset, t.position, t.size, t.last_offset, t.max_timestamp)
+            index, time_index = build_indexes(
+                seg.base_offset, t.position, t.size, t.last_offset, t.max_timestamp
+            )
             assert seg.index is not None and seg.timeindex is not None
             assert storage.read(seg.index.path) == index
             assert storage.read(seg.timeindex.path) == time_index
@@ -96,7 +103,11 @@ def test_txn_index_lists_aborted_transactions_at_their_markers(sample_dir: Path)
     for seg in part.segments:
         if seg.txnindex is None:
             continue
-        rows = [r for rb in SegmentReader(storage, seg.log.path, seg.base_offset).record_batches("o", 0) for r in rb.to_pylist()]
+        rows = [
+            r
+            for rb in SegmentReader(storage, seg.log.path, seg.base_offset).record_batches("o", 0)
+            for r in rb.to_pylist()
+        ]
         markers = {r["offset"]: r for r in rows if r["is_control"]}
         for txn in read_txn_index(storage.read(seg.txnindex.path)):
             marker = markers[txn.last_offset]
@@ -112,7 +123,11 @@ def test_kafka_python_reads_every_generated_batch(sample_dir: Path) -> None:
     for part in list_log_dir(storage, path).partitions:
         for seg in part.segments:
             reader = SegmentReader(storage, seg.log.path, seg.base_offset)
-            ours = [(r["offset"], r["key"], r["value"]) for rb in reader.record_batches("t", 0) for r in rb.to_pylist()]
+            ours = [
+                (r["offset"], r["key"], r["value"])
+                for rb in reader.record_batches("t", 0)
+                for r in rb.to_pylist()
+            ]
             theirs = []
             records = MemoryRecords(storage.read(seg.log.path))
             while records.has_next():

@@ -62,7 +62,10 @@ def test_listing_ignores_transient_files(tmp_path: Path) -> None:
     assert reasons["00000000000000000030.index"] == "index without a .log"
     assert reasons["partition.metadata.tmp"] == "interrupted write (.tmp)"
     assert [s.name for s in p.snapshots] == ["00000000000000000010.snapshot"]
-    assert dict(listing.ignored) == {f"orders-1.{UUID}-delete": "delete directory", "__cluster_metadata-0": "KRaft metadata log"}
+    assert dict(listing.ignored) == {
+        f"orders-1.{UUID}-delete": "delete directory",
+        "__cluster_metadata-0": "KRaft metadata log",
+    }
     assert listing.checkpoints["cleaner-offset-checkpoint"] == {TopicPartition("orders", 0): 10}
 
 
@@ -75,4 +78,7 @@ def test_checkpoint_round_trip_and_errors() -> None:
         parse_offset_checkpoint(b"0\n3\na 0 7\n", "x")
     with pytest.raises(CorruptCheckpoint, match="unknown checkpoint version"):
         parse_offset_checkpoint(b"1\n0\n", "x")
-    assert parse_leader_epoch_checkpoint(format_leader_epoch_checkpoint([(0, 0), (3, 120)]), "x") == [(0, 0), (3, 120)]
+    assert parse_leader_epoch_checkpoint(format_leader_epoch_checkpoint([(0, 0), (3, 120)]), "x") == [
+        (0, 0),
+        (3, 120),
+    ]
