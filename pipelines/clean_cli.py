@@ -1,14 +1,64 @@
-"""Placeholder removed once `clean` lands."""
+"""`segpipe clean` arguments and entry (kept apart so `inspect`/`dump` never import Spark)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
 def add_clean_parser(sub: Any) -> None:
-    del sub
+    p = sub.add_parser("clean", help="apply Kafka retention and compaction, writing a new log directory")
+    p.add_argument("src", help="log directory (path or fsspec URL); never modified")
+    p.add_argument("dst", help="output directory; must be absent or empty")
+    p.add_argument("--config", help="YAML file with 'defaults:' and 'topics:' maps of Kafka topic configs")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="topic config for every topic"
+    )
+    p.add_argument("--topic-set", action="append", default=[], metavar="TOPIC:NAME=VALUE")
+    p.add_argument("--now-ms", type=int, help="the 'now' of every rule, epoch ms (default: the clock)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
+    p.add_argument("--report", help="also write the JSON report here")
+    p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
+    p.set_defaults(func=cmd_clean)
 
 
-def _unused(args: argparse.Namespace) -> int:
+def cmd_clean(args: argparse.Namespace) -> int:
+    from pipelines.commit import DestinationNotEmpty
+    from pipelines.config import ConfigError, JobConfig
+    from segment_io.storage import Storage
+
+    try:
+        text = None
+        if args.config:
+            storage, path = Storage.for_url(args.config)
+            text = storage.read(path).decode()
+        config = JobConfig.from_sources(text, args.set, args.topic_set)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.dry_run:
+        storage, path = Storage.for_url(args.dst)
+        if storage.exists(path) and storage.list(path):
+            print(f"error: destination {args.dst} exists and is not empty", file=sys.stderr)
+            return 2
+    from pipelines.clean import clean
+    from pipelines.session import get_spark
+
+    spark = get_spark(args.master)
+    try:
+        clean(
+            spark,
+            args.src,
+            args.dst,
+            config,
+            now_ms=args.now_ms,
+            dry_run=args.dry_run,
+            report_path=args.report,
+        )
+    except DestinationNotEmpty as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
     return 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import cramjam
 import lz4.frame
+import numpy as np
 
 from segment_io.batch import Codec
 
@@ -51,7 +52,9 @@ def decompress(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes:
     raise ValueError(f"codec {int(codec)} is not supported")
 
 
-def compress(codec: Codec, data: bytes | memoryview, levels: CompressionLevels = DEFAULT_LEVELS) -> bytes:
+def compress(
+    codec: Codec, data: bytes | memoryview | np.ndarray, levels: CompressionLevels = DEFAULT_LEVELS
+) -> bytes:
     """Compress a records section the way Kafka's Java client would frame it."""
     if codec == Codec.NONE:
         return bytes(data)

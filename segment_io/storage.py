@@ -173,3 +173,15 @@ class Storage:
     def remove(self, path: str) -> None:
         if self.fs.exists(path):
             self.fs.rm(path, recursive=True)
+
+
+def transfer(src: Storage, src_path: str, dst: Storage, dst_path: str, mtime_ms: int | None = None) -> None:
+    """Copy a file between storages in bounded memory (same storage: a native copy)."""
+    if src is dst or (src.is_local and dst.is_local):
+        dst.copy(src_path, dst_path, mtime_ms)
+        return
+    handle, tmp = dst.open_write(dst_path)
+    with src.fs.open(src_path, "rb") as reader:
+        while chunk := reader.read(8 * 1024 * 1024):
+            handle.write(chunk)
+    dst.finish_write(handle, tmp, dst_path, mtime_ms)

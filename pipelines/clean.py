@@ -1,0 +1,402 @@
+"""`clean`: retention and compaction of a log directory into a new one (scan → plan → key map →
+rewrite → commit), as Spark jobs over segment_io."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipelines.commit import Staging
+from pipelines.compaction import (
+    KEY_DDL,
+    STATS_FIELDS,
+    GroupStats,
+    KeyTask,
+    RewriteContext,
+    extract_keys,
+    rewrite_group,
+    stats_row,
+)
+from pipelines.config import JobConfig
+from pipelines.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
+from pipelines.report import PartitionMetrics, RunReport
+from pipelines.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from segment_io.layout import (
+    ROOT_CHECKPOINTS,
+    LogDirListing,
+    TopicPartition,
+    format_leader_epoch_checkpoint,
+    format_offset_checkpoint,
+    list_log_dir,
+    parse_leader_epoch_checkpoint,
+    segment_file_name,
+)
+from segment_io.segment import SegmentScan, check_segment_ranges
+from segment_io.storage import Storage, transfer
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    src_url: str
+    src_path: str
+    dst_path: str  # relative to the staging root
+    mtime_ms: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def clean(
+    spark: Any,
+    src: str,
+    dst: str,
+    config: JobConfig | None = None,
+    now_ms: int | None = None,
+    dry_run: bool = False,
+    report_path: str | None = None,
+    log: Any = print,
+) -> RunReport:
+    """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
+
+    SRC is only read. DST must be absent or empty; it appears complete or not at all.
+    Returns the run report (`report.rows()` is one metrics row per partition).
+    """
+    config = config or JobConfig()
+    now = _now_ms() if now_ms is None else now_ms
+    started = time.perf_counter()
+    stages: dict[str, float] = {}
+    src_storage, src_path = Storage.for_url(src)
+    src_url = src_storage.url(src_path)
+    listing = list_log_dir(src_storage, src_path)
+    staging = None if dry_run else Staging.create(dst)
+    report = RunReport(src, dst, now, staging.run_id if staging else "dry-run", dry_run=dry_run)
+    sc = spark.sparkContext
+
+    t0 = time.perf_counter()
+    tasks = scan_tasks(listing, src_url)
+    scanned: list[ScannedSegment] = (
+        sc.parallelize(tasks, max(1, min(len(tasks), sc.defaultParallelism * 4))).map(run_scan_task).collect()
+        if tasks
+        else []
+    )
+    by_id = {s.meta.segment_id: s for s in scanned}
+    per_partition = _group_by_partition(listing, tasks, by_id)
+    stages["scan"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    plans = _plan(listing, per_partition, config, now)
+    stages["plan"] = time.perf_counter() - t0
+    if dry_run:
+        report.partitions = [_metrics(p, per_partition[p.tp], []) for p in plans]
+        report.seconds_total = time.perf_counter() - started
+        report.seconds_by_stage = stages
+        log(json.dumps({"now_ms": now, "partitions": [p.summary() for p in plans]}, indent=2))
+        return report
+
+    assert staging is not None
+    try:
+        t0 = time.perf_counter()
+        segment_files = {t.segment_id: t.files for t in tasks}
+        stats = _compact(spark, plans, per_partition, segment_files, src_url, staging.url, now)
+        stages["compact"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        copies = _copy_tasks(listing, plans, per_partition, tasks, src_url)
+        if copies:
+            dst_url = staging.url
+            sc.parallelize(copies, max(1, min(len(copies), sc.defaultParallelism * 4))).foreach(
+                lambda c: _run_copy(c, dst_url)
+            )
+        _write_partition_files(src_storage, listing, plans, per_partition, staging)
+        _write_root_files(listing, plans, per_partition, staging)
+        stages["copy"] = time.perf_counter() - t0
+
+        by_tp: dict[str, list[GroupStats]] = {}
+        for s in stats:
+            by_tp.setdefault(s.partition_dir, []).append(s)
+        report.partitions = [_metrics(p, per_partition[p.tp], by_tp.get(p.tp.dir_name, [])) for p in plans]
+        report.seconds_by_stage = stages
+        report.seconds_total = time.perf_counter() - started
+        staging.write_meta("report.json", report.to_dict())
+        manifest = {
+            "run_id": staging.run_id,
+            "src": src,
+            "now_ms": now,
+            "partitions": [p.summary() for p in plans],
+        }
+        staging.publish(manifest)
+    except BaseException:
+        staging.abort()
+        raise
+    report.seconds_total = time.perf_counter() - started
+    if report_path:
+        out, path = Storage.for_url(report_path)
+        out.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
+    for p in report.partitions:
+        log(p.cleaner_line())
+    return report
+
+
+def _group_by_partition(
+    listing: LogDirListing, tasks: list[SegmentTask], by_id: dict[int, ScannedSegment]
+) -> dict[TopicPartition, list[ScannedSegment]]:
+    out: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}
+    for t in tasks:
+        out[listing.partitions[t.partition_id].tp].append(by_id[t.segment_id])
+    for part in listing.partitions:
+        segs = out[part.tp]
+        check_segment_ranges(
+            [
+                SegmentScan(f.log.path, f.base_offset, f.size, s.table)
+                for f, s in zip(part.segments, segs, strict=True)
+            ]
+        )
+    return out
+
+
+def _plan(
+    listing: LogDirListing,
+    per_partition: dict[TopicPartition, list[ScannedSegment]],
+    config: JobConfig,
+    now: int,
+) -> list[PartitionPlan]:
+    cps = listing.checkpoints
+    plans = []
+    gid = 0
+    for part in listing.partitions:
+        tp = part.tp
+        checkpoints = Checkpoints(
+            log_start=cps.get("log-start-offset-checkpoint", {}).get(tp),
+            high_watermark=cps.get("replication-offset-checkpoint", {}).get(tp),
+            cleaner=cps.get("cleaner-offset-checkpoint", {}).get(tp),
+        )
+        plan = plan_partition(tp, per_partition[tp], checkpoints, config.for_topic(tp.topic), now, gid)
+        if plan.compaction:
+            gid += len(plan.compaction.groups)
+        plans.append(plan)
+    return plans
+
+
+def _compact(
+    spark: Any,
+    plans: list[PartitionPlan],
+    per_partition: dict[TopicPartition, list[ScannedSegment]],
+    segment_files: dict[int, Any],
+    src_url: str,
+    staging_url: str,
+    now: int,
+) -> list[GroupStats]:
+    """Key map shuffle, then one rewrite task per output group."""
+    groups: dict[int, GroupPlan] = {}
+    key_tasks: list[KeyTask] = []
+    configs = {}
+    for tp_index, plan in enumerate(plans):
+        configs[plan.tp.dir_name] = plan.config
+        if plan.compaction is None:
+            continue
+        for g in plan.compaction.groups:
+            groups[g.gid] = g
+            for k, sid in enumerate(g.segment_ids):
+                if len(g.key_batches[k]):
+                    key_tasks.append(
+                        KeyTask(
+                            tp_index,
+                            g.gid,
+                            src_url,
+                            segment_files[sid],
+                            g.key_batches[k],
+                            plan.compaction.first_dirty,
+                        )
+                    )
+    if not groups:
+        return []
+    from pyspark.sql import functions as F
+
+    def extract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for idx in b.column(0).to_pylist():
+                yield from extract_keys(key_tasks[idx])
+
+    ctx = RewriteContext(src_url, staging_url, segment_files, now, configs)
+
+    def rewrite(table: pa.Table) -> pa.Table:
+        gid = int(table.column("gid")[0].as_py())
+        offsets = table.column("offset").to_numpy()
+        stats = rewrite_group(groups[gid], offsets[offsets >= 0], ctx)
+        return pa.Table.from_pylist([stats_row(stats)])
+
+    dummy = spark.createDataFrame([(gid, -1) for gid in groups], "gid int, offset long")
+    if key_tasks:
+        keys = (
+            spark.range(len(key_tasks), numPartitions=len(key_tasks))
+            .select(F.col("id").cast("int").alias("idx"))
+            .mapInArrow(extract, KEY_DDL)
+        )
+        keys = keys.persist()
+        dirty = keys.filter("dirty").groupBy("tp", "key").agg(F.max(F.struct("offset", "gid")).alias("w"))
+        winners = dirty.select(F.col("w.gid").alias("gid"), F.col("w.offset").alias("offset"))
+        clean_kept = (
+            keys.filter("not dirty")
+            .join(dirty.select("tp", "key"), ["tp", "key"], "left_anti")
+            .select("gid", "offset")
+        )
+        kept = winners.unionByName(clean_kept).unionByName(dummy)
+    else:
+        keys = None
+        kept = dummy
+    schema = ", ".join(
+        f"{f} {'string' if f == 'partition_dir' else 'double' if f == 'seconds' else 'long'}"
+        for f in STATS_FIELDS
+    )
+    rows = kept.groupBy("gid").applyInArrow(rewrite, schema).collect()
+    if keys is not None:
+        keys.unpersist()
+    return [GroupStats(**{f: r[f] for f in STATS_FIELDS}) for r in rows]
+
+
+def _copy_tasks(
+    listing: LogDirListing,
+    plans: list[PartitionPlan],
+    per_partition: dict[TopicPartition, list[ScannedSegment]],
+    tasks: list[SegmentTask],
+    src_url: str,
+) -> list[CopyTask]:
+    """Untouched segments are copied byte for byte, indexes included."""
+    files = {t.segment_id: t.files for t in tasks}
+    out = []
+    for plan in plans:
+        for sid in plan.copied:
+            f = files[sid]
+            for info in (f.log, f.index, f.timeindex, f.txnindex):
+                if info is not None:
+                    rel = posixpath.join(plan.tp.dir_name, info.name)
+                    out.append(CopyTask(src_url, info.path, rel, info.mtime_ms))
+    return out
+
+
+def _run_copy(task: CopyTask, staging_url: str) -> None:
+    src, _ = Storage.for_url(task.src_url)
+    dst, root = Storage.for_url(staging_url)
+    transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
+
+
+def _bases(segments: list[ScannedSegment], ids: list[int]) -> list[int]:
+    by_id = {s.meta.segment_id: s.meta.base_offset for s in segments}
+    return [by_id[i] for i in ids]
+
+
+def _write_partition_files(
+    src: Storage,
+    listing: LogDirListing,
+    plans: list[PartitionPlan],
+    per_partition: dict[TopicPartition, list[ScannedSegment]],
+    staging: Staging,
+) -> None:
+    """Producer snapshots of surviving segments, partition.metadata, a truncated leader-epoch
+    checkpoint (spec §4.3), and an empty segment where retention removed every segment."""
+    for part, plan in zip(listing.partitions, plans, strict=True):
+        out_dir = posixpath.join(staging.path, plan.tp.dir_name)
+        staging.storage.makedirs(out_dir)
+        deleted_bases = set(_bases(per_partition[plan.tp], [sid for sid, _ in plan.deleted]))
+        for snap in part.snapshots:
+            if int(snap.name.split(".")[0]) not in deleted_bases:
+                transfer(src, snap.path, staging.storage, posixpath.join(out_dir, snap.name), snap.mtime_ms)
+        for other in part.other_files:
+            target = posixpath.join(out_dir, other.name)
+            if other.name == "leader-epoch-checkpoint":
+                entries = parse_leader_epoch_checkpoint(src.read(other.path), other.path)
+                staging.storage.write_atomic(
+                    target, format_leader_epoch_checkpoint(_truncate_epochs(entries, plan.log_start_offset))
+                )
+            else:
+                transfer(src, other.path, staging.storage, target, other.mtime_ms)
+        if plan.roll_empty_at is not None:
+            for kind in ("log", "index", "timeindex"):
+                staging.storage.write_atomic(
+                    posixpath.join(out_dir, segment_file_name(plan.roll_empty_at, kind)), b""
+                )
+
+
+def _truncate_epochs(entries: list[tuple[int, int]], log_start: int) -> list[tuple[int, int]]:
+    """Remove entries starting at or below the log start; re-add the last removed epoch at it."""
+    removed = [e for e in entries if e[1] <= log_start]
+    kept = [e for e in entries if e[1] > log_start]
+    return ([(removed[-1][0], log_start)] if removed else []) + kept
+
+
+def _write_root_files(
+    listing: LogDirListing,
+    plans: list[PartitionPlan],
+    per_partition: dict[TopicPartition, list[ScannedSegment]],
+    staging: Staging,
+) -> None:
+    """Root checkpoints carried over; log start offsets and cleaner offsets updated (spec §4.4, §6)."""
+    cps = {name: dict(v) for name, v in listing.checkpoints.items()}
+    log_start = cps.get("log-start-offset-checkpoint", {})
+    cleaner = cps.get("cleaner-offset-checkpoint", {})
+    recovery = cps.get("recovery-point-offset-checkpoint")
+    for plan in plans:
+        surviving = _bases(per_partition[plan.tp], plan.copied)
+        if plan.compaction is not None:
+            surviving += [g.base_offset for g in plan.compaction.groups]
+        first_base = plan.roll_empty_at if plan.roll_empty_at is not None else min(surviving, default=0)
+        if plan.log_start_offset > first_base:
+            log_start[plan.tp] = plan.log_start_offset
+        else:
+            log_start.pop(plan.tp, None)
+        if plan.compaction is not None:
+            cleaner[plan.tp] = plan.compaction.end_offset
+        if recovery is not None and plan.tp in recovery:
+            recovery[plan.tp] = min(recovery[plan.tp], plan.log_end_offset)
+    cps["log-start-offset-checkpoint"] = log_start
+    cps["cleaner-offset-checkpoint"] = cleaner
+    for name in ROOT_CHECKPOINTS:
+        entries = cps.get(name)
+        if entries or name in listing.checkpoints:
+            staging.storage.write_atomic(
+                posixpath.join(staging.path, name), format_offset_checkpoint(entries or {})
+            )
+
+
+def _metrics(
+    plan: PartitionPlan, segments: list[ScannedSegment], stats: list[GroupStats]
+) -> PartitionMetrics:
+    by_id = {s.meta.segment_id: s for s in segments}
+    deleted = [by_id[sid] for sid, _ in plan.deleted]
+    copied = [by_id[sid] for sid in plan.copied]
+    records = lambda segs: int(sum(np.maximum(s.table.records_count, 0).sum() for s in segs))  # noqa: E731
+    m = PartitionMetrics(str(plan.tp), sorted(plan.config.cleanup_policy))
+    m.segments_in = len(segments)
+    m.bytes_in = plan.input_bytes
+    m.records_in = records(segments)
+    m.segments_deleted = len(deleted)
+    m.removed_by_retention = records(deleted)
+    m.bytes_removed_by_retention = plan.deleted_bytes
+    m.segments_copied = len(copied)
+    m.bytes_out = sum(s.meta.size for s in copied) + sum(s.bytes_out for s in stats)
+    m.records_out = records(copied) + sum(s.records_out for s in stats)
+    m.segments_out = len(copied) + len(stats) + (1 if plan.roll_empty_at is not None else 0)
+    for s in stats:
+        m.removed_superseded += s.superseded
+        m.removed_tombstone += s.tombstones
+        m.removed_aborted += s.aborted
+        m.removed_null_key += s.null_keys
+        m.removed_markers += s.markers
+        m.batches_copied_verbatim += s.batches_copied
+        m.batches_rewritten += s.batches_rewritten
+        m.batches_emptied += s.batches_emptied
+        m.delete_horizons_stamped += s.horizons_stamped
+        m.seconds += s.seconds
+    m.log_start_offset = plan.log_start_offset
+    if plan.compaction is not None:
+        m.first_dirty = plan.compaction.first_dirty
+        m.cleaned_up_to = plan.compaction.end_offset
+    return m

@@ -1,0 +1,80 @@
+"""Staging and atomic publication of an output log directory.
+
+Local destinations are built in a sibling staging directory and renamed into place in one
+step, so DST is either absent or complete. Object stores cannot rename a prefix atomically:
+there the output is written in place under an `_segpipe/INCOMPLETE` marker that is removed
+only after the manifest is written; readers (and `segpipe`) treat a marked DST as absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from segment_io.storage import Storage
+
+META_DIR = "_segpipe"
+INCOMPLETE = "INCOMPLETE"
+MANIFEST = "manifest.json"
+
+
+class DestinationNotEmpty(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Staging:
+    storage: Storage
+    final_path: str
+    path: str  # where output is written while the job runs
+    run_id: str
+
+    @property
+    def url(self) -> str:
+        return self.storage.url(self.path)
+
+    @classmethod
+    def create(cls, dst_url: str) -> Staging:
+        storage, final = Storage.for_url(dst_url)
+        if storage.exists(final) and storage.list(final):
+            raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
+        run_id = uuid.uuid4().hex[:12]
+        if storage.is_local:
+            parent = os.path.dirname(os.path.abspath(final))
+            os.makedirs(parent, exist_ok=True)
+            path = os.path.join(parent, f".{os.path.basename(final)}.segpipe-staging-{run_id}")
+            storage.makedirs(path)
+        else:
+            path = final
+            storage.makedirs(path)
+            storage.write_atomic(posixpath.join(path, META_DIR, INCOMPLETE), run_id.encode())
+        return cls(storage, final, path, run_id)
+
+    def write_meta(self, name: str, doc: Any) -> str:
+        target = posixpath.join(self.path, META_DIR, name)
+        self.storage.write_atomic(target, json.dumps(doc, indent=2, sort_keys=True).encode())
+        return posixpath.join(self.final_path, META_DIR, name)
+
+    def publish(self, manifest: dict[str, Any]) -> None:
+        """Write the manifest last, then make the output visible in one step."""
+        self.write_meta(MANIFEST, manifest)
+        if self.storage.is_local:
+            if os.path.isdir(self.final_path):
+                os.rmdir(self.final_path)  # verified empty at start
+            os.rename(self.path, self.final_path)
+        else:
+            self.storage.remove(posixpath.join(self.path, META_DIR, INCOMPLETE))
+
+    def abort(self) -> None:
+        """Remove a local staging directory; an object-store DST stays marked incomplete."""
+        if self.storage.is_local:
+            self.storage.remove(self.path)
+
+
+def is_incomplete(dst_url: str) -> bool:
+    storage, path = Storage.for_url(dst_url)
+    return storage.exists(posixpath.join(path, META_DIR, INCOMPLETE))

@@ -1,0 +1,367 @@
+"""Pure planning (driver, no Spark): retention, log start offset, transaction and producer
+state, the cleanable range and output groups, and every batch-level cleaner decision.
+
+Inputs are per-segment header tables; outputs are small, JSON-able plans that workers execute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipelines.config import TopicConfig
+from pipelines.retention import RetentionSegment, apply_retention
+from pipelines.scan import EMPTY_CONTROL, ScannedSegment
+from segment_io.batch import ControlType
+from segment_io.layout import TopicPartition
+
+INT32_MAX = 2**31 - 1
+
+# Batch actions (spec §3.3.2).
+DELETE = 0  # drop the whole batch
+DELETE_EMPTY = 1  # filter records; drop the batch if none survives
+RETAIN_EMPTY = 2  # filter records; keep an empty header if none survives
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One output segment: its inputs and the cleaner's batch-level decisions for them."""
+
+    gid: int
+    partition_dir: str
+    base_offset: int
+    segment_ids: tuple[int, ...]
+    mtime_ms: int
+    actions: tuple[np.ndarray, ...]  # per input segment, per batch: DELETE / DELETE_EMPTY / RETAIN_EMPTY
+    discard_records: tuple[np.ndarray, ...]
+    discardable: tuple[np.ndarray, ...]  # control batches that carry (or get) a delete horizon
+    key_batches: tuple[np.ndarray, ...]  # batches whose keyed records take part in the key map
+    retain_legacy_deletes: tuple[bool, ...]
+    txn_entries: tuple[tuple[int, int, int, int], ...]  # aborted txns indexed in the output
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    first_dirty: int
+    first_uncleanable: int
+    end_offset: int
+    groups: tuple[GroupPlan, ...]
+
+
+@dataclass
+class PartitionPlan:
+    tp: TopicPartition
+    config: TopicConfig
+    log_end_offset: int
+    high_watermark: int
+    log_start_offset: int
+    deleted: list[tuple[int, str]] = field(default_factory=list)  # (segment id, rule)
+    copied: list[int] = field(default_factory=list)  # segment ids copied byte for byte
+    roll_empty_at: int | None = None
+    compaction: CompactionPlan | None = None
+    input_bytes: int = 0
+    deleted_bytes: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        c = self.compaction
+        return {
+            "partition": str(self.tp),
+            "cleanup_policy": sorted(self.config.cleanup_policy),
+            "log_end_offset": self.log_end_offset,
+            "high_watermark": self.high_watermark,
+            "log_start_offset": self.log_start_offset,
+            "segments_deleted": [{"segment": sid, "rule": rule} for sid, rule in self.deleted],
+            "bytes_deleted_by_retention": self.deleted_bytes,
+            "segments_copied": len(self.copied),
+            "cleanable_range": None if c is None else [c.first_dirty, c.first_uncleanable],
+            "groups": []
+            if c is None
+            else [{"base_offset": g.base_offset, "inputs": len(g.segment_ids)} for g in c.groups],
+            "input_bytes": self.input_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    log_start: int | None = None
+    high_watermark: int | None = None
+    cleaner: int | None = None
+
+
+def log_end_offset(segments: list[ScannedSegment]) -> int:
+    leo = segments[-1].meta.base_offset if segments else 0
+    for s in segments:
+        if len(s.table):
+            leo = max(leo, int(s.table.last_offset.max()) + 1)
+    return leo
+
+
+@dataclass
+class _Producer:
+    epoch: int = -1
+    last_data_offset: int | None = None
+    last_timestamp: int = -1
+    open_txn_first: int | None = None
+
+
+def producer_state(segments: list[ScannedSegment]) -> dict[int, _Producer]:
+    """Replay every batch with a producer id in offset order (spec §5)."""
+    state: dict[int, _Producer] = {}
+    for s in segments:
+        t = s.table
+        for pid, epoch, control, last, base, ts, txn in zip(
+            t.producer_id.tolist(),
+            t.producer_epoch.tolist(),
+            t.is_control.tolist(),
+            t.last_offset.tolist(),
+            t.base_offset.tolist(),
+            t.max_timestamp.tolist(),
+            t.is_transactional.tolist(),
+            strict=True,
+        ):
+            if pid < 0:
+                continue
+            p = state.setdefault(pid, _Producer())
+            if epoch != p.epoch:
+                p.last_data_offset = None
+                p.epoch = epoch
+            p.last_timestamp = ts
+            if control:
+                p.open_txn_first = None
+            else:
+                p.last_data_offset = last
+                if txn and p.open_txn_first is None:
+                    p.open_txn_first = base
+    return state
+
+
+def _aborted_data(segments: list[ScannedSegment]) -> list[np.ndarray]:
+    """Per segment, per batch: a transactional data batch whose producer's next marker is ABORT."""
+    out = [np.zeros(len(s.table), dtype=np.bool_) for s in segments]
+    next_marker: dict[int, int] = {}
+    for k in range(len(segments) - 1, -1, -1):
+        t = segments[k].table
+        controls = segments[k].controls
+        for i in range(len(t) - 1, -1, -1):
+            pid = int(t.producer_id[i])
+            if pid < 0 or not t.is_transactional[i]:
+                continue
+            if t.is_control[i]:
+                next_marker[pid] = int(controls[i])
+            elif next_marker.get(pid) == ControlType.ABORT:
+                out[k][i] = True
+    return out
+
+
+def _segment_containing(segments: list[ScannedSegment], offset: int) -> int:
+    bases = [s.meta.base_offset for s in segments]
+    return max(0, int(np.searchsorted(bases, offset, side="right")) - 1)
+
+
+def first_uncleanable_offset(
+    segments: list[ScannedSegment],
+    first_dirty: int,
+    lso: int,
+    leo: int,
+    config: TopicConfig,
+    now_ms: int,
+) -> int:
+    """Spec §2.2: min(LSO, active segment base, min.compaction.lag bound), snapped to a segment."""
+    bound = min(lso, leo)
+    non_active = segments if config.last_segment_sealed else segments[:-1]
+    if not config.last_segment_sealed and segments:
+        bound = min(bound, segments[-1].meta.base_offset)
+    if config.min_compaction_lag_ms > 0:
+        start = _segment_containing(segments, first_dirty)
+        for s in non_active[start:]:
+            if s.meta.largest_timestamp > now_ms - config.min_compaction_lag_ms:
+                bound = min(bound, s.meta.base_offset)
+                break
+    if bound >= leo:
+        return leo
+    return segments[_segment_containing(segments, bound)].meta.base_offset
+
+
+def group_segments(segments: list[ScannedSegment], end_offset: int, config: TopicConfig) -> list[list[int]]:
+    """Spec §3.2: greedy groups of consecutive segments below `end_offset`."""
+    recopy = [k for k, s in enumerate(segments) if s.meta.base_offset < end_offset]
+    groups: list[list[int]] = []
+    for pos, k in enumerate(recopy):
+        seg = segments[k].meta
+        if groups:
+            g = groups[-1]
+            first = segments[g[0]].meta
+            nxt = segments[recopy[pos + 1]].meta.base_offset if pos + 1 < len(recopy) else end_offset
+            estimated_last = nxt - 1
+            fits = (
+                sum(segments[i].meta.size for i in g) + seg.size <= config.segment_bytes
+                and sum(segments[i].meta.index_bytes for i in g) + seg.index_bytes
+                <= config.segment_index_bytes
+                and sum(segments[i].meta.timeindex_bytes for i in g) + seg.timeindex_bytes
+                <= config.segment_index_bytes
+                and (seg.size == 0 or estimated_last - first.base_offset <= INT32_MAX)
+            )
+            if fits:
+                g.append(k)
+                continue
+        groups.append([k])
+    return groups
+
+
+def plan_partition(
+    tp: TopicPartition,
+    segments: list[ScannedSegment],
+    checkpoints: Checkpoints,
+    config: TopicConfig,
+    now_ms: int,
+    next_gid: int = 0,
+) -> PartitionPlan:
+    """Everything the job will do to one partition, decided on headers alone."""
+    leo = log_end_offset(segments)
+    hw = leo if checkpoints.high_watermark is None else min(checkpoints.high_watermark, leo)
+    first_base = segments[0].meta.base_offset if segments else 0
+    log_start = max(checkpoints.log_start or 0, first_base)
+    plan = PartitionPlan(tp, config, leo, hw, log_start, input_bytes=sum(s.meta.size for s in segments))
+
+    retention = apply_retention(
+        [RetentionSegment(s.meta.base_offset, s.meta.size, s.meta.largest_timestamp) for s in segments],
+        leo,
+        hw,
+        log_start,
+        config,
+        now_ms,
+    )
+    gone = {i for i, _ in retention.deleted}
+    plan.deleted = [(segments[i].meta.segment_id, rule) for i, rule in retention.deleted]
+    plan.deleted_bytes = sum(segments[i].meta.size for i in gone)
+    plan.log_start_offset = retention.log_start_offset
+    plan.roll_empty_at = retention.roll_empty_at
+    alive = [s for i, s in enumerate(segments) if i not in gone]
+    if not config.compact or not alive:
+        plan.copied = [s.meta.segment_id for s in alive]
+        return plan
+
+    state = producer_state(alive)
+    open_firsts = [p.open_txn_first for p in state.values() if p.open_txn_first is not None]
+    lso = min([hw, *open_firsts])
+    first_dirty = checkpoints.cleaner
+    if first_dirty is None or first_dirty < plan.log_start_offset or first_dirty > leo:
+        first_dirty = plan.log_start_offset
+    upper = first_uncleanable_offset(alive, first_dirty, lso, leo, config, now_ms)
+    if upper < first_dirty or upper <= alive[0].meta.base_offset:
+        plan.copied = [s.meta.segment_id for s in alive]
+        return plan
+
+    groups = group_segments(alive, upper, config)
+    recopied = {k for g in groups for k in g}
+    plan.copied = [s.meta.segment_id for k, s in enumerate(alive) if k not in recopied]
+    decisions = _batch_decisions(alive, sorted(recopied), state, upper, config, now_ms)
+    legacy_horizon = _legacy_horizon(alive, first_dirty, config)
+    txn_meta = {(e[0], e[2]): e for s in alive for e in s.meta.aborted}
+    group_plans: list[GroupPlan] = []
+    for g in groups:
+        segs = [alive[k] for k in g]
+        entries = []
+        for k in g:
+            for marker_offset, pid, first_data in decisions.indexed_aborts.get(k, []):
+                meta = txn_meta.get((pid, marker_offset), (pid, first_data, marker_offset, marker_offset + 1))
+                entries.append(meta)
+        group_plans.append(
+            GroupPlan(
+                gid=next_gid + len(group_plans),
+                partition_dir=tp.dir_name,
+                base_offset=segs[0].meta.base_offset,
+                segment_ids=tuple(s.meta.segment_id for s in segs),
+                mtime_ms=segs[-1].meta.mtime_ms,
+                actions=tuple(decisions.actions[k] for k in g),
+                discard_records=tuple(decisions.discard_records[k] for k in g),
+                discardable=tuple(decisions.discardable[k] for k in g),
+                key_batches=tuple(decisions.key_batches[k] for k in g),
+                retain_legacy_deletes=tuple(s.meta.mtime_ms > legacy_horizon for s in segs),
+                txn_entries=tuple(entries),
+            )
+        )
+    plan.compaction = CompactionPlan(first_dirty, upper, upper, tuple(group_plans))
+    return plan
+
+
+@dataclass
+class _Decisions:
+    actions: dict[int, np.ndarray] = field(default_factory=dict)
+    discard_records: dict[int, np.ndarray] = field(default_factory=dict)
+    discardable: dict[int, np.ndarray] = field(default_factory=dict)
+    key_batches: dict[int, np.ndarray] = field(default_factory=dict)
+    indexed_aborts: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+
+def _batch_decisions(
+    segments: list[ScannedSegment],
+    recopied: list[int],
+    state: dict[int, _Producer],
+    upper: int,
+    config: TopicConfig,
+    now_ms: int,
+) -> _Decisions:
+    """The recopy tracker of spec §3.3.1 and the batch-level rules of §3.3.2, in offset order."""
+    aborted = _aborted_data(segments)
+    active = {
+        pid: p
+        for pid, p in state.items()
+        if p.open_txn_first is not None or now_ms - p.last_timestamp < config.producer_id_expiration_ms
+    }
+    pending: dict[int, list[int]] = {}  # producer → offsets of data batches seen since its last marker
+    out = _Decisions()
+    for k in recopied:
+        s = segments[k]
+        t = s.table
+        n = len(t)
+        actions = np.full(n, DELETE_EMPTY, dtype=np.int8)
+        discard_records = np.zeros(n, dtype=np.bool_)
+        discardable = np.zeros(n, dtype=np.bool_)
+        for i in range(n):
+            pid = int(t.producer_id[i])
+            control = bool(t.is_control[i])
+            last = int(t.last_offset[i])
+            if control:
+                ctype = int(s.controls[i])
+                seen = pending.pop(pid, [])
+                if ctype == EMPTY_CONTROL or int(t.records_count[i]) == 0:
+                    discardable[i] = True
+                elif ctype == ControlType.ABORT:
+                    discardable[i] = not seen
+                    if seen:
+                        out.indexed_aborts.setdefault(k, []).append((last, pid, seen[0]))
+                elif ctype == ControlType.COMMIT:
+                    discardable[i] = not seen
+                horizon = int(t.base_timestamp[i]) if t.has_delete_horizon[i] else None
+                discard_records[i] = discardable[i] and horizon is not None and horizon <= now_ms
+            else:
+                if pid >= 0 and t.is_transactional[i]:
+                    pending.setdefault(pid, []).append(int(t.base_offset[i]))
+                discard_records[i] = aborted[k][i]
+            p = active.get(pid) if pid >= 0 else None
+            last_of_active = p is not None and (
+                (p.last_data_offset is not None and p.last_data_offset == last)
+                or (p.last_data_offset is None and control and int(t.producer_epoch[i]) == p.epoch)
+            )
+            if last_of_active or last + 1 == upper:
+                actions[i] = RETAIN_EMPTY
+            elif discard_records[i]:
+                actions[i] = DELETE
+        out.actions[k] = actions
+        out.discard_records[k] = discard_records
+        out.discardable[k] = discardable
+        out.key_batches[k] = np.flatnonzero(~t.is_control & ~discard_records & (actions != DELETE))
+    return out
+
+
+def _legacy_horizon(segments: list[ScannedSegment], first_dirty: int, config: TopicConfig) -> int:
+    """Spec §3.3.4 legacy rule: mtime of the last segment entirely below firstDirty − retention."""
+    horizon = 0
+    for k, s in enumerate(segments):
+        nxt = segments[k + 1].meta.base_offset if k + 1 < len(segments) else None
+        if nxt is not None and nxt <= first_dirty:
+            horizon = s.meta.mtime_ms - config.delete_retention_ms
+    return horizon

@@ -1,0 +1,91 @@
+"""Run metrics: per-partition figures, Kafka-cleaner-style log lines, JSON report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+MB = 1024 * 1024
+
+
+@dataclass
+class PartitionMetrics:
+    partition: str
+    cleanup_policy: list[str]
+    bytes_in: int = 0
+    bytes_out: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    removed_superseded: int = 0
+    removed_tombstone: int = 0
+    removed_aborted: int = 0
+    removed_null_key: int = 0
+    removed_markers: int = 0
+    removed_by_retention: int = 0
+    bytes_removed_by_retention: int = 0
+    segments_in: int = 0
+    segments_out: int = 0
+    segments_deleted: int = 0
+    segments_copied: int = 0
+    batches_copied_verbatim: int = 0
+    batches_rewritten: int = 0
+    batches_emptied: int = 0
+    delete_horizons_stamped: int = 0
+    log_start_offset: int = 0
+    cleaned_up_to: int | None = None
+    first_dirty: int | None = None
+    seconds: float = 0.0
+
+    def cleaner_line(self) -> str:
+        """One line in the shape of Kafka's cleaner summary."""
+        mb_in = self.bytes_in / MB
+        mb_out = self.bytes_out / MB
+        rate = mb_in / self.seconds if self.seconds > 0 else 0.0
+        reduction = 100.0 * (1 - self.bytes_out / self.bytes_in) if self.bytes_in else 0.0
+        fewer = 100.0 * (1 - self.records_out / self.records_in) if self.records_in else 0.0
+        dirty = (
+            f" (dirty section = [{self.first_dirty}, {self.cleaned_up_to}])"
+            if self.cleaned_up_to is not None
+            else " (retention only)"
+        )
+        return (
+            f"segpipe cleaned log {self.partition}{dirty}: {mb_in:,.1f} MB of log processed in "
+            f"{self.seconds:,.1f} seconds ({rate:,.1f} MB/sec); {mb_in:,.1f} MB -> {mb_out:,.1f} MB, "
+            f"{reduction:.1f}% size reduction ({fewer:.1f}% fewer messages)"
+        )
+
+
+@dataclass
+class RunReport:
+    src: str
+    dst: str
+    now_ms: int
+    run_id: str
+    partitions: list[PartitionMetrics] = field(default_factory=list)
+    seconds_total: float = 0.0
+    seconds_by_stage: dict[str, float] = field(default_factory=dict)
+    dry_run: bool = False
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(p.bytes_in for p in self.partitions)
+
+    @property
+    def bytes_out(self) -> int:
+        return sum(p.bytes_out for p in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["bytes_in"] = self.bytes_in
+        doc["bytes_out"] = self.bytes_out
+        doc["throughput_mb_per_s"] = self.bytes_in / MB / self.seconds_total if self.seconds_total else 0.0
+        return doc
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat row per partition (the metrics DataFrame of `pipelines.clean`)."""
+        out = []
+        for p in self.partitions:
+            row = asdict(p)
+            row["cleanup_policy"] = ",".join(p.cleanup_policy)
+            out.append(row)
+        return out

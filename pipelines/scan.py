@@ -1,0 +1,112 @@
+"""Pass 0: segment and batch metadata (headers only, plus the few marker keys), in parallel."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from segment_io.index import OFFSET_ENTRY, TIME_ENTRY, read_time_index, read_txn_index
+from segment_io.layout import LogDirListing, SegmentFiles
+from segment_io.segment import BatchTable, SegmentReader
+from segment_io.storage import Storage
+
+NOT_CONTROL = -1
+EMPTY_CONTROL = -2
+
+
+@dataclass(frozen=True)
+class SegmentTask:
+    """One segment to scan: where it is and which partition it belongs to."""
+
+    segment_id: int
+    partition_id: int
+    url: str
+    files: SegmentFiles
+
+
+@dataclass(frozen=True)
+class SegmentMeta:
+    """What planning needs about a segment (format §7–§9 sizes, §8.4 largest timestamp)."""
+
+    segment_id: int
+    base_offset: int
+    size: int
+    mtime_ms: int
+    index_bytes: int
+    timeindex_bytes: int
+    largest_timestamp: int
+    aborted: tuple[tuple[int, int, int, int], ...]  # .txnindex entries (pid, first, last, lso)
+
+
+def control_types(reader: SegmentReader) -> np.ndarray:
+    """The control record type of each control batch (ABORT 0, COMMIT 1, ...), else −1."""
+    table = reader.scan().table
+    out = np.full(len(table), NOT_CONTROL, dtype=np.int16)
+    control = np.flatnonzero(table.is_control)
+    if len(control) == 0:
+        return out
+    framed = reader.frame(control)
+    first_of_batch = np.searchsorted(framed.record_batch, np.arange(len(control)))
+    for j, i in enumerate(control.tolist()):
+        r = int(first_of_batch[j])
+        if r >= len(framed) or framed.record_batch[r] != j:
+            out[i] = EMPTY_CONTROL
+            continue
+        start, length = int(framed.key_start[r]), int(framed.key_len[r])
+        key = framed.sections.data[start : start + length].tobytes() if length >= 4 else b""
+        out[i] = struct.unpack(">h", key[2:4])[0] if len(key) >= 4 else EMPTY_CONTROL
+    return out
+
+
+def scan_segment(storage: Storage, files: SegmentFiles) -> tuple[SegmentMeta, BatchTable, np.ndarray]:
+    """Shallow scan + CRCs + the metadata retention and compaction plan with."""
+    reader = SegmentReader(storage, files.log.path, files.base_offset)
+    scan = reader.scan()
+    if scan.tail is not None:
+        raise scan.tail
+    reader.verify_crcs()
+    largest = -1
+    if files.timeindex is not None and files.timeindex.size:
+        ts, _ = read_time_index(storage.read(files.timeindex.path))
+        largest = int(ts[-1]) if len(ts) else -1
+    aborted: tuple[tuple[int, int, int, int], ...] = ()
+    if files.txnindex is not None and files.txnindex.size:
+        aborted = tuple(
+            (t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+            for t in read_txn_index(storage.read(files.txnindex.path), files.txnindex.path)
+        )
+    meta = SegmentMeta(
+        segment_id=-1,
+        base_offset=files.base_offset,
+        size=files.size,
+        mtime_ms=files.log.mtime_ms,
+        index_bytes=(files.index.size // OFFSET_ENTRY * OFFSET_ENTRY) if files.index else 0,
+        timeindex_bytes=(files.timeindex.size // TIME_ENTRY * TIME_ENTRY) if files.timeindex else 0,
+        largest_timestamp=largest if largest >= 0 else files.log.mtime_ms,
+        aborted=aborted,
+    )
+    return meta, scan.table, control_types(reader)
+
+
+def scan_tasks(listing: LogDirListing, url: str) -> list[SegmentTask]:
+    tasks: list[SegmentTask] = []
+    for pid, part in enumerate(listing.partitions):
+        for files in part.segments:
+            tasks.append(SegmentTask(len(tasks), pid, url, files))
+    return tasks
+
+
+@dataclass(frozen=True)
+class ScannedSegment:
+    meta: SegmentMeta
+    table: BatchTable
+    controls: np.ndarray
+
+
+def run_scan_task(task: SegmentTask) -> ScannedSegment:
+    """Executed on a worker: one segment's metadata (small: one row per batch)."""
+    storage, _ = Storage.for_url(task.url)
+    meta, table, controls = scan_segment(storage, task.files)
+    return ScannedSegment(replace(meta, segment_id=task.segment_id), table, controls)
