@@ -27,3 +27,13 @@ def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def local(tmp_path: Path) -> tuple[Storage, str]:
     return Storage.for_url(str(tmp_path))
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local[2] SparkSession per test run."""
+    from pipelines.session import get_spark
+
+    session = get_spark("local[2]", app_name="segpipe-tests")
+    yield session
+    session.stop()

@@ -47,3 +47,64 @@ def write_segment(directory: Path, base_offset: int, data: bytes) -> Path:
     path = directory / f"{base_offset:020d}.log"
     path.write_bytes(data)
     return path
+
+
+def write_log(root: Path, partition_dir: str, segments: list[list[bytes]], mtime_ms: int | None = None) -> None:
+    """Write a partition of segments (each a list of complete batches) with Kafka's indexes.
+
+    A segment is named after its first batch's base offset; an empty list continues the
+    previous segment's offset (an empty segment at the next offset).
+    """
+    import numpy as np
+
+    from segment_io.segment import SegmentLimits, SegmentWriter, scan_buffer
+    from segment_io.storage import Storage
+
+    def header(b: bytes) -> tuple[int, int, int]:
+        t = scan_buffer("batch", 0, np.frombuffer(b, dtype=np.uint8)).table
+        last = int(t.last_offset[0])
+        return (int(t.base_offset[0]) if t.base_offset[0] >= 0 else last), last, int(t.max_timestamp[0])
+
+    storage, _ = Storage.for_url(str(root))
+    writer = SegmentWriter(storage, str(root / partition_dir), SegmentLimits(segment_bytes=2**40))
+    next_offset = 0
+    for batches in segments:
+        base = header(batches[0])[0] if batches else next_offset
+        writer.roll(base, mtime_ms)
+        for b in batches:
+            first, last, max_ts = header(b)
+            writer.append(b, first, last, max_ts)
+            next_offset = last + 1
+    writer.close(mtime_ms)
+
+
+def read_log(root: Path, partition_dir: str) -> list[dict]:
+    """Every record of a partition (deep scan), segment by segment."""
+    from segment_io.layout import TopicPartition, list_partition
+    from segment_io.segment import SegmentReader
+    from segment_io.storage import Storage
+
+    storage, path = Storage.for_url(str(root / partition_dir))
+    topic, _, part = partition_dir.rpartition("-")
+    listing = list_partition(storage, path, TopicPartition(topic, int(part)))
+    rows = []
+    for seg in listing.segments:
+        reader = SegmentReader(storage, seg.log.path, seg.base_offset)
+        for rb in reader.record_batches(topic, int(part)):
+            rows += rb.to_pylist()
+    return rows
+
+
+def read_batches(root: Path, partition_dir: str) -> list[tuple[int, bytes]]:
+    """(segment base offset, raw batch bytes) of every batch of a partition."""
+    from segment_io.layout import TopicPartition, list_partition
+    from segment_io.segment import SegmentReader
+    from segment_io.storage import Storage
+
+    storage, path = Storage.for_url(str(root / partition_dir))
+    topic, _, part = partition_dir.rpartition("-")
+    out = []
+    for seg in list_partition(storage, path, TopicPartition(topic, int(part))).segments:
+        reader = SegmentReader(storage, seg.log.path, seg.base_offset)
+        out += [(seg.base_offset, bytes(reader.batch_bytes(i))) for i in range(len(reader.scan().table))]
+    return out
