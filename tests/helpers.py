@@ -49,7 +49,9 @@ def write_segment(directory: Path, base_offset: int, data: bytes) -> Path:
     return path
 
 
-def write_log(root: Path, partition_dir: str, segments: list[list[bytes]], mtime_ms: int | None = None) -> None:
+def write_log(
+    root: Path, partition_dir: str, segments: list[list[bytes]], mtime_ms: int | None = None
+) -> None:
     """Write a partition of segments (each a list of complete batches) with Kafka's indexes.
 
     A segment is named after its first batch's base offset; an empty list continues the

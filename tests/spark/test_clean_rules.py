@@ -27,7 +27,9 @@ NOW = T0 + 5_000
 HOUR = 3_600_000
 
 
-def batch(base: int, recs: list[tuple[int, bytes | None, bytes | None]], ts: int | None = None, **kw) -> bytes:  # type: ignore[no-untyped-def]
+def batch(
+    base: int, recs: list[tuple[int, bytes | None, bytes | None]], ts: int | None = None, **kw
+) -> bytes:  # type: ignore[no-untyped-def]
     return v2_batch(base, [(o - base, (T0 + o if ts is None else ts), k, v, []) for o, k, v in recs], **kw)
 
 
@@ -42,7 +44,9 @@ def marker(offset: int, pid: int, control_type: int, epoch: int = 0) -> bytes:
 
 
 def txn(base: int, recs: list[tuple[int, bytes | None, bytes | None]], pid: int) -> bytes:
-    return batch(base, recs, attributes=TRANSACTIONAL_MASK, producer_id=pid, producer_epoch=0, base_sequence=base)
+    return batch(
+        base, recs, attributes=TRANSACTIONAL_MASK, producer_id=pid, producer_epoch=0, base_sequence=base
+    )
 
 
 def legacy(entries: list[tuple[int, bytes | None, bytes | None]], codec: Codec) -> bytes:
@@ -78,7 +82,11 @@ CONFIG = {
     "topics": {
         "sup": {"cleanup.policy": "compact"},
         "nullkey": {"cleanup.policy": "compact"},
-        "tomb": {"cleanup.policy": "compact", "segpipe.last.segment.sealed": True, "delete.retention.ms": 1000},
+        "tomb": {
+            "cleanup.policy": "compact",
+            "segpipe.last.segment.sealed": True,
+            "delete.retention.ms": 1000,
+        },
         "txn": {
             "cleanup.policy": "compact",
             "segpipe.last.segment.sealed": True,
@@ -91,7 +99,11 @@ CONFIG = {
         "size": {"cleanup.policy": "delete", "retention.bytes": 2 * SEGMENT_SIZE + 1},
         "lso": {"cleanup.policy": "compact"},
         "legacy": {"cleanup.policy": "compact", "segpipe.last.segment.sealed": True},
-        "lag": {"cleanup.policy": "compact", "segpipe.last.segment.sealed": True, "min.compaction.lag.ms": 1000},
+        "lag": {
+            "cleanup.policy": "compact",
+            "segpipe.last.segment.sealed": True,
+            "min.compaction.lag.ms": 1000,
+        },
         "open": {"cleanup.policy": "compact", "segpipe.last.segment.sealed": True},
     },
 }
@@ -101,18 +113,40 @@ CONFIG = {
 def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("rules") / "src"
     write_log(root, "sup-0", [[A["B0"], A["B1"]], [A["B2"]], [A["B3"]]])
-    write_log(root, "nullkey-0", [[batch(0, [(0, None, b"x"), (1, b"k1", b"y")])], [batch(2, [(2, b"k2", b"z")])]])
-    write_log(root, "tomb-0", [[batch(0, [(0, b"k1", b"a")]), batch(1, [(1, b"k1", None)]), batch(2, [(2, b"k2", b"b")])]])
+    write_log(
+        root, "nullkey-0", [[batch(0, [(0, None, b"x"), (1, b"k1", b"y")])], [batch(2, [(2, b"k2", b"z")])]]
+    )
+    write_log(
+        root,
+        "tomb-0",
+        [[batch(0, [(0, b"k1", b"a")]), batch(1, [(1, b"k1", None)]), batch(2, [(2, b"k2", b"b")])]],
+    )
     write_log(root, "txn-0", [D_BATCHES])
     write_log(root, "producer-0", [[E_FIRST, batch(1, [(1, b"k1", b"b")])]], mtime_ms=NOW)
-    write_log(root, "ret-0", [[batch(0, [(0, b"a", b"1")])], [batch(1, [(1, b"b", b"2")])], [batch(2, [(2, b"c", b"3")], ts=T0 + 20_000)]])
+    write_log(
+        root,
+        "ret-0",
+        [
+            [batch(0, [(0, b"a", b"1")])],
+            [batch(1, [(1, b"b", b"2")])],
+            [batch(2, [(2, b"c", b"3")], ts=T0 + 20_000)],
+        ],
+    )
     write_log(root, "retall-0", [[batch(0, [(0, b"a", b"1")])], [batch(1, [(1, b"b", b"2")])]])
     write_log(root, "size-0", SIZE_SEGMENTS)
     write_log(root, "lso-0", [[batch(i, [(i, b"k", b"%d" % i)])] for i in range(4)])
     write_log(root, "legacy-0", [[legacy([(0, b"k1", b"a")], Codec.NONE), legacy([(1, b"k1", b"b")], Codec.NONE),
                                   legacy([(2, b"k2", b"c"), (3, b"k3", None)], Codec.GZIP)]])  # fmt: skip
-    write_log(root, "lag-0", [[batch(0, [(0, b"k1", b"a"), (1, b"k1", b"b")])], [batch(2, [(2, b"k1", b"c")], ts=T0 + 4_800)]])
-    write_log(root, "open-0", [[batch(0, [(0, b"k1", b"a")])], [txn(1, [(1, b"k1", b"b")], pid=7)], [batch(2, [(2, b"k1", b"c")])]])
+    write_log(
+        root,
+        "lag-0",
+        [[batch(0, [(0, b"k1", b"a"), (1, b"k1", b"b")])], [batch(2, [(2, b"k1", b"c")], ts=T0 + 4_800)]],
+    )
+    write_log(
+        root,
+        "open-0",
+        [[batch(0, [(0, b"k1", b"a")])], [txn(1, [(1, b"k1", b"b")], pid=7)], [batch(2, [(2, b"k1", b"c")])]],
+    )
     (root / "ret-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 1\n3 2\n")
     (root / "ret-0" / "00000000000000000001.snapshot").write_bytes(b"s1")
     (root / "ret-0" / "00000000000000000002.snapshot").write_bytes(b"s2")
@@ -123,7 +157,9 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def out(spark, src: Path) -> Path:  # type: ignore[no-untyped-def]
     dst = src.parent / "out1"
-    report = clean(spark, str(src), str(dst), JobConfig.build(CONFIG["defaults"], CONFIG["topics"]), now_ms=NOW)
+    report = clean(
+        spark, str(src), str(dst), JobConfig.build(CONFIG["defaults"], CONFIG["topics"]), now_ms=NOW
+    )
     assert {p.partition for p in report.partitions} == {d.name for d in src.iterdir() if d.is_dir()}
     return dst
 
@@ -139,7 +175,9 @@ def test_superseded_records_and_verbatim_copies(out: Path) -> None:
     assert offsets(out, "sup-0") == [2, 3, 4, 5]
     report = json.loads((out / "_segpipe" / "report.json").read_text())
     sup = next(p for p in report["partitions"] if p["partition"] == "sup-0")
-    assert sup["removed_superseded"] == 2 and sup["cleaned_up_to"] == 5 and sup["batches_copied_verbatim"] == 2
+    assert (
+        sup["removed_superseded"] == 2 and sup["cleaned_up_to"] == 5 and sup["batches_copied_verbatim"] == 2
+    )
 
 
 def test_null_key_records_are_dropped_and_batch_rewritten(out: Path) -> None:
@@ -190,7 +228,12 @@ def test_last_batch_of_an_active_producer_is_kept_empty(out: Path) -> None:
     expected_empty = struct.pack(">qiib", 0, 49, 0, 2)  # base offset, length 49, leader epoch, magic
     assert first[:17] == expected_empty
     h = parse_v2_header(first)
-    assert (h.records_count, h.codec, h.base_timestamp, h.max_timestamp) == (0, Codec.NONE, -1, original.max_timestamp)
+    assert (h.records_count, h.codec, h.base_timestamp, h.max_timestamp) == (
+        0,
+        Codec.NONE,
+        -1,
+        original.max_timestamp,
+    )
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta) == (5, 2, 17, 0)
     assert not h.has_delete_horizon
     assert offsets(out, "producer-0") == [1]
