@@ -98,8 +98,8 @@ def model_compaction(rows: list[dict], upper: int) -> list[dict]:
 
 
 def model_time_retention(rows: list[dict], bases: list[int], retention_ms: int, now: int) -> list[dict]:
-    max_ts = {b: max((r["timestamp"] if r["timestamp_type"] != "LogAppendTime" else r["timestamp"]) for r in rows
-                     if r["segment_base_offset"] == b) for b in bases}  # fmt: skip
+    # A segment's largest timestamp: the max record timestamp as a consumer sees it.
+    max_ts = {b: max(r["timestamp"] for r in rows if r["segment_base_offset"] == b) for b in bases}
     gone = set()
     for b in bases:
         if now - max_ts[b] > retention_ms:

@@ -181,7 +181,7 @@ def test_superseded_records_and_verbatim_copies(out: Path) -> None:
 
 
 def test_null_key_records_are_dropped_and_batch_rewritten(out: Path) -> None:
-    (seg, first), _ = read_batches(out, "nullkey-0")
+    (_, first), _ = read_batches(out, "nullkey-0")
     h = parse_v2_header(first)
     assert (h.base_offset, h.last_offset_delta, h.records_count, h.base_timestamp) == (0, 1, 1, T0 + 1)
     assert offsets(out, "nullkey-0") == [1, 2]
