@@ -37,4 +37,7 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    from pipelines.datasource import register
+
+    register(spark)
     return spark
