@@ -136,7 +136,6 @@ def clean(
     except BaseException:
         staging.abort()
         raise
-    report.seconds_total = time.perf_counter() - started
     if report_path:
         out, path = Storage.for_url(report_path)
         out.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())

@@ -25,7 +25,7 @@ SPARK_SCHEMA = (
 )
 
 
-class SegmentPartition(InputPartition):  # type: ignore[misc]
+class SegmentPartition(InputPartition):
     """One segment file: the unit of parallelism of a read."""
 
     def __init__(self, url: str, path: str, base_offset: int, topic: str, partition: int) -> None:
@@ -37,7 +37,7 @@ class SegmentPartition(InputPartition):  # type: ignore[misc]
         self.partition = partition
 
 
-class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
+class KafkaSegmentsReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.url = options.get("path") or options.get("paths", "")
         if not self.url:
@@ -54,19 +54,25 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
             if self.topic and part.tp.topic != self.topic:
                 continue
             for seg in part.segments:
-                out.append(SegmentPartition(self.url, seg.log.path, seg.base_offset, part.tp.topic, part.tp.partition))
+                out.append(
+                    SegmentPartition(
+                        self.url, seg.log.path, seg.base_offset, part.tp.topic, part.tp.partition
+                    )
+                )
         return out
 
-    def read(self, partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from segment_io.segment import SegmentReader
         from segment_io.storage import Storage
+
+        assert isinstance(partition, SegmentPartition)
 
         storage, _ = Storage.for_url(partition.url)
         reader = SegmentReader(storage, partition.path, partition.base_offset)
         yield from reader.record_batches(partition.topic, partition.partition)
 
 
-class KafkaSegmentsDataSource(DataSource):  # type: ignore[misc]
+class KafkaSegmentsDataSource(DataSource):
     """Options: `path` (the log directory), optional `topic` to read one topic only."""
 
     @classmethod

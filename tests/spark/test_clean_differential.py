@@ -92,7 +92,11 @@ def model_compaction(rows: list[dict], upper: int) -> list[dict]:
             latest[r["key"]] = max(latest.get(r["key"], -1), r["offset"])
     keep = []
     for r in rows:
-        if r["offset"] >= upper or r["is_control"] or (r["offset"] not in aborted and r["key"] is not None and latest[r["key"]] == r["offset"]):
+        if (
+            r["offset"] >= upper
+            or r["is_control"]
+            or (r["offset"] not in aborted and r["key"] is not None and latest[r["key"]] == r["offset"])
+        ):
             keep.append(r)
     return keep
 

@@ -22,7 +22,11 @@ def deep_scan(root: Path, topic: str | None = None) -> pa.Table:
         if topic and part.tp.topic != topic:
             continue
         for seg in part.segments:
-            batches += list(SegmentReader(storage, seg.log.path, seg.base_offset).record_batches(part.tp.topic, part.tp.partition))
+            batches += list(
+                SegmentReader(storage, seg.log.path, seg.base_offset).record_batches(
+                    part.tp.topic, part.tp.partition
+                )
+            )
     return pa.Table.from_batches(batches)
 
 
@@ -37,6 +41,9 @@ def test_datasource_matches_deep_scan(spark, sample_dir: Path) -> None:  # type:
 def test_datasource_topic_option_and_sql(spark, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
     df = spark.read.format("kafka-segments").option("topic", "orders").load(str(sample_dir))
     df.createOrReplaceTempView("orders")
-    counts = {r["partition"]: r["n"] for r in spark.sql("select partition, count(*) n from orders group by 1").collect()}
+    counts = {
+        r["partition"]: r["n"]
+        for r in spark.sql("select partition, count(*) n from orders group by 1").collect()
+    }
     table = deep_scan(sample_dir, "orders")
     assert counts == {p: sum(1 for x in table.column("partition").to_pylist() if x == p) for p in (0, 1)}
