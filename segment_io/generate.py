@@ -65,6 +65,7 @@ class TopicSpec:
     start_ms: int = DEFAULT_START_MS
     segment_bytes: int = 64 * 1024
     legacy_magic: int | None = None  # 0 or 1: write old-format entries instead of v2 batches
+    distinct_keys: bool = False  # every record gets its own key (key-count tests)
 
 
 def default_specs() -> list[TopicSpec]:
@@ -116,7 +117,9 @@ class _PartitionState:
     open_txns: list[_Txn] = field(default_factory=list)
 
 
-def _keys(rng: np.random.Generator, spec: TopicSpec, n: int) -> np.ndarray:
+def _keys(rng: np.random.Generator, spec: TopicSpec, n: int, first_offset: int) -> np.ndarray:
+    if spec.distinct_keys:
+        return np.arange(first_offset, first_offset + n, dtype=np.int64)
     if spec.key_skew > 0:
         ranks = np.arange(1, spec.keys + 1, dtype=np.float64)
         weights = ranks**-spec.key_skew
@@ -153,7 +156,7 @@ def _record_columns(
     st: _PartitionState, pool: _ValuePool, n: int, ts: np.ndarray, base_ts: int
 ) -> RecordColumns:
     rng, spec = st.rng, st.spec
-    key_offsets, key_data = _key_bytes(_keys(rng, spec, n))
+    key_offsets, key_data = _key_bytes(_keys(rng, spec, n, st.offset))
     key_null = rng.random(n) < spec.null_key_ratio
     sizes = rng.integers(spec.value_min, spec.value_max + 1, size=n)
     value_null = (rng.random(n) < spec.tombstone_ratio) & ~key_null
@@ -331,6 +334,24 @@ def _end_transaction(st: _PartitionState, writer: SegmentWriter, txn: _Txn) -> N
     st.offset += 1
 
 
+def generate_partition(
+    storage: Storage, root: str, tp: TopicPartition, spec: TopicSpec, seed: int = 7
+) -> int:
+    """Write one partition directory (segments and leader-epoch checkpoint); returns its log end."""
+    leo, _ = _write_partition(storage, root, tp, spec, seed)
+    directory = posixpath.join(root, tp.dir_name)
+    storage.write_atomic(
+        posixpath.join(directory, "leader-epoch-checkpoint"), format_leader_epoch_checkpoint([(0, 0)])
+    )
+    return leo
+
+
+def write_root_checkpoints(storage: Storage, root: str, ends: dict[TopicPartition, int]) -> None:
+    """Recovery point and high watermark at each partition's log end (a clean broker shutdown)."""
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        storage.write_atomic(posixpath.join(root, name), format_offset_checkpoint(ends))
+
+
 def generate_log_dir(
     storage: Storage, root: str, specs: Sequence[TopicSpec] | None = None, seed: int = 7
 ) -> dict[TopicPartition, int]:
@@ -340,14 +361,8 @@ def generate_log_dir(
     for spec in specs or default_specs():
         for p in range(spec.partitions):
             tp = TopicPartition(spec.name, p)
-            leo, _ = _write_partition(storage, root, tp, spec, seed)
-            ends[tp] = leo
-            directory = posixpath.join(root, tp.dir_name)
-            storage.write_atomic(
-                posixpath.join(directory, "leader-epoch-checkpoint"), format_leader_epoch_checkpoint([(0, 0)])
-            )
-    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
-        storage.write_atomic(posixpath.join(root, name), format_offset_checkpoint(ends))
+            ends[tp] = generate_partition(storage, root, tp, spec, seed)
+    write_root_checkpoints(storage, root, ends)
     return ends
 
 

@@ -1,0 +1,221 @@
+"""`segpipe clean` end to end: whole process (Spark start included) and steady state, with peak
+memory of the driver, the JVM and the Python workers.
+
+Data (written once under bench/data/, reused): 8 partitions of a compacted topic, values of
+300–1500 bytes, codecs none/lz4/zstd/snappy mixed per batch, Zipf-skewed keys so most records
+are superseded. `--keys-run` instead writes one partition of N distinct keys with small values
+(the key-count test: memory must stay bounded).
+
+    .venv/bin/python bench/clean_bench.py                 # 4 GB set, 8 partitions
+    .venv/bin/python bench/clean_bench.py --keys-run 50000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from segment_io.generate import TopicSpec, generate_partition, write_root_checkpoints  # noqa: E402
+from segment_io.layout import TopicPartition  # noqa: E402
+from segment_io.storage import Storage  # noqa: E402
+
+NOW_MS = 1_800_000_000_000
+DATA = ROOT / "bench" / "data"
+CONFIG_SETS = ["cleanup.policy=compact", "segpipe.last.segment.sealed=true"]
+
+
+def size_spec(gb: float, partitions: int) -> TopicSpec:
+    """Records per partition chosen so the on-disk set is about `gb` GB (measured ratio ~470 B/record)."""
+    per_partition = int(gb * 1e9 / partitions / 470)
+    return TopicSpec(
+        "events", partitions=partitions, records=per_partition, keys=max(1000, per_partition // 50),
+        key_skew=1.1, value_min=300, value_max=1500, records_per_batch=(20, 60), tombstone_ratio=0.01,
+        header_ratio=0.1, codecs=("none", "lz4", "zstd", "snappy"), transactional_ratio=0.0,
+        open_transaction=False, idempotent_ratio=0.5, segment_bytes=128 * 1024 * 1024,
+        span_ms=7 * 24 * 3600 * 1000, start_ms=NOW_MS - 8 * 24 * 3600 * 1000,
+    )  # fmt: skip
+
+
+def keys_spec(keys: int) -> TopicSpec:
+    """One partition where every record has its own key (nothing superseded), small values."""
+    return TopicSpec(
+        "keys", partitions=1, records=keys, keys=keys, key_skew=0.0, distinct_keys=True, value_min=8,
+        value_max=24, records_per_batch=(400, 600), tombstone_ratio=0.0, header_ratio=0.0,
+        codecs=("lz4", "zstd"), transactional_ratio=0.0, open_transaction=False, idempotent_ratio=0.0,
+        segment_bytes=256 * 1024 * 1024, span_ms=3600 * 1000, start_ms=NOW_MS - 2 * 3600 * 1000,
+    )  # fmt: skip
+
+
+def _generate_one(args: tuple[str, TopicSpec, int]) -> tuple[TopicPartition, int]:
+    root, spec, partition = args
+    storage, path = Storage.for_url(root)
+    tp = TopicPartition(spec.name, partition)
+    return tp, generate_partition(storage, path, tp, spec, seed=11)
+
+
+def generate(root: Path, spec: TopicSpec) -> None:
+    if (root / "_complete").exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        ends = dict(pool.map(_generate_one, [(str(root), spec, p) for p in range(spec.partitions)]))
+    storage, path = Storage.for_url(str(root))
+    write_root_checkpoints(storage, path, ends)
+    (root / "_complete").write_text(json.dumps({str(k): v for k, v in ends.items()}))
+    print(f"generated {dir_bytes(root) / 1e9:.2f} GB in {time.perf_counter() - t0:.0f} s at {root}")
+
+
+def dir_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*.log"))
+
+
+@dataclass
+class Peaks:
+    """Peak resident memory per kind of process in the tree (sampled every 50 ms from /proc)."""
+
+    rss: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+
+
+def _kind(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    text = b" ".join(cmd)
+    if b"java" in cmd[0]:
+        return "jvm"
+    if b"pyspark.daemon" in text or b"pyspark.worker" in text:
+        return "python workers"
+    return "driver (python)"
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def watch(pid: int, peaks: Peaks, stop: threading.Event) -> None:
+    while not stop.wait(0.05):
+        by_kind: dict[str, int] = {}
+        for p in _tree(pid):
+            kind = _kind(p)
+            by_kind[kind] = by_kind.get(kind, 0) + _rss(p)
+        for kind, value in by_kind.items():
+            peaks.rss[kind] = max(peaks.rss.get(kind, 0), value)
+        peaks.total = max(peaks.total, sum(by_kind.values()))
+
+
+def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
+    shutil.rmtree(dst, ignore_errors=True)
+    cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "clean", str(src), str(dst), "--now-ms", str(NOW_MS),
+           "--master", master]  # fmt: skip
+    for s in CONFIG_SETS + extra:
+        cmd += ["--set", s]
+    env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
+    peaks, stop = Peaks(), threading.Event()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = threading.Thread(target=watch, args=(proc.pid, peaks, stop), daemon=True)
+    watcher.start()
+    _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    stop.set()
+    watcher.join()
+    if proc.returncode != 0:
+        sys.exit(f"clean failed ({proc.returncode}):\n{err[-4000:]}")
+    report = json.loads((dst / "_segpipe" / "report.json").read_text())
+    return wall, peaks, report
+
+
+def steady_state(src: Path, dst: Path, master: str, extra: list[str]) -> list[float]:
+    """Two runs in one already-started session: the figures after Spark is up."""
+    from pipelines.clean import clean
+    from pipelines.config import JobConfig
+    from pipelines.session import get_spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
+    spark = get_spark(master)
+    config = JobConfig.from_sources(None, CONFIG_SETS + extra)
+    times = []
+    for _ in range(2):
+        shutil.rmtree(dst, ignore_errors=True)
+        t0 = time.perf_counter()
+        clean(spark, str(src), str(dst), config, now_ms=NOW_MS, log=lambda *_: None)
+        times.append(time.perf_counter() - t0)
+    spark.stop()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gb", type=float, default=4.0)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--keys-run", type=int, help="one partition with this many distinct keys instead")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--no-steady", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
+    if args.keys_run:
+        spec, name = keys_spec(args.keys_run), f"keys-{args.keys_run}"
+    else:
+        spec, name = size_spec(args.gb, args.partitions), f"set-{args.gb:g}gb-{args.partitions}p"
+    src, dst = DATA / name, DATA / f"{name}-out"
+    generate(src, spec)
+    size = dir_bytes(src)
+    mb = size / 1e6
+    wall, peaks, report = run_clean(src, dst, args.master, [])
+    inner = report["seconds_total"]
+    print(f"input {mb:,.0f} MB in {sum(p['segments_in'] for p in report['partitions'])} segments, "
+          f"{report['bytes_out'] / 1e6:,.0f} MB out, records {sum(p['records_in'] for p in report['partitions']):,} -> "
+          f"{sum(p['records_out'] for p in report['partitions']):,}")  # fmt: skip
+    print(f"whole process ({args.master}): {wall:.1f} s, {mb / wall:.0f} MB/s")
+    print(f"  inside the session: {inner:.1f} s, {mb / inner:.0f} MB/s; stages: "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in report["seconds_by_stage"].items()))  # fmt: skip
+    print("  peak RSS: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(peaks.rss.items()))
+          + f"; all together {peaks.total / 2**30:.2f} GiB")  # fmt: skip
+    if not args.no_steady:
+        times = steady_state(src, dst, args.master, [])
+        print(f"steady state (session up, runs {', '.join(f'{t:.1f} s' for t in times)}): "
+              f"{mb / min(times):.0f} MB/s")  # fmt: skip
+    shutil.rmtree(dst, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
