@@ -166,7 +166,7 @@ def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[floa
 
 def steady_state(src: Path, dst: Path, master: str, extra: list[str]) -> list[float]:
     """Two runs in one already-started session: the figures after Spark is up."""
-    from pipelines.clean import clean
+    from pipelines.cleaner import clean
     from pipelines.config import JobConfig
     from pipelines.session import get_spark
 

@@ -24,7 +24,7 @@ def add_clean_parser(sub: Any) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from pipelines.commit import DestinationNotEmpty
+    from pipelines.commit import DestinationNotEmpty, require_empty
     from pipelines.config import ConfigError, JobConfig
     from segment_io.storage import Storage
 
@@ -32,17 +32,17 @@ def cmd_clean(args: argparse.Namespace) -> int:
         text = None
         if args.config:
             storage, path = Storage.for_url(args.config)
-            text = storage.read(path).decode()
+            try:
+                text = storage.read(path).decode()
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {args.config}: {exc}") from None
         config = JobConfig.from_sources(text, args.set, args.topic_set)
-    except ConfigError as exc:
+        if not args.dry_run:
+            require_empty(args.dst)
+    except (ConfigError, DestinationNotEmpty) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.dry_run:
-        storage, path = Storage.for_url(args.dst)
-        if storage.exists(path) and storage.list(path):
-            print(f"error: destination {args.dst} exists and is not empty", file=sys.stderr)
-            return 2
-    from pipelines.clean import clean
+    from pipelines.cleaner import clean
     from pipelines.session import get_spark
 
     spark = get_spark(args.master)

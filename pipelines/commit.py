@@ -26,6 +26,13 @@ class DestinationNotEmpty(RuntimeError):
     pass
 
 
+def require_empty(dst_url: str) -> None:
+    """Refuse a destination that already holds anything (segpipe never overwrites output)."""
+    storage, final = Storage.for_url(dst_url)
+    if storage.exists(final) and storage.list(final):
+        raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
+
+
 @dataclass(frozen=True)
 class Staging:
     storage: Storage
@@ -39,9 +46,8 @@ class Staging:
 
     @classmethod
     def create(cls, dst_url: str) -> Staging:
+        require_empty(dst_url)
         storage, final = Storage.for_url(dst_url)
-        if storage.exists(final) and storage.list(final):
-            raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
         run_id = uuid.uuid4().hex[:12]
         if storage.is_local:
             parent = os.path.dirname(os.path.abspath(final))

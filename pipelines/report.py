@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 MB = 1024 * 1024
@@ -89,3 +89,9 @@ class RunReport:
             row["cleanup_policy"] = ",".join(p.cleanup_policy)
             out.append(row)
         return out
+
+    def to_dataframe(self, spark: Any) -> Any:
+        """The per-partition metrics as a Spark DataFrame (the shape of `rows()`)."""
+        types = {"partition": "string", "cleanup_policy": "string", "seconds": "double"}
+        ddl = ", ".join(f"{f.name} {types.get(f.name, 'long')}" for f in fields(PartitionMetrics))
+        return spark.createDataFrame([tuple(row.values()) for row in self.rows()], ddl)

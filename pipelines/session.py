@@ -37,7 +37,20 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_task_failures(spark)
     from pipelines.datasource import register
 
     register(spark)
     return spark
+
+
+# A failed task reaches the driver as an exception that carries the worker's whole message; the
+# executor's own log lines about it only repeat that message as a traceback on stderr.
+_TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+
+
+def _quiet_task_failures(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.OFF
+    for name in _TASK_FAILURE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

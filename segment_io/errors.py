@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+_LOCATED = re.compile(r"(?P<path>.*?) at byte (?P<position>\d+): (?P<detail>.*)", re.DOTALL)
+_UNLOCATED = re.compile(r"(?P<path>.*?): (?P<detail>.*)", re.DOTALL)
+
 
 class SegmentError(Exception):
     """Base of every data error segpipe raises; `path` and `position` locate the problem."""
@@ -14,6 +20,22 @@ class SegmentError(Exception):
         self.detail = detail
         where = path if position is None else f"{path} at byte {position}"
         super().__init__(f"{self.kind}: {where}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors cross process boundaries (Spark workers, process pools) with their fields intact.
+        return (type(self), (self.path, self.position, self.detail))
+
+    @classmethod
+    def from_message(cls, message: str) -> SegmentError:
+        """Rebuild an error from its own `str()` (what a remote worker's traceback carries)."""
+        body = message.removeprefix(f"{cls.kind}: ")
+        located = _LOCATED.fullmatch(body)
+        if located:
+            return cls(located["path"], int(located["position"]), located["detail"])
+        unlocated = _UNLOCATED.fullmatch(body)
+        if unlocated:
+            return cls(unlocated["path"], None, unlocated["detail"])
+        return cls("?", None, body)
 
 
 class CorruptBatch(SegmentError):
@@ -44,6 +66,12 @@ class TruncatedSegment(SegmentError):
     """A partial batch at the end of a .log file; Kafka's recovery truncates it at `position`."""
 
     kind = "truncated segment"
+
+
+class LogDirNotFound(SegmentError):
+    """The path given as a log directory does not exist (a typo must not look like an empty log)."""
+
+    kind = "log directory not found"
 
 
 class BadSegmentName(SegmentError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from segment_io.errors import BadSegmentName, CorruptCheckpoint
+from segment_io.errors import BadSegmentName, CorruptCheckpoint, LogDirNotFound
 from segment_io.storage import FileInfo, Storage
 
 OFFSET_DIGITS = 20
@@ -174,6 +174,8 @@ def parse_segment_file_quiet(name: str) -> bool:
 
 def list_log_dir(storage: Storage, path: str) -> LogDirListing:
     """List a log directory (or a single partition directory) and read its root checkpoints."""
+    if not storage.exists(path):
+        raise LogDirNotFound(path, None, "no such directory")
     name = path.rstrip("/").rsplit("/", 1)[-1]
     tp = parse_topic_partition(name)
     if tp is not None and ignored_dir_reason(name) is None and is_partition_dir(storage, path):

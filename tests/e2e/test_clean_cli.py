@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path)
         (["--set", "cleanup.policy=compress"], "cleanup.policy='compress' must be delete, compact"),
         (["--topic-set", "orders:retention.ms=abc"], "topic orders: retention.ms='abc'"),
         (["--topic-set", "orders"], "expected TOPIC:NAME=VALUE"),
+        (["--config", "conf/missing.yaml"], "cannot read config file conf/missing.yaml"),
     ]:
         proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -80,3 +82,17 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     tombstones = [r for r in read_log(out2, "orders-0") if r["value"] is None and not r["is_control"]]
     before = [r for r in read_log(out1, "orders-0") if r["value"] is None and not r["is_control"]]
     assert len(tombstones) < len(before)
+
+
+def test_corrupt_source_exits_2_with_file_and_position(tmp_path: Path, sample_dir: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    log = src / "clicks-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch
+    log.write_bytes(bytes(data))
+    proc = segpipe("clean", str(src), str(tmp_path / "out"), "--master", "local[1]")
+    assert proc.returncode == 2, proc.stderr
+    assert "CRC mismatch" in proc.stderr and "clicks-0/00000000000000000000.log at byte 0" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]

@@ -11,7 +11,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from pipelines.clean import clean
+import pipelines
 from pipelines.config import JobConfig
 from segment_io.generate import DEFAULT_START_MS, TopicSpec, generate_log_dir
 from segment_io.partition import inspect_log_dir
@@ -124,8 +124,8 @@ def runs(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     base = tmp_path_factory.mktemp("diff")
     storage, src = Storage.for_url(str(base / "src"))
     generate_log_dir(storage, src, SPECS, seed=11)
-    clean(spark, str(base / "src"), str(base / "out1"), CONFIG, now_ms=NOW1)
-    clean(spark, str(base / "out1"), str(base / "out2"), CONFIG, now_ms=NOW2)
+    pipelines.clean(spark, str(base / "src"), str(base / "out1"), CONFIG, now_ms=NOW1)
+    pipelines.clean(spark, str(base / "out1"), str(base / "out2"), CONFIG, now_ms=NOW2)
     return base / "src", base / "out1", base / "out2"
 
 

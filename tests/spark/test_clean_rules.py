@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from pipelines.clean import clean
+import pipelines
 from pipelines.config import JobConfig
 from segment_io.batch import CONTROL_MASK, TRANSACTIONAL_MASK, Codec, parse_v2_header
 from segment_io.index import read_txn_index
@@ -157,7 +157,7 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def out(spark, src: Path) -> Path:  # type: ignore[no-untyped-def]
     dst = src.parent / "out1"
-    report = clean(
+    report = pipelines.clean(
         spark, str(src), str(dst), JobConfig.build(CONFIG["defaults"], CONFIG["topics"]), now_ms=NOW
     )
     assert {p.partition for p in report.partitions} == {d.name for d in src.iterdir() if d.is_dir()}
@@ -195,10 +195,10 @@ def test_tombstone_gets_a_horizon_then_goes_after_it(spark, out: Path) -> None: 
     assert h.has_delete_horizon and h.base_timestamp == NOW + 1000
     cfg = JobConfig.build(None, {"tomb": CONFIG["topics"]["tomb"]})
     second = out.parent / "tomb2"
-    clean(spark, str(out / "tomb-0"), str(second), cfg, now_ms=NOW + 999)
+    pipelines.clean(spark, str(out / "tomb-0"), str(second), cfg, now_ms=NOW + 999)
     assert read_batches(second, "tomb-0") == read_batches(out, "tomb-0")  # before the horizon: untouched
     third = out.parent / "tomb3"
-    clean(spark, str(second), str(third), cfg, now_ms=NOW + 1000)
+    pipelines.clean(spark, str(second), str(third), cfg, now_ms=NOW + 1000)
     assert offsets(third, "tomb-0") == [2]
     cps = parse_offset_checkpoint((out / "cleaner-offset-checkpoint").read_bytes(), "x")
     assert {tp.topic: o for tp, o in cps.items()}["tomb"] == 3
@@ -212,13 +212,13 @@ def test_transactions_aborted_data_markers_and_txnindex(spark, out: Path) -> Non
     assert (entry.producer_id, entry.first_offset, entry.last_offset) == (9, 0, 2)
     cfg = JobConfig.build(None, {"txn": CONFIG["topics"]["txn"]})
     second, third = out.parent / "txn2", out.parent / "txn3"
-    clean(spark, str(out / "txn-0"), str(second), cfg, now_ms=NOW + 10)
+    pipelines.clean(spark, str(out / "txn-0"), str(second), cfg, now_ms=NOW + 10)
     rows2 = read_log(second, "txn-0")
     assert [r["offset"] for r in rows2] == [2, 3, 4, 5, 6]
     assert rows2[0]["delete_horizon_ms"] == NOW + 10 + 1000  # ABORT marker now discardable: stamped
     assert rows2[3]["delete_horizon_ms"] is None  # COMMIT: its data (offset 4) remains
     assert not (second / "txn-0" / "00000000000000000000.txnindex").exists()
-    clean(spark, str(second), str(third), cfg, now_ms=NOW + 10 + 1000)
+    pipelines.clean(spark, str(second), str(third), cfg, now_ms=NOW + 10 + 1000)
     assert offsets(third, "txn-0") == [3, 4, 5, 6]
 
 

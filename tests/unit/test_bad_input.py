@@ -17,6 +17,7 @@ from segment_io.errors import (
     CorruptCheckpoint,
     CorruptIndex,
     CrcMismatch,
+    LogDirNotFound,
     OverlappingSegments,
     SegmentError,
     UnknownMagic,
@@ -219,3 +220,28 @@ def test_cli_reports_bad_data_without_traceback(tmp_path: Path, command: str) ->
 def test_every_error_is_a_segment_error() -> None:
     for cls in (BadLength, CrcMismatch, UnknownMagic, UnsupportedCodec, CorruptIndex, BadSegmentName):
         assert issubclass(cls, SegmentError)
+
+
+def test_missing_log_dir_is_an_error_not_an_empty_log(tmp_path: Path) -> None:
+    storage, path = Storage.for_url(str(tmp_path / "typo"))
+    with pytest.raises(LogDirNotFound) as caught:
+        list_log_dir(storage, path)
+    assert caught.value.path == path and caught.value.position is None
+
+
+def test_segment_errors_survive_pickling_and_their_own_text() -> None:
+    """Errors raised in Spark workers reach the driver pickled or as text; both keep the fields."""
+    import pickle
+
+    err = CrcMismatch("/data/t-0/00000000000000000000.log", 4096, "stored 0x1, computed 0x2")
+    again = pickle.loads(pickle.dumps(err))
+    assert (type(again), again.path, again.position, again.detail) == (
+        CrcMismatch,
+        err.path,
+        4096,
+        err.detail,
+    )
+    parsed = CrcMismatch.from_message(str(err))
+    assert (parsed.path, parsed.position, parsed.detail) == (err.path, 4096, err.detail)
+    missing = LogDirNotFound.from_message(str(LogDirNotFound("s3://b/logs", None, "no such directory")))
+    assert (missing.path, missing.position, missing.detail) == ("s3://b/logs", None, "no such directory")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.commit import Staging
+from pipelines.commit import Staging, require_empty
 from pipelines.compaction import (
     KEY_DDL,
     STATS_FIELDS,
@@ -28,6 +28,7 @@ from pipelines.config import JobConfig
 from pipelines.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
 from pipelines.report import PartitionMetrics, RunReport
 from pipelines.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from pipelines.worker_errors import segment_error_in
 from segment_io.layout import (
     ROOT_CHECKPOINTS,
     LogDirListing,
@@ -70,16 +71,36 @@ def clean(
     Returns the run report (`report.rows()` is one metrics row per partition).
     """
     config = config or JobConfig()
+    try:
+        return _clean(spark, src, dst, config, now_ms, dry_run, report_path, log)
+    except Exception as exc:
+        typed = segment_error_in(exc)
+        if typed is None or typed is exc:
+            raise
+        raise typed from None
+
+
+def _clean(
+    spark: Any,
+    src: str,
+    dst: str,
+    config: JobConfig,
+    now_ms: int | None,
+    dry_run: bool,
+    report_path: str | None,
+    log: Any,
+) -> RunReport:
     now = _now_ms() if now_ms is None else now_ms
+    if not dry_run:
+        require_empty(dst)
     started = time.perf_counter()
     stages: dict[str, float] = {}
     src_storage, src_path = Storage.for_url(src)
     src_url = src_storage.url(src_path)
     listing = list_log_dir(src_storage, src_path)
-    staging = None if dry_run else Staging.create(dst)
-    report = RunReport(src, dst, now, staging.run_id if staging else "dry-run", dry_run=dry_run)
     sc = spark.sparkContext
 
+    # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     t0 = time.perf_counter()
     tasks = scan_tasks(listing, src_url)
     scanned: list[ScannedSegment] = (
@@ -95,13 +116,15 @@ def clean(
     plans = _plan(listing, per_partition, config, now)
     stages["plan"] = time.perf_counter() - t0
     if dry_run:
+        report = RunReport(src, dst, now, "dry-run", dry_run=True)
         report.partitions = [_metrics(p, per_partition[p.tp], []) for p in plans]
         report.seconds_total = time.perf_counter() - started
         report.seconds_by_stage = stages
         log(json.dumps({"now_ms": now, "partitions": [p.summary() for p in plans]}, indent=2))
         return report
 
-    assert staging is not None
+    staging = Staging.create(dst)
+    report = RunReport(src, dst, now, staging.run_id)
     try:
         t0 = time.perf_counter()
         segment_files = {t.segment_id: t.files for t in tasks}
