@@ -37,8 +37,8 @@ CONFIG_SETS = ["cleanup.policy=compact", "segpipe.last.segment.sealed=true"]
 
 
 def size_spec(gb: float, partitions: int) -> TopicSpec:
-    """Records per partition chosen so the on-disk set is about `gb` GB (measured ratio ~470 B/record)."""
-    per_partition = int(gb * 1e9 / partitions / 470)
+    """Records per partition chosen so the on-disk set is about `gb` GB (measured: ~430 on-disk bytes per record)."""
+    per_partition = int(gb * 1e9 / partitions / 430)
     return TopicSpec(
         "events", partitions=partitions, records=per_partition, keys=max(1000, per_partition // 50),
         key_skew=1.1, value_min=300, value_max=1500, records_per_batch=(20, 60), tombstone_ratio=0.01,

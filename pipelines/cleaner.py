@@ -6,25 +6,15 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from pipelines.commit import Staging, require_empty
-from pipelines.compaction import (
-    KEY_DDL,
-    STATS_FIELDS,
-    GroupStats,
-    KeyTask,
-    RewriteContext,
-    extract_keys,
-    rewrite_group,
-    stats_row,
-)
+from pipelines.compaction import GroupStats, RewriteContext, rewrite_groups
 from pipelines.config import JobConfig
+from pipelines.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
 from pipelines.report import PartitionMetrics, RunReport
 from pipelines.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
@@ -41,6 +31,9 @@ from segment_io.layout import (
 )
 from segment_io.segment import SegmentScan, check_segment_ranges
 from segment_io.storage import Storage, transfer
+
+BUCKET_ROWS = 2_000_000
+MAX_BUCKETS = 4096
 
 
 @dataclass(frozen=True)
@@ -216,72 +209,66 @@ def _compact(
     staging_url: str,
     now: int,
 ) -> list[GroupStats]:
-    """Key map shuffle, then one rewrite task per output group."""
+    """Key map (map per input segment → shuffle by key hash → reduce per bucket), then a second
+    shuffle by output group that feeds one rewrite task per group."""
+    by_id = {s.meta.segment_id: s for segments in per_partition.values() for s in segments}
     groups: dict[int, GroupPlan] = {}
     key_tasks: list[KeyTask] = []
     configs = {}
+    bases: dict[int, np.ndarray] = {}
+    gids: dict[int, np.ndarray] = {}
     for tp_index, plan in enumerate(plans):
         configs[plan.tp.dir_name] = plan.config
         if plan.compaction is None:
             continue
+        bases[tp_index] = np.array([g.base_offset for g in plan.compaction.groups], dtype=np.int64)
+        gids[tp_index] = np.array([g.gid for g in plan.compaction.groups], dtype=np.int64)
         for g in plan.compaction.groups:
             groups[g.gid] = g
             for k, sid in enumerate(g.segment_ids):
                 if len(g.key_batches[k]):
-                    key_tasks.append(
-                        KeyTask(
-                            tp_index,
-                            g.gid,
-                            src_url,
-                            segment_files[sid],
-                            g.key_batches[k],
-                            plan.compaction.first_dirty,
-                        )
+                    task = KeyTask(
+                        tp_index,
+                        g.gid,
+                        src_url,
+                        segment_files[sid],
+                        g.key_batches[k],
+                        plan.compaction.first_dirty,
+                        int(by_id[sid].table.records_count[g.key_batches[k]].sum()),
                     )
+                    key_tasks.append(task)
     if not groups:
         return []
-    from pyspark.sql import functions as F
-
-    def extract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            for idx in b.column(0).to_pylist():
-                yield from extract_keys(key_tasks[idx])
-
+    sc = spark.sparkContext
+    bounds = GroupBounds(bases, gids)
     ctx = RewriteContext(src_url, staging_url, segment_files, now, configs)
-
-    def rewrite(table: pa.Table) -> pa.Table:
-        gid = int(table.column("gid")[0].as_py())
-        offsets = table.column("offset").to_numpy()
-        stats = rewrite_group(groups[gid], offsets[offsets >= 0], ctx)
-        return pa.Table.from_pylist([stats_row(stats)])
-
-    dummy = spark.createDataFrame([(gid, -1) for gid in groups], "gid int, offset long")
+    shared = sc.broadcast(groups)
+    slots = {gid: i for i, gid in enumerate(sorted(groups))}
+    seeds = sc.parallelize([(gid, None) for gid in slots], max(1, min(len(slots), sc.defaultParallelism)))
+    per_group = seeds
     if key_tasks:
-        keys = (
-            spark.range(len(key_tasks), numPartitions=len(key_tasks))
-            .select(F.col("id").cast("int").alias("idx"))
-            .mapInArrow(extract, KEY_DDL)
+        buckets = _bucket_count(key_tasks, sc.defaultParallelism)
+        per_group = (
+            sc.parallelize(key_tasks, len(key_tasks))
+            .flatMap(lambda task: map_keys(task, buckets))
+            .partitionBy(buckets, lambda b: b)
+            .mapPartitions(lambda items: reduce_keys(items, bounds))
+            .union(seeds)
         )
-        keys = keys.persist()
-        dirty = keys.filter("dirty").groupBy("tp", "key").agg(F.max(F.struct("offset", "gid")).alias("w"))
-        winners = dirty.select(F.col("w.gid").alias("gid"), F.col("w.offset").alias("offset"))
-        clean_kept = (
-            keys.filter("not dirty")
-            .join(dirty.select("tp", "key"), ["tp", "key"], "left_anti")
-            .select("gid", "offset")
-        )
-        kept = winners.unionByName(clean_kept).unionByName(dummy)
-    else:
-        keys = None
-        kept = dummy
-    schema = ", ".join(
-        f"{f} {'string' if f == 'partition_dir' else 'double' if f == 'seconds' else 'long'}"
-        for f in STATS_FIELDS
+    rows = (
+        per_group.partitionBy(len(slots), lambda gid: slots[gid])
+        .mapPartitions(lambda items: rewrite_groups(items, shared.value, ctx))
+        .collect()
     )
-    rows = kept.groupBy("gid").applyInArrow(rewrite, schema).collect()
-    if keys is not None:
-        keys.unpersist()
-    return [GroupStats(**{f: r[f] for f in STATS_FIELDS}) for r in rows]
+    shared.unpersist()
+    return list(rows)
+
+
+def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
+    """Enough key-map buckets that none holds more than BUCKET_ROWS rows even when every key is
+    distinct: a reduce task's memory is bounded whatever the key count."""
+    rows = sum(t.records for t in key_tasks)
+    return max(parallelism, min(MAX_BUCKETS, -(-rows // BUCKET_ROWS)))
 
 
 def _copy_tasks(
@@ -394,7 +381,7 @@ def _metrics(
     by_id = {s.meta.segment_id: s for s in segments}
     deleted = [by_id[sid] for sid, _ in plan.deleted]
     copied = [by_id[sid] for sid in plan.copied]
-    records = lambda segs: int(sum(np.maximum(s.table.records_count, 0).sum() for s in segs))  # noqa: E731
+    records = lambda segs: int(sum(s.table.records_count.sum() for s in segs))  # noqa: E731
     m = PartitionMetrics(str(plan.tp), sorted(plan.config.cleanup_policy))
     m.segments_in = len(segments)
     m.bytes_in = plan.input_bytes

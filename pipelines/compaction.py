@@ -1,23 +1,24 @@
-"""Pass 1 (key map, a Spark shuffle of keys and offsets only) and pass 2 (rewrite, one task per
-output segment). The worker functions here are plain Python over segment_io; Spark only moves
-small Arrow tables of (partition, key, offset) and (group, offset) between them."""
+"""Pass 2 of compaction: recopy one output group (spec §3.3–§3.5), given the group's surviving
+keyed offsets from the key map (pipelines.keymap). Plain Python over segment_io; batches in
+which no record survives are dropped from their headers alone, without decompression."""
 
 from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from pipelines.config import TopicConfig
+from pipelines.keymap import NullKeys
 from pipelines.plan import DELETE, RETAIN_EMPTY, GroupPlan
 from segment_io import records as rec
 from segment_io.batch import (
     CODEC_MASK,
+    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -32,71 +33,7 @@ from segment_io.layout import SegmentFiles
 from segment_io.segment import Framed, SegmentLimits, SegmentReader, SegmentWriter, chunk_batches
 from segment_io.storage import Storage
 
-KEY_SCHEMA = pa.schema(
-    [
-        ("tp", pa.int32()),
-        ("gid", pa.int32()),
-        ("key", pa.binary()),
-        ("offset", pa.int64()),
-        ("dirty", pa.bool_()),
-    ]
-)
-KEY_DDL = "tp int, gid int, key binary, offset long, dirty boolean"
-CHUNK_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class KeyTask:
-    """One input segment of the recopied prefix whose keyed records feed the key map."""
-
-    tp: int
-    gid: int
-    url: str
-    files: SegmentFiles
-    batches: np.ndarray
-    first_dirty: int
-
-
-def extract_keys(task: KeyTask) -> Iterator[pa.RecordBatch]:
-    """(partition, group, key, offset, dirty) of keyed data records; the dirty part is reduced to
-    one row per key here, in Arrow, before anything crosses into the shuffle."""
-    storage, _ = Storage.for_url(task.url)
-    reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
-    table = reader.scan().table
-    keyed = np.zeros(len(table), dtype=np.bool_)
-    keyed[task.batches] = True
-    for index in chunk_batches(table, CHUNK_BYTES):
-        index = index[keyed[index]]
-        if len(index) == 0:
-            continue
-        framed = reader.frame(index)
-        has_key = framed.key_len >= 0
-        keys = rec.binary_array(framed.sections.data, framed.key_start[has_key], framed.key_len[has_key])
-        offsets = framed.offset[has_key]
-        dirty = offsets >= task.first_dirty
-        t = pa.table({"key": keys, "offset": offsets, "dirty": dirty})
-        d = t.filter(pa.array(dirty)).group_by("key").aggregate([("offset", "max")])
-        d = d.rename_columns(["key", "offset"])
-        parts = [
-            (d.column("key"), d.column("offset"), np.ones(d.num_rows, dtype=np.bool_)),
-        ]
-        if not dirty.all():
-            c = t.filter(pa.array(~dirty))
-            parts.append((c.column("key"), c.column("offset"), np.zeros(c.num_rows, dtype=np.bool_)))
-        for key_col, off_col, flags in parts:
-            m = len(flags)
-            if m == 0:
-                continue
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(np.full(m, task.tp, dtype=np.int32)),
-                    pa.array(np.full(m, task.gid, dtype=np.int32)),
-                    key_col.combine_chunks() if isinstance(key_col, pa.ChunkedArray) else key_col,
-                    off_col.combine_chunks() if isinstance(off_col, pa.ChunkedArray) else off_col,
-                    pa.array(flags),
-                ],
-                schema=KEY_SCHEMA,
-            )
+CHUNK_BYTES = 4 * 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,15 +76,37 @@ class GroupStats:
     seconds: float = 0.0
 
 
-STATS_FIELDS = list(GroupStats.__dataclass_fields__)
-
-
 def _levels(config: TopicConfig) -> CompressionLevels:
     return CompressionLevels(gzip=config.gzip_level, lz4=config.lz4_level, zstd=config.zstd_level)
 
 
-def rewrite_group(plan: GroupPlan, kept_offsets: np.ndarray, ctx: RewriteContext) -> GroupStats:
-    """Recopy one group of input segments into one output segment (spec §3.3–§3.5)."""
+def rewrite_groups(
+    items: Iterable[tuple[int, np.ndarray | NullKeys | None]],
+    groups: dict[int, GroupPlan],
+    ctx: RewriteContext,
+) -> Iterator[GroupStats]:
+    """One reduce task of the group shuffle: gather each group's surviving offsets and null-key
+    counts from the key map (a `None` item only announces the group), then rewrite it."""
+    offsets: dict[int, list[np.ndarray]] = {}
+    null_keys: dict[int, int] = {}
+    for gid, item in items:
+        mine = offsets.setdefault(gid, [])
+        if isinstance(item, NullKeys):
+            null_keys[gid] = null_keys.get(gid, 0) + item.count
+        elif item is not None:
+            mine.append(item)
+    for gid in sorted(offsets):
+        kept = np.concatenate(offsets[gid]) if offsets[gid] else np.zeros(0, dtype=np.int64)
+        yield rewrite_group(groups[gid], kept, null_keys.get(gid, 0), ctx)
+
+
+def rewrite_group(
+    plan: GroupPlan, kept_offsets: np.ndarray, null_keys: int, ctx: RewriteContext
+) -> GroupStats:
+    """Recopy one group of input segments into one output segment (spec §3.3–§3.5).
+
+    `kept_offsets`: the group's keyed records that the key map keeps; `null_keys`: how many
+    null-key records the key map saw in the group (for the report)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
     src, _ = Storage.for_url(ctx.src_url)
@@ -160,25 +119,41 @@ def rewrite_group(plan: GroupPlan, kept_offsets: np.ndarray, ctx: RewriteContext
     txn_by_marker = {e[2]: e for e in plan.txn_entries}
     levels = _levels(config)
     horizon_new = ctx.now_ms + config.delete_retention_ms
+    skipped_records = 0
+    null_keys_decoded = 0
     for k, sid in enumerate(plan.segment_ids):
         files = ctx.segments[sid]
         reader = SegmentReader(src, files.log.path, files.base_offset)
         table = reader.scan().table
+        is_control = table.is_control
+        records = np.maximum(table.records_count, 0)
         stats.bytes_in += files.size
         actions = plan.actions[k]
+        # A data batch with no surviving keyed offset loses every record (superseded or null
+        # key) unless it is a RETAIN_EMPTY batch; legacy wrappers are decoded to learn their
+        # offsets. Such batches are dropped without being decompressed.
+        survivors = np.searchsorted(kept, table.base_offset, "left") < np.searchsorted(
+            kept, table.last_offset, "right"
+        )
+        decode = survivors | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
         for index in chunk_batches(table, CHUNK_BYTES):
-            live = index[actions[index] != DELETE]
-            for i in index[actions[index] == DELETE].tolist():
-                stats.aborted += max(int(table.records_count[i]), 0)
-                stats.records_in += max(int(table.records_count[i]), 0)
-                stats.batches_dropped += 1
+            act = actions[index]
+            dropped = index[act == DELETE]
+            stats.aborted += int(records[dropped].sum())
+            stats.records_in += int(records[dropped].sum())
+            stats.batches_dropped += len(dropped)
+            skipped = index[(act != DELETE) & ~decode[index]]
+            skipped_records += int(records[skipped].sum())
+            stats.records_in += int(records[skipped].sum())
+            stats.batches_dropped += len(skipped)
+            live = index[(act != DELETE) & decode[index]]
             if len(live) == 0:
                 continue
             framed = reader.frame(live)
             keep, reasons = _record_verdicts(framed, table, live, kept, plan, k, ctx.now_ms)
             stats.records_in += len(framed)
             stats.superseded += reasons["superseded"]
-            stats.null_keys += reasons["null_key"]
+            null_keys_decoded += reasons["null_key"]
             stats.tombstones += reasons["tombstone"]
             stats.markers += reasons["marker"]
             stats.aborted += reasons["aborted"]
@@ -188,10 +163,13 @@ def rewrite_group(plan: GroupPlan, kept_offsets: np.ndarray, ctx: RewriteContext
                 written = _write_batch(
                     writer, reader, table, i, framed, keep, r0, r1, plan, k, stats, levels, horizon_new
                 )
-                if written and table.is_control[i] and int(table.last_offset[i]) in txn_by_marker:
+                if written and is_control[i] and int(table.last_offset[i]) in txn_by_marker:
                     e = txn_by_marker[int(table.last_offset[i])]
                     writer.append_aborted(AbortedTxn(*e))
                     stats.txn_indexed += 1
+    # Null-key records of skipped batches are known only from the key map's count.
+    stats.null_keys = max(null_keys, null_keys_decoded)
+    stats.superseded += skipped_records - (stats.null_keys - null_keys_decoded)
     [segment] = writer.close(plan.mtime_ms)
     stats.bytes_out = segment.size
     stats.seconds = time.perf_counter() - started
@@ -256,6 +234,7 @@ def _write_batch(
     kmask = keep[r0:r1]
     n_kept = int(kmask.sum())
     magic = int(table.magic[i])
+    control = magic == 2 and bool(table.attributes[i] & CONTROL_MASK)
     stats.records_out += n_kept
     if n_kept == 0:
         if plan.actions[k][i] == RETAIN_EMPTY and magic == 2:
@@ -271,7 +250,7 @@ def _write_batch(
             return True
         stats.batches_dropped += 1
         return False
-    tombs = (framed.value_len[r0:r1] < 0) & kmask & ~table.is_control[i]
+    tombs = (framed.value_len[r0:r1] < 0) & kmask & (not control)
     if magic == 2:
         header = parse_v2_header(reader.batch_bytes(i))
         stamp = not header.has_delete_horizon and (bool(tombs.any()) or bool(plan.discardable[k][i]))
@@ -395,7 +374,3 @@ def convert_legacy(
         attributes=attrs,
     )
     return batch, base, last, max_ts
-
-
-def stats_row(stats: GroupStats) -> dict[str, Any]:
-    return {f: getattr(stats, f) for f in STATS_FIELDS}

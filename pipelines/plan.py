@@ -144,11 +144,10 @@ def _aborted_data(segments: list[ScannedSegment]) -> list[np.ndarray]:
     for k in range(len(segments) - 1, -1, -1):
         t = segments[k].table
         controls = segments[k].controls
-        for i in range(len(t) - 1, -1, -1):
+        control = t.is_control
+        for i in np.flatnonzero(t.is_transactional & (t.producer_id >= 0))[::-1].tolist():
             pid = int(t.producer_id[i])
-            if pid < 0 or not t.is_transactional[i]:
-                continue
-            if t.is_control[i]:
+            if control[i]:
                 next_marker[pid] = int(controls[i])
             elif next_marker.get(pid) == ControlType.ABORT:
                 out[k][i] = True
@@ -312,19 +311,34 @@ def _batch_decisions(
         if p.open_txn_first is not None or now_ms - p.last_timestamp < config.producer_id_expiration_ms
     }
     pending: dict[int, list[int]] = {}  # producer → offsets of data batches seen since its last marker
+    active_pids = np.array(sorted(active), dtype=np.int64)
+    active_last = np.array(
+        [_or_minus_one(active[p].last_data_offset) for p in active_pids.tolist()],
+        dtype=np.int64,
+    )
     out = _Decisions()
     for k in recopied:
         s = segments[k]
         t = s.table
         n = len(t)
+        control = t.is_control
+        transactional = t.is_transactional
+        horizon_set = t.has_delete_horizon
         actions = np.full(n, DELETE_EMPTY, dtype=np.int8)
-        discard_records = np.zeros(n, dtype=np.bool_)
+        discard_records = aborted[k].copy()
         discardable = np.zeros(n, dtype=np.bool_)
-        for i in range(n):
+        # Last batch of an active producer whose last data offset is known: vectorised.
+        slot = np.clip(np.searchsorted(active_pids, t.producer_id), 0, max(len(active_pids) - 1, 0))
+        known = (
+            (t.producer_id >= 0) & (active_pids[slot] == t.producer_id) & (active_last[slot] == t.last_offset)
+            if len(active_pids)
+            else np.zeros(n, dtype=np.bool_)
+        )
+        # The transaction tracker (§3.3.1) only concerns transactional batches and markers.
+        for i in np.flatnonzero(control | (transactional & (t.producer_id >= 0))).tolist():
             pid = int(t.producer_id[i])
-            control = bool(t.is_control[i])
             last = int(t.last_offset[i])
-            if control:
+            if control[i]:
                 ctype = int(s.controls[i])
                 seen = pending.pop(pid, [])
                 if ctype == EMPTY_CONTROL or int(t.records_count[i]) == 0:
@@ -335,26 +349,24 @@ def _batch_decisions(
                         out.indexed_aborts.setdefault(k, []).append((last, pid, seen[0]))
                 elif ctype == ControlType.COMMIT:
                     discardable[i] = not seen
-                horizon = int(t.base_timestamp[i]) if t.has_delete_horizon[i] else None
+                horizon = int(t.base_timestamp[i]) if horizon_set[i] else None
                 discard_records[i] = discardable[i] and horizon is not None and horizon <= now_ms
+                p = active.get(pid)
+                if p is not None and p.last_data_offset is None and int(t.producer_epoch[i]) == p.epoch:
+                    known[i] = True
             else:
-                if pid >= 0 and t.is_transactional[i]:
-                    pending.setdefault(pid, []).append(int(t.base_offset[i]))
-                discard_records[i] = aborted[k][i]
-            p = active.get(pid) if pid >= 0 else None
-            last_of_active = p is not None and (
-                (p.last_data_offset is not None and p.last_data_offset == last)
-                or (p.last_data_offset is None and control and int(t.producer_epoch[i]) == p.epoch)
-            )
-            if last_of_active or last + 1 == upper:
-                actions[i] = RETAIN_EMPTY
-            elif discard_records[i]:
-                actions[i] = DELETE
+                pending.setdefault(pid, []).append(int(t.base_offset[i]))
+        actions[discard_records] = DELETE
+        actions[known | (t.last_offset + 1 == upper)] = RETAIN_EMPTY
         out.actions[k] = actions
         out.discard_records[k] = discard_records
         out.discardable[k] = discardable
-        out.key_batches[k] = np.flatnonzero(~t.is_control & ~discard_records & (actions != DELETE))
+        out.key_batches[k] = np.flatnonzero(~control & ~discard_records & (actions != DELETE))
     return out
+
+
+def _or_minus_one(value: int | None) -> int:
+    return -1 if value is None else value
 
 
 def _legacy_horizon(segments: list[ScannedSegment], first_dirty: int, config: TopicConfig) -> int:

@@ -32,19 +32,24 @@ DEFAULT_LEVELS = CompressionLevels()
 
 def decompress(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes:
     """Decompress one records section (v2) or legacy wrapper value."""
+    return bytes(decompress_view(codec, data, magic))
+
+
+def decompress_view(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes | memoryview:
+    """As `decompress`, without copying the codec's output buffer (the deep scan's hot path)."""
     if codec == Codec.NONE:
-        return bytes(data)
+        return data
     try:
         if codec == Codec.GZIP:
-            return bytes(cramjam.gzip.decompress(bytes(data)))
+            return memoryview(cramjam.gzip.decompress(data))
         if codec == Codec.SNAPPY:
-            return _snappy_decompress(bytes(data))
+            return _snappy_decompress(data)
         if codec == Codec.LZ4:
-            return _lz4_decompress(bytes(data), magic)
+            return _lz4_decompress(data, magic)
         if codec == Codec.ZSTD:
             if magic != 2:
                 raise ValueError("zstd is only valid in magic 2 batches")
-            return bytes(cramjam.zstd.decompress(bytes(data)))
+            return memoryview(cramjam.zstd.decompress(data))
     except ValueError:
         raise
     except Exception as exc:  # codec libraries raise their own error types
@@ -88,16 +93,17 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes | memoryview) -> bytes | memoryview:
     """xerial framing (incl. concatenated streams); anything else is one raw snappy block."""
     if len(data) < 16 or data[:8] != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return memoryview(cramjam.snappy.decompress_raw(data))
     pos = 8
     version = struct.unpack_from(">i", data, pos)[0]
     if version < 1:
         raise ValueError(f"xerial snappy header version {version}")
     pos = 16
-    out = []
+    out: list[memoryview] = []
+    view = memoryview(data)
     while pos < len(data):
         if len(data) - pos >= 4 and data[pos : pos + 4] == XERIAL_MAGIC[:4]:
             pos += 16  # a concatenated xerial stream starts here
@@ -108,9 +114,9 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise ValueError(f"xerial snappy chunk of {size} bytes runs past the stream")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        out.append(memoryview(cramjam.snappy.decompress_raw(view[pos : pos + size])))
         pos += size
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def xxh32(data: bytes, seed: int = 0) -> int:
@@ -148,7 +154,7 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def _lz4_decompress(data: bytes, magic: int) -> bytes:
+def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
     """LZ4 frame with Kafka's restrictions; magic 0 frames carry a deliberately wrong HC byte."""
     if len(data) < 7 or data[:4] != LZ4_MAGIC:
         raise ValueError("lz4 stream does not start with the frame magic")
@@ -163,8 +169,8 @@ def _lz4_decompress(data: bytes, magic: int) -> bytes:
         raise ValueError(f"lz4 frame has an invalid BD byte 0x{bd:02x}")
     descriptor_end = 6 + (8 if flg & 0x08 else 0)
     if magic == 0:
-        good = (xxh32(data[4:descriptor_end]) >> 8) & 0xFF
-        data = data[:descriptor_end] + bytes([good]) + data[descriptor_end + 1 :]
+        good = (xxh32(bytes(data[4:descriptor_end])) >> 8) & 0xFF
+        data = bytes(data[:descriptor_end]) + bytes([good]) + bytes(data[descriptor_end + 1 :])
     return bytes(lz4.frame.decompress(data))
 
 

@@ -29,7 +29,7 @@ from segment_io.batch import (
     LegacyEntry,
     parse_legacy_entry,
 )
-from segment_io.compression import decompress
+from segment_io.compression import decompress, decompress_view
 from segment_io.errors import (
     BadLength,
     CorruptBatch,
@@ -378,22 +378,31 @@ def read_sections(path: str, buf: np.ndarray, table: BatchTable, index: np.ndarr
         )
     lo = int(table.position[index[0]])
     hi = int(table.position[index[-1]] + table.size[index[-1]])
-    extras: list[bytes] = []
-    extra_len = hi - lo
+    magic = table.magic[index]
+    codec = table.attributes[index] & CODEC_MASK
+    if not ((magic < 2) | (codec != 0)).any():
+        # Only uncompressed v2 batches: records are framed in place, nothing is copied.
+        start[:] = table.position[index] + V2_HEADER_SIZE - lo
+        end[:] = table.position[index] + table.size[index] - lo
+        return Sections(
+            buf[lo:hi], index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset
+        )
+    # Otherwise every section (decompressed, converted or as stored) is joined into one buffer:
+    # one copy, with the codecs' outputs and the file's bytes passed as views.
+    view = buf.data
+    pieces: list[bytes | memoryview] = []
+    total = 0
     for j, i in enumerate(index.tolist()):
         pos = int(table.position[i])
         size = int(table.size[i])
-        magic = int(table.magic[i])
-        codec = int(table.attributes[i]) & CODEC_MASK
-        if magic == 2 and codec == 0:
-            start[j] = pos + V2_HEADER_SIZE - lo
-            end[j] = pos + size - lo
-            continue
-        if magic == 2:
-            try:
-                section = decompress(Codec(codec), buf[pos + V2_HEADER_SIZE : pos + size].tobytes(), 2)
-            except ValueError as exc:
-                raise CorruptBatch(path, pos, str(exc)) from None
+        section: bytes | memoryview
+        if magic[j] == 2:
+            section = view[pos + V2_HEADER_SIZE : pos + size]
+            if codec[j]:
+                try:
+                    section = decompress_view(Codec(int(codec[j])), section, 2)
+                except ValueError as exc:
+                    raise CorruptBatch(path, pos, str(exc)) from None
         else:
             inner, la, wrapper_ts = _legacy_records(path, buf, pos, size)
             first, first_ts = inner[0][0], inner[0][1]
@@ -412,19 +421,12 @@ def read_sections(path: str, buf: np.ndarray, table: BatchTable, index: np.ndarr
             log_append[j] = la
             if any(t < 0 for _, t, _, _ in inner) and not la:
                 base_ts[j] = NO_TIMESTAMP  # magic 0 inner messages carry no timestamp
-        start[j] = extra_len
-        end[j] = extra_len + len(section)
-        extra_len += len(section)
-        extras.append(section)
-    data = buf[lo:hi]
-    if extras:
-        tail = np.frombuffer(b"".join(extras), dtype=np.uint8)
-        if np.all(start >= hi - lo):  # nothing points into the file region: do not copy it
-            start -= hi - lo
-            end -= hi - lo
-            data = tail
-        else:
-            data = np.concatenate([data, tail])
+        length = len(section)
+        start[j] = total
+        end[j] = total + length
+        total += length
+        pieces.append(section)
+    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
     return Sections(data, index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset)
 
 

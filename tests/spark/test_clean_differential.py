@@ -3,6 +3,7 @@ the records, following the spec's rules for a first pass and a later second pass
 
 from __future__ import annotations
 
+import json
 import struct
 from collections import defaultdict
 from pathlib import Path
@@ -188,3 +189,24 @@ def test_kafka_python_reads_every_output_batch_and_indexes_validate(runs: tuple[
                 if r["segment_base_offset"] == int(log.stem)
             ]
             assert theirs == ours
+
+
+@pytest.mark.parametrize("part", PARTITIONS)
+def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path, Path], part: str) -> None:
+    """Batches in which nothing survives are dropped unread; the report must still say why."""
+    src, out1, _ = runs
+    rows = read_log(src, part)
+    sealed = bool(TOPICS[part.rsplit("-", 1)[0]].get("segpipe.last.segment.sealed"))
+    upper = first_uncleanable(rows, segment_bases(src, part), sealed)
+    aborted = aborted_offsets(rows)
+    kept = {r["offset"] for r in model_compaction(rows, upper)}
+    cleaned = [r for r in rows if r["offset"] < upper and not r["is_control"]]
+    null_keys = sum(1 for r in cleaned if r["key"] is None and r["offset"] not in aborted)
+    superseded = sum(
+        1 for r in cleaned if r["key"] is not None and r["offset"] not in aborted and r["offset"] not in kept
+    )
+    report = json.loads((out1 / "_segpipe" / "report.json").read_text())
+    got = next(p for p in report["partitions"] if p["partition"] == part)
+    assert (got["removed_null_key"], got["removed_superseded"]) == (null_keys, superseded)
+    assert got["removed_aborted"] == sum(1 for r in cleaned if r["offset"] in aborted)
+    assert got["records_in"] == len(rows) and got["records_out"] == len(read_log(out1, part))
