@@ -96,7 +96,8 @@ def rewrite_groups(
         elif item is not None:
             mine.append(item)
     for gid in sorted(offsets):
-        kept = np.concatenate(offsets[gid]) if offsets[gid] else np.zeros(0, dtype=np.int64)
+        kept = np.concatenate(offsets[gid]) if offsets[gid] else np.zeros(0, dtype=np.int32)
+        offsets[gid].clear()
         yield rewrite_group(groups[gid], kept, null_keys.get(gid, 0), ctx)
 
 
@@ -105,13 +106,15 @@ def rewrite_group(
 ) -> GroupStats:
     """Recopy one group of input segments into one output segment (spec §3.3–§3.5).
 
-    `kept_offsets`: the group's keyed records that the key map keeps; `null_keys`: how many
+    `kept_offsets`: the group's keyed records that the key map keeps, relative to the group's
+    base offset (int32, sorted here in place); `null_keys`: how many
     null-key records the key map saw in the group (for the report)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
     src, _ = Storage.for_url(ctx.src_url)
     out, out_root = Storage.for_url(ctx.staging_url)
-    kept = np.sort(kept_offsets)
+    kept = kept_offsets.astype(np.int32, copy=False)
+    kept.sort()
     stats = GroupStats(plan.gid, plan.partition_dir, plan.base_offset)
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
     writer = SegmentWriter(out, posixpath.join(out_root, plan.partition_dir), limits)
@@ -132,8 +135,8 @@ def rewrite_group(
         # A data batch with no surviving keyed offset loses every record (superseded or null
         # key) unless it is a RETAIN_EMPTY batch; legacy wrappers are decoded to learn their
         # offsets. Such batches are dropped without being decompressed.
-        survivors = np.searchsorted(kept, table.base_offset, "left") < np.searchsorted(
-            kept, table.last_offset, "right"
+        survivors = np.searchsorted(kept, _relative(table.base_offset, plan), "left") < np.searchsorted(
+            kept, _relative(table.last_offset, plan), "right"
         )
         decode = survivors | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
         for index in chunk_batches(table, CHUNK_BYTES):
@@ -176,6 +179,12 @@ def rewrite_group(
     return stats
 
 
+def _relative(offsets: np.ndarray, plan: GroupPlan) -> np.ndarray:
+    """Offsets relative to the group's base, as int32 like the key map's (clipped: a legacy
+    wrapper's unknown base offset is −1)."""
+    return np.clip(offsets - plan.base_offset, -1, 2**31 - 1).astype(np.int32)
+
+
 def _record_verdicts(
     framed: Framed,
     table: Any,
@@ -191,9 +200,10 @@ def _record_verdicts(
     control = table.is_control[batch]
     discard = plan.discard_records[k][batch]
     has_key = framed.key_len >= 0
-    pos = np.searchsorted(kept, framed.offset)
+    relative = _relative(framed.offset, plan)
+    pos = np.searchsorted(kept, relative)
     in_map = (
-        (pos < len(kept)) & (kept[np.minimum(pos, len(kept) - 1)] == framed.offset)
+        (pos < len(kept)) & (kept[np.minimum(pos, len(kept) - 1)] == relative)
         if len(kept)
         else (np.zeros(len(framed), dtype=np.bool_))
     )

@@ -26,9 +26,8 @@ KEY_SCHEMA = pa.schema(
     [("tp", pa.int32()), ("key", pa.binary()), ("offset", pa.int64()), ("dirty", pa.bool_())]
 )
 CHUNK_BYTES = 4 * 1024 * 1024
-# A map task re-reduces what it holds when it passes this many rows, so its memory stays bounded
-# by the distinct keys of one segment, not by its records.
-REDUCE_ROWS = 4_000_000
+# A map task sends what it holds on when it passes this many rows (bounded memory).
+FLUSH_ROWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -76,9 +75,10 @@ def _reduce_dirty(table: pa.Table) -> pa.Table:
     return pa.concat_tables([winners.select(KEY_SCHEMA.names).cast(KEY_SCHEMA), clean])
 
 
-def extract_keys(task: KeyTask) -> tuple[pa.Table, int]:
-    """(tp, key, offset, dirty) of the task's keyed records, dirty part reduced; and the number of
-    null-key records seen."""
+def extract_keys(task: KeyTask, null_keys: list[int]) -> Iterator[pa.Table]:
+    """(tp, key, offset, dirty) of the task's keyed records, dirty part reduced per key, in blocks
+    of at most about FLUSH_ROWS rows (the reduce side dedupes across blocks, so memory here is
+    bounded whatever the key count); the null-key records seen are added to `null_keys[0]`."""
     storage, _ = Storage.for_url(task.url)
     reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
     table = reader.scan().table
@@ -86,14 +86,13 @@ def extract_keys(task: KeyTask) -> tuple[pa.Table, int]:
     selected[task.batches] = True
     held: list[pa.Table] = []
     held_rows = 0
-    null_keys = 0
     for index in chunk_batches(table, CHUNK_BYTES):
         index = index[selected[index]]
         if len(index) == 0:
             continue
         framed = reader.frame(index)
         has_key = framed.key_len >= 0
-        null_keys += int(len(has_key) - has_key.sum())
+        null_keys[0] += int(len(has_key) - has_key.sum())
         offsets = framed.offset[has_key]
         chunk = pa.table(
             [
@@ -106,12 +105,11 @@ def extract_keys(task: KeyTask) -> tuple[pa.Table, int]:
         )
         held.append(_reduce_dirty(chunk))
         held_rows += held[-1].num_rows
-        if held_rows > REDUCE_ROWS and len(held) > 1:
-            held = [_reduce_dirty(pa.concat_tables(held))]
-            held_rows = held[0].num_rows
-    if not held:
-        return KEY_SCHEMA.empty_table(), null_keys
-    return (_reduce_dirty(pa.concat_tables(held)) if len(held) > 1 else held[0]), null_keys
+        if held_rows >= FLUSH_ROWS:
+            yield _reduce_dirty(pa.concat_tables(held))
+            held, held_rows = [], 0
+    if held:
+        yield _reduce_dirty(pa.concat_tables(held)) if len(held) > 1 else held[0]
 
 
 def to_ipc(table: pa.Table) -> bytes:
@@ -129,18 +127,20 @@ def from_ipc(blobs: Iterable[bytes]) -> pa.Table:
 def map_keys(task: KeyTask, buckets: int) -> Iterator[tuple[int, bytes | NullKeys]]:
     """Map side: (bucket, Arrow IPC block of key rows) per non-empty bucket, and the task's
     null-key count routed to the bucket of its group (counts pass through to the rewrite)."""
-    table, null_keys = extract_keys(task)
-    if null_keys:
-        yield task.gid % buckets, NullKeys(task.gid, null_keys)
+    null_keys = [0]
+    for table in extract_keys(task, null_keys):
+        yield from _bucketed(table, buckets)
+    if null_keys[0]:
+        yield task.gid % buckets, NullKeys(task.gid, null_keys[0])
+
+
+def _bucketed(table: pa.Table, buckets: int) -> Iterator[tuple[int, bytes]]:
     if table.num_rows == 0:
         return
     keys = table.column("key").combine_chunks()
-    key_offsets = np.frombuffer(
-        keys.buffers()[1], dtype=np.int32, count=len(keys) + 1, offset=keys.offset * 4
-    )
-    key_data = (
-        np.frombuffer(keys.buffers()[2], dtype=np.uint8) if keys.buffers()[2] else np.zeros(0, np.uint8)
-    )
+    _, offsets_buf, data_buf = keys.buffers()
+    key_offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(keys) + 1, offset=keys.offset * 4)
+    key_data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf else np.zeros(0, dtype=np.uint8)
     bucket = key_buckets(key_data, key_offsets.astype(np.int64), buckets)
     order = np.argsort(bucket, kind="stable")
     table = table.take(pa.array(order))
@@ -158,15 +158,17 @@ class GroupBounds:
     bases: dict[int, np.ndarray]
     gids: dict[int, np.ndarray]
 
-    def group_of(self, tp: int, offsets: np.ndarray) -> np.ndarray:
+    def locate(self, tp: int, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The output group of each offset and the group's base offset."""
         pos = np.searchsorted(self.bases[tp], offsets, side="right") - 1
-        return self.gids[tp][pos]
+        return self.gids[tp][pos], self.bases[tp][pos]
 
 
 def reduce_keys(
     items: Iterable[tuple[int, bytes | NullKeys]], bounds: GroupBounds
 ) -> Iterator[tuple[int, np.ndarray | NullKeys]]:
-    """Reduce side for one bucket: winning offsets per output group (and null-key counts)."""
+    """Reduce side for one bucket: winning offsets per output group, relative to the group's base
+    offset as int32 (half the memory of absolute offsets), and the null-key counts."""
     blobs = []
     for _, item in items:
         if isinstance(item, NullKeys):
@@ -185,10 +187,12 @@ def reduce_keys(
     offsets = np.concatenate([winners.column("offset_max").to_numpy(), clean.column("offset").to_numpy()])
     for tp in np.unique(tps).tolist():
         mine = offsets[tps == tp]
-        gids = bounds.group_of(tp, mine)
+        gids, bases = bounds.locate(tp, mine)
+        # Offsets relative to their group's base fit 32 bits (the grouping rule guarantees it).
+        relative = (mine - bases).astype(np.int32)
         order = np.argsort(gids, kind="stable")
-        mine, gids = mine[order], gids[order]
+        relative, gids = relative[order], gids[order]
         edges = np.flatnonzero(np.diff(gids)) + 1
         for part in np.split(np.arange(len(gids)), edges):
             if len(part):
-                yield int(gids[part[0]]), mine[part]
+                yield int(gids[part[0]]), relative[part]

@@ -20,7 +20,7 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("SPARK_CONF", "") and not os.environ.get("SPARK_SUBMIT"):
+    elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set when spark-submit launched this driver
         builder = builder.master(os.environ.get("SEGPIPE_MASTER", "local[*]"))
     defaults = {
         "spark.ui.enabled": "false",

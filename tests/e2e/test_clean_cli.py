@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -96,3 +97,17 @@ def test_corrupt_source_exits_2_with_file_and_position(tmp_path: Path, sample_di
     assert "CRC mismatch" in proc.stderr and "clicks-0/00000000000000000000.log at byte 0" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Path) -> None:
+    submit = Path(sys.executable).parent / "spark-submit"
+    proc = subprocess.run(
+        [str(submit), "--master", "local[1]", "pipelines/cli.py", "clean", str(sample_dir), str(tmp_path / "out"),
+         "--config", "conf/samples.yaml", "--now-ms", str(NOW)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
+    assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
+    assert segpipe("inspect", str(tmp_path / "out")).returncode == 0

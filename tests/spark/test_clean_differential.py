@@ -133,12 +133,17 @@ def runs(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
 PARTITIONS = ["orders-0", "orders-1", "users-0", "old-0"]
 
 
+def source(src: Path, part: str) -> tuple[list[dict], int]:
+    """A source partition's records and the first uncleanable offset the model derives for it."""
+    rows = read_log(src, part)
+    sealed = bool(TOPICS[part.rsplit("-", 1)[0]].get("segpipe.last.segment.sealed"))
+    return rows, first_uncleanable(rows, segment_bases(src, part), sealed)
+
+
 @pytest.mark.parametrize("part", PARTITIONS)
 def test_first_pass_matches_the_model(runs: tuple[Path, Path, Path], part: str) -> None:
     src, out1, _ = runs
-    rows = read_log(src, part)
-    sealed = bool(TOPICS[part.rsplit("-", 1)[0]].get("segpipe.last.segment.sealed"))
-    upper = first_uncleanable(rows, segment_bases(src, part), sealed)
+    rows, upper = source(src, part)
     expected = model_compaction(rows, upper)
     got = read_log(out1, part)
     assert view(got) == view(expected)
@@ -157,8 +162,7 @@ def test_time_retention_matches_the_model(runs: tuple[Path, Path, Path]) -> None
 def test_second_pass_removes_expired_tombstones(runs: tuple[Path, Path, Path], part: str) -> None:
     src, out1, out2 = runs
     rows1 = read_log(out1, part)
-    sealed = bool(TOPICS[part.rsplit("-", 1)[0]].get("segpipe.last.segment.sealed"))
-    upper = first_uncleanable(read_log(src, part), segment_bases(src, part), sealed)
+    _, upper = source(src, part)
     expired = {
         r["offset"] for r in rows1
         if not r["is_control"] and r["value"] is None and r["offset"] < upper
@@ -195,9 +199,7 @@ def test_kafka_python_reads_every_output_batch_and_indexes_validate(runs: tuple[
 def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path, Path], part: str) -> None:
     """Batches in which nothing survives are dropped unread; the report must still say why."""
     src, out1, _ = runs
-    rows = read_log(src, part)
-    sealed = bool(TOPICS[part.rsplit("-", 1)[0]].get("segpipe.last.segment.sealed"))
-    upper = first_uncleanable(rows, segment_bases(src, part), sealed)
+    rows, upper = source(src, part)
     aborted = aborted_offsets(rows)
     kept = {r["offset"] for r in model_compaction(rows, upper)}
     cleaned = [r for r in rows if r["offset"] < upper and not r["is_control"]]
