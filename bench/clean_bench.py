@@ -85,10 +85,12 @@ def dir_bytes(root: Path) -> int:
 
 @dataclass
 class Peaks:
-    """Peak resident memory per kind of process in the tree (sampled every 50 ms from /proc)."""
+    """Peak resident memory per kind of process in the tree (sampled every 50 ms from /proc).
+    `anon` leaves out file pages mapped from the segments (page cache the kernel can drop)."""
 
     rss: dict[str, int] = field(default_factory=dict)
     total: int = 0
+    anon: int = 0
 
 
 def _kind(pid: int) -> str:
@@ -121,25 +123,33 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def _rss(pid: int) -> int:
+def _rss(pid: int) -> tuple[int, int]:
+    """(resident bytes, resident anonymous bytes) of one process."""
+    fields = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+            if line.startswith(("VmRSS:", "RssAnon:")):
+                name, value = line.split()[:2]
+                fields[name] = int(value) * 1024
     except OSError:
         pass
-    return 0
+    return fields.get("VmRSS:", 0), fields.get("RssAnon:", 0)
 
 
 def watch(pid: int, peaks: Peaks, stop: threading.Event) -> None:
     while not stop.wait(0.05):
         by_kind: dict[str, int] = {}
+        anon = 0
         for p in _tree(pid):
             kind = _kind(p)
-            by_kind[kind] = by_kind.get(kind, 0) + _rss(p)
+            rss, private = _rss(p)
+            by_kind[kind] = by_kind.get(kind, 0) + rss
+            anon += private
         for kind, value in by_kind.items():
-            peaks.rss[kind] = max(peaks.rss.get(kind, 0), value)
+            if kind != "?":
+                peaks.rss[kind] = max(peaks.rss.get(kind, 0), value)
         peaks.total = max(peaks.total, sum(by_kind.values()))
+        peaks.anon = max(peaks.anon, anon)
 
 
 def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
@@ -209,7 +219,8 @@ def main() -> None:
     print(f"  inside the session: {inner:.1f} s, {mb / inner:.0f} MB/s; stages: "
           + ", ".join(f"{k} {v:.1f} s" for k, v in report["seconds_by_stage"].items()))  # fmt: skip
     print("  peak RSS: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(peaks.rss.items()))
-          + f"; all together {peaks.total / 2**30:.2f} GiB")  # fmt: skip
+          + f"; all together {peaks.total / 2**30:.2f} GiB, of which anonymous (not mapped segment "
+          f"files) {peaks.anon / 2**30:.2f} GiB")  # fmt: skip
     if not args.no_steady:
         times = steady_state(src, dst, args.master, [])
         print(f"steady state (session up, runs {', '.join(f'{t:.1f} s' for t in times)}): "
