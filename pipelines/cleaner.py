@@ -97,9 +97,7 @@ def _clean(
     t0 = time.perf_counter()
     tasks = scan_tasks(listing, src_url)
     scanned: list[ScannedSegment] = (
-        sc.parallelize(tasks, max(1, min(len(tasks), sc.defaultParallelism * 4))).map(run_scan_task).collect()
-        if tasks
-        else []
+        sc.parallelize(tasks, _slices(sc, len(tasks))).map(run_scan_task).collect() if tasks else []
     )
     by_id = {s.meta.segment_id: s for s in scanned}
     per_partition = _group_by_partition(listing, tasks, by_id)
@@ -121,16 +119,14 @@ def _clean(
     try:
         t0 = time.perf_counter()
         segment_files = {t.segment_id: t.files for t in tasks}
-        stats = _compact(spark, plans, per_partition, segment_files, src_url, staging.url, now)
+        stats = _compact(spark, plans, by_id, segment_files, src_url, staging.url, now)
         stages["compact"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         copies = _copy_tasks(listing, plans, per_partition, tasks, src_url)
         if copies:
             dst_url = staging.url
-            sc.parallelize(copies, max(1, min(len(copies), sc.defaultParallelism * 4))).foreach(
-                lambda c: _run_copy(c, dst_url)
-            )
+            sc.parallelize(copies, _slices(sc, len(copies))).foreach(lambda c: _run_copy(c, dst_url))
         _write_partition_files(src_storage, listing, plans, per_partition, staging)
         _write_root_files(listing, plans, per_partition, staging)
         stages["copy"] = time.perf_counter() - t0
@@ -158,6 +154,11 @@ def _clean(
     for p in report.partitions:
         log(p.cleaner_line())
     return report
+
+
+def _slices(sc: Any, items: int) -> int:
+    """Partitions for a list of small tasks: a few per core, never more than there are items."""
+    return max(1, min(items, sc.defaultParallelism * 4))
 
 
 def _group_by_partition(
@@ -203,7 +204,7 @@ def _plan(
 def _compact(
     spark: Any,
     plans: list[PartitionPlan],
-    per_partition: dict[TopicPartition, list[ScannedSegment]],
+    by_id: dict[int, ScannedSegment],
     segment_files: dict[int, Any],
     src_url: str,
     staging_url: str,
@@ -211,7 +212,6 @@ def _compact(
 ) -> list[GroupStats]:
     """Key map (map per input segment → shuffle by key hash → reduce per bucket), then a second
     shuffle by output group that feeds one rewrite task per group."""
-    by_id = {s.meta.segment_id: s for segments in per_partition.values() for s in segments}
     groups: dict[int, GroupPlan] = {}
     key_tasks: list[KeyTask] = []
     configs = {}
@@ -244,7 +244,7 @@ def _compact(
     ctx = RewriteContext(src_url, staging_url, segment_files, now, configs)
     shared = sc.broadcast(groups)
     slots = {gid: i for i, gid in enumerate(sorted(groups))}
-    seeds = sc.parallelize([(gid, None) for gid in slots], max(1, min(len(slots), sc.defaultParallelism)))
+    seeds = sc.parallelize([(gid, None) for gid in slots], _slices(sc, len(slots)))
     per_group = seeds
     if key_tasks:
         buckets = _bucket_count(key_tasks, sc.defaultParallelism)

@@ -64,14 +64,18 @@ def key_buckets(data: np.ndarray, offsets: np.ndarray, buckets: int) -> np.ndarr
     return out
 
 
-def _reduce_dirty(table: pa.Table) -> pa.Table:
-    """Latest dirty offset per (tp, key); clean rows are kept as they are."""
+def _dirty_winners(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(latest dirty offset per (tp, key) as columns tp, key, offset; the clean rows)."""
     dirty = table.filter(table.column("dirty"))
     winners = dirty.group_by(["tp", "key"], use_threads=False).aggregate([("offset", "max")])
-    winners = winners.rename_columns(["tp", "key", "offset"]).append_column(
-        "dirty", pa.array(np.ones(winners.num_rows, dtype=np.bool_))
-    )
     clean = table.filter(pa.compute.invert(table.column("dirty")))
+    return winners.rename_columns(["tp", "key", "offset"]), clean
+
+
+def _reduce_dirty(table: pa.Table) -> pa.Table:
+    """Latest dirty offset per (tp, key); clean rows are kept as they are."""
+    winners, clean = _dirty_winners(table)
+    winners = winners.append_column("dirty", pa.array(np.ones(winners.num_rows, dtype=np.bool_)))
     return pa.concat_tables([winners.select(KEY_SCHEMA.names).cast(KEY_SCHEMA), clean])
 
 
@@ -178,13 +182,11 @@ def reduce_keys(
     table = from_ipc(blobs)
     if table.num_rows == 0:
         return
-    dirty = table.filter(table.column("dirty"))
-    winners = dirty.group_by(["tp", "key"], use_threads=False).aggregate([("offset", "max")])
-    clean = table.filter(pa.compute.invert(table.column("dirty")))
+    winners, clean = _dirty_winners(table)
     if clean.num_rows:
         clean = clean.join(winners.select(["tp", "key"]), ["tp", "key"], join_type="left anti")
     tps = np.concatenate([winners.column("tp").to_numpy(), clean.column("tp").to_numpy()])
-    offsets = np.concatenate([winners.column("offset_max").to_numpy(), clean.column("offset").to_numpy()])
+    offsets = np.concatenate([winners.column("offset").to_numpy(), clean.column("offset").to_numpy()])
     for tp in np.unique(tps).tolist():
         mine = offsets[tps == tp]
         gids, bases = bounds.locate(tp, mine)
