@@ -43,12 +43,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from pipelines.cleaner import clean
-    from pipelines.session import get_spark
+    from pipelines.session import get_context
 
-    spark = get_spark(args.master)
+    sc = get_context(args.master)
     try:
         clean(
-            spark,
+            sc,
             args.src,
             args.dst,
             config,
@@ -60,5 +60,5 @@ def cmd_clean(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        spark.stop()
+        sc.stop()
     return 0

@@ -60,7 +60,8 @@ def clean(
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
-    SRC is only read. DST must be absent or empty; it appears complete or not at all.
+    `spark` is a SparkSession or a SparkContext (only the core engine is used). SRC is only
+    read. DST must be absent or empty; it appears complete or not at all.
     Returns the run report (`report.rows()` is one metrics row per partition).
     """
     config = config or JobConfig()
@@ -91,7 +92,7 @@ def _clean(
     src_storage, src_path = Storage.for_url(src)
     src_url = src_storage.url(src_path)
     listing = list_log_dir(src_storage, src_path)
-    sc = spark.sparkContext
+    sc = getattr(spark, "sparkContext", spark)
 
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     t0 = time.perf_counter()
@@ -119,7 +120,7 @@ def _clean(
     try:
         t0 = time.perf_counter()
         segment_files = {t.segment_id: t.files for t in tasks}
-        stats = _compact(spark, plans, by_id, segment_files, src_url, staging.url, now)
+        stats = _compact(sc, plans, by_id, segment_files, src_url, staging.url, now)
         stages["compact"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -202,7 +203,7 @@ def _plan(
 
 
 def _compact(
-    spark: Any,
+    sc: Any,
     plans: list[PartitionPlan],
     by_id: dict[int, ScannedSegment],
     segment_files: dict[int, Any],
@@ -239,7 +240,6 @@ def _compact(
                     key_tasks.append(task)
     if not groups:
         return []
-    sc = spark.sparkContext
     bounds = GroupBounds(bases, gids)
     ctx = RewriteContext(src_url, staging_url, segment_files, now, configs)
     shared = sc.broadcast(groups)

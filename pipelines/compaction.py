@@ -30,7 +30,7 @@ from segment_io.batch import (
 from segment_io.compression import CompressionLevels, compress
 from segment_io.index import AbortedTxn
 from segment_io.layout import SegmentFiles
-from segment_io.segment import Framed, SegmentLimits, SegmentReader, SegmentWriter, chunk_batches
+from segment_io.segment import Arena, Framed, SegmentLimits, SegmentReader, SegmentWriter, chunk_batches
 from segment_io.storage import Storage
 
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -124,6 +124,7 @@ def rewrite_group(
     horizon_new = ctx.now_ms + config.delete_retention_ms
     skipped_records = 0
     null_keys_decoded = 0
+    arena = Arena()
     for k, sid in enumerate(plan.segment_ids):
         files = ctx.segments[sid]
         reader = SegmentReader(src, files.log.path, files.base_offset)
@@ -152,7 +153,7 @@ def rewrite_group(
             live = index[(act != DELETE) & decode[index]]
             if len(live) == 0:
                 continue
-            framed = reader.frame(live)
+            framed = reader.frame(live, arena)
             keep, reasons = _record_verdicts(framed, table, live, kept, plan, k, ctx.now_ms)
             stats.records_in += len(framed)
             stats.superseded += reasons["superseded"]

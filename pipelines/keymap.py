@@ -1,11 +1,12 @@
 """The key map (spec §3.1, §3.3.3): which keyed records of the recopied prefix survive.
 
 Map side (one task per input segment): decode keys and offsets only, reduce the dirty part to
-one row per key in Arrow, and split the rows into hash buckets of the key. Reduce side (one task
-per bucket): the latest dirty offset per (partition, key) wins; a clean-section record survives
-only if its key has no dirty record. Winners go on, as sorted offset arrays, to the rewrite task
-of the output group that holds them. Only (partition, key, offset) crosses the shuffle, as Arrow
-IPC blocks; values never do, and no Python object is made per record.
+one row per key in an exact-key hash table (pipelines.keytable), and split the rows into buckets
+by key hash. Reduce side (one task per bucket): the latest dirty offset per (partition, key)
+wins; a clean-section record survives only if its key has no dirty record. Winners go on, as
+offset arrays, to the rewrite task of the output group that holds them. Only (partition, key,
+offset) crosses the shuffle, as flat numpy arrays; values never do, and no Python object is made
+per record.
 """
 
 from __future__ import annotations
@@ -14,17 +15,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-from numba import njit
 
-from segment_io import records as rec
+from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
 from segment_io.layout import SegmentFiles
-from segment_io.segment import SegmentReader, chunk_batches
+from segment_io.segment import Arena, SegmentReader, chunk_batches
 from segment_io.storage import Storage
 
-KEY_SCHEMA = pa.schema(
-    [("tp", pa.int32()), ("key", pa.binary()), ("offset", pa.int64()), ("dirty", pa.bool_())]
-)
 CHUNK_BYTES = 4 * 1024 * 1024
 # A map task sends what it holds on when it passes this many rows (bounded memory).
 FLUSH_ROWS = 2_000_000
@@ -51,36 +47,16 @@ class NullKeys:
     count: int
 
 
-@njit(cache=True, nogil=True)
-def key_buckets(data: np.ndarray, offsets: np.ndarray, buckets: int) -> np.ndarray:
-    """FNV-1a of each key's bytes, modulo `buckets` (Arrow has no element-wise hash kernel)."""
-    n = offsets.shape[0] - 1
-    out = np.empty(n, dtype=np.int32)
-    for i in range(n):
-        h = np.uint64(0xCBF29CE484222325)
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
-        out[i] = np.int32(h % np.uint64(buckets))
-    return out
+@dataclass(frozen=True)
+class KeyBlock:
+    """What a map task sends to one bucket: the latest dirty offset per key, and clean rows."""
+
+    dirty: KeyRows
+    clean: KeyRows
 
 
-def _dirty_winners(table: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(latest dirty offset per (tp, key) as columns tp, key, offset; the clean rows)."""
-    dirty = table.filter(table.column("dirty"))
-    winners = dirty.group_by(["tp", "key"], use_threads=False).aggregate([("offset", "max")])
-    clean = table.filter(pa.compute.invert(table.column("dirty")))
-    return winners.rename_columns(["tp", "key", "offset"]), clean
-
-
-def _reduce_dirty(table: pa.Table) -> pa.Table:
-    """Latest dirty offset per (tp, key); clean rows are kept as they are."""
-    winners, clean = _dirty_winners(table)
-    winners = winners.append_column("dirty", pa.array(np.ones(winners.num_rows, dtype=np.bool_)))
-    return pa.concat_tables([winners.select(KEY_SCHEMA.names).cast(KEY_SCHEMA), clean])
-
-
-def extract_keys(task: KeyTask, null_keys: list[int]) -> Iterator[pa.Table]:
-    """(tp, key, offset, dirty) of the task's keyed records, dirty part reduced per key, in blocks
+def extract_keys(task: KeyTask, null_keys: list[int]) -> Iterator[KeyBlock]:
+    """The task's keyed records, the dirty part reduced to the latest offset per key, in blocks
     of at most about FLUSH_ROWS rows (the reduce side dedupes across blocks, so memory here is
     bounded whatever the key count); the null-key records seen are added to `null_keys[0]`."""
     storage, _ = Storage.for_url(task.url)
@@ -88,71 +64,62 @@ def extract_keys(task: KeyTask, null_keys: list[int]) -> Iterator[pa.Table]:
     table = reader.scan().table
     selected = np.zeros(len(table), dtype=np.bool_)
     selected[task.batches] = True
-    held: list[pa.Table] = []
-    held_rows = 0
+    arena = Arena()
+    dirty = LatestOffsets()
+    clean: list[KeyRows] = []
+    clean_rows = 0
     for index in chunk_batches(table, CHUNK_BYTES):
         index = index[selected[index]]
         if len(index) == 0:
             continue
-        framed = reader.frame(index)
-        has_key = framed.key_len >= 0
-        null_keys[0] += int(len(has_key) - has_key.sum())
-        offsets = framed.offset[has_key]
-        chunk = pa.table(
-            [
-                pa.array(np.full(len(offsets), task.tp, dtype=np.int32)),
-                rec.binary_array(framed.sections.data, framed.key_start[has_key], framed.key_len[has_key]),
-                pa.array(offsets),
-                pa.array(offsets >= task.first_dirty),
-            ],
-            schema=KEY_SCHEMA,
+        framed = reader.frame(index, arena)
+        keyed = np.flatnonzero(framed.key_len >= 0)
+        null_keys[0] += len(framed) - len(keyed)
+        data = framed.sections.data
+        starts, lengths = framed.key_start[keyed], framed.key_len[keyed]
+        tps = np.full(len(keyed), task.tp, dtype=np.int32)
+        rows = KeyRows(
+            tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, framed.offset[keyed]
         )
-        held.append(_reduce_dirty(chunk))
-        held_rows += held[-1].num_rows
-        if held_rows >= FLUSH_ROWS:
-            yield _reduce_dirty(pa.concat_tables(held))
-            held, held_rows = [], 0
-    if held:
-        yield _reduce_dirty(pa.concat_tables(held)) if len(held) > 1 else held[0]
+        is_dirty = rows.offset >= task.first_dirty
+        dirty.add(rows.take(np.flatnonzero(is_dirty)))
+        if not is_dirty.all():  # copied out: the arena is reused by the next chunk
+            clean.append(rows.take(np.flatnonzero(~is_dirty)))
+            clean_rows += len(clean[-1])
+        if len(dirty) + clean_rows >= FLUSH_ROWS:
+            yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
+            dirty, clean, clean_rows = LatestOffsets(), [], 0
+    if len(dirty) or clean:
+        yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
 
 
-def to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
+_NO_ROWS = LatestOffsets().rows()
 
 
-def from_ipc(blobs: Iterable[bytes]) -> pa.Table:
-    tables = [pa.ipc.open_stream(b).read_all() for b in blobs]
-    return pa.concat_tables(tables) if tables else KEY_SCHEMA.empty_table()
-
-
-def map_keys(task: KeyTask, buckets: int) -> Iterator[tuple[int, bytes | NullKeys]]:
-    """Map side: (bucket, Arrow IPC block of key rows) per non-empty bucket, and the task's
-    null-key count routed to the bucket of its group (counts pass through to the rewrite)."""
+def map_keys(task: KeyTask, buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
+    """Map side: (bucket, block of key rows) per non-empty bucket, and the task's null-key count
+    routed to the bucket of its group (counts pass through to the rewrite)."""
     null_keys = [0]
-    for table in extract_keys(task, null_keys):
-        yield from _bucketed(table, buckets)
+    for block in extract_keys(task, null_keys):
+        dirty = dict(_bucketed(block.dirty, buckets))
+        clean = dict(_bucketed(block.clean, buckets))
+        for b in sorted(dirty.keys() | clean.keys()):
+            yield b, KeyBlock(dirty.get(b, _NO_ROWS), clean.get(b, _NO_ROWS))
     if null_keys[0]:
         yield task.gid % buckets, NullKeys(task.gid, null_keys[0])
 
 
-def _bucketed(table: pa.Table, buckets: int) -> Iterator[tuple[int, bytes]]:
-    if table.num_rows == 0:
+def _bucketed(rows: KeyRows, buckets: int) -> Iterator[tuple[int, KeyRows]]:
+    """Rows split by bucket, from the hash's high half (the low half places keys in a table)."""
+    if len(rows) == 0:
         return
-    keys = table.column("key").combine_chunks()
-    _, offsets_buf, data_buf = keys.buffers()
-    key_offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(keys) + 1, offset=keys.offset * 4)
-    key_data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf else np.zeros(0, dtype=np.uint8)
-    bucket = key_buckets(key_data, key_offsets.astype(np.int64), buckets)
+    bucket = (rows.hash >> np.uint64(32)) % np.uint64(buckets)
     order = np.argsort(bucket, kind="stable")
-    table = table.take(pa.array(order))
-    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
+    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1, dtype=np.uint64))
     for b in range(buckets):
         lo, hi = int(bounds[b]), int(bounds[b + 1])
         if hi > lo:
-            yield b, to_ipc(table.slice(lo, hi - lo))
+            yield b, rows.take(order[lo:hi])
 
 
 @dataclass(frozen=True)
@@ -169,24 +136,26 @@ class GroupBounds:
 
 
 def reduce_keys(
-    items: Iterable[tuple[int, bytes | NullKeys]], bounds: GroupBounds
+    items: Iterable[tuple[int, KeyBlock | NullKeys]], bounds: GroupBounds
 ) -> Iterator[tuple[int, np.ndarray | NullKeys]]:
     """Reduce side for one bucket: winning offsets per output group, relative to the group's base
     offset as int32 (half the memory of absolute offsets), and the null-key counts."""
-    blobs = []
+    dirty = LatestOffsets()
+    clean: list[KeyRows] = []
     for _, item in items:
         if isinstance(item, NullKeys):
             yield item.gid, item
         else:
-            blobs.append(item)
-    table = from_ipc(blobs)
-    if table.num_rows == 0:
-        return
-    winners, clean = _dirty_winners(table)
-    if clean.num_rows:
-        clean = clean.join(winners.select(["tp", "key"]), ["tp", "key"], join_type="left anti")
-    tps = np.concatenate([winners.column("tp").to_numpy(), clean.column("tp").to_numpy()])
-    offsets = np.concatenate([winners.column("offset").to_numpy(), clean.column("offset").to_numpy()])
+            dirty.add(item.dirty)
+            if len(item.clean):
+                clean.append(item.clean)
+    winners = dirty.rows()
+    tps, offsets = winners.tp, winners.offset
+    if clean:
+        rows = KeyRows.concat(clean)
+        alone = ~dirty.contains(rows)  # a clean record survives only if its key has no dirty one
+        tps = np.concatenate([tps, rows.tp[alone]])
+        offsets = np.concatenate([offsets, rows.offset[alone]])
     for tp in np.unique(tps).tolist():
         mine = offsets[tps == tp]
         gids, bases = bounds.locate(tp, mine)

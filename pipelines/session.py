@@ -1,4 +1,8 @@
-"""SparkSession for local[*] runs and for spark-submit (which passes its own master)."""
+"""Spark entry points for local[*] runs and for spark-submit (which passes its own master).
+
+`get_context` starts only the core engine (what `clean` runs on); `get_spark` adds the SQL
+session (DataFrames, the `kafka-segments` source), which costs several seconds more to start.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,18 @@ import sys
 from typing import Any
 
 
-def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
-    """A SparkSession whose Python workers run this interpreter (so they see segment_io).
-
-    Under spark-submit an active session/master is reused; `master` overrides it.
-    """
+def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
+    """The SparkConf segpipe runs with: loopback only, no UI, reused Python workers."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf
 
-    builder = SparkSession.builder.appName(app_name)
+    spark_conf = SparkConf().setAppName(app_name)
     if master:
-        builder = builder.master(master)
+        spark_conf.setMaster(master)
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set when spark-submit launched this driver
-        builder = builder.master(os.environ.get("SEGPIPE_MASTER", "local[*]"))
+        spark_conf.setMaster(os.environ.get("SEGPIPE_MASTER", "local[*]"))
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -34,12 +35,32 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
     }
     defaults.update({k: str(v) for k, v in conf.items()})
     for key, value in defaults.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    _quiet_task_failures(spark)
+        if not spark_conf.contains(key):
+            spark_conf.set(key, value)
+    return spark_conf
+
+
+def get_context(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
+    """A SparkContext whose Python workers run this interpreter (so they see segment_io).
+
+    Under spark-submit the running context and its master are reused; `master` overrides it.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext.getOrCreate(_conf(master, app_name, conf))
+    sc.setLogLevel("WARN")
+    _quiet_task_failures(sc)
+    return sc
+
+
+def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
+    """A SparkSession over `get_context`'s context, with the `kafka-segments` source registered."""
+    from pyspark.sql import SparkSession
+
     from pipelines.datasource import register
 
+    get_context(master, app_name, **conf)
+    spark = SparkSession.builder.getOrCreate()  # takes the running context
     register(spark)
     return spark
 
@@ -49,8 +70,8 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
 _TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
 
 
-def _quiet_task_failures(spark: Any) -> None:
-    jvm = spark.sparkContext._jvm
+def _quiet_task_failures(sc: Any) -> None:
+    jvm = sc._jvm
     level = jvm.org.apache.logging.log4j.Level.OFF
     for name in _TASK_FAILURE_LOGGERS:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

@@ -4,6 +4,7 @@ with a reason, which callers wrap into a CorruptBatch naming the file and positi
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cramjam
@@ -57,6 +58,27 @@ def decompress_view(codec: Codec, data: bytes | memoryview, magic: int = 2) -> b
     raise ValueError(f"codec {int(codec)} is not supported")
 
 
+def decompress_into(codec: Codec, data: bytes | memoryview, out: memoryview, magic: int = 2) -> int:
+    """Decompress one compressed section straight into `out`; returns the bytes written.
+
+    Raises ValueError when the stream does not decode *or* does not fit: callers then fall back
+    to `decompress_view`, which tells the two apart (and gives the reason)."""
+    try:
+        if codec == Codec.GZIP:
+            return int(cramjam.gzip.decompress_into(data, out))
+        if codec == Codec.SNAPPY:
+            return _snappy_decompress_into(data, out)
+        if codec == Codec.LZ4:
+            return int(cramjam.lz4.decompress_into(_lz4_checked(data, magic), out))
+        if codec == Codec.ZSTD and magic == 2:
+            return int(cramjam.zstd.decompress_into(data, out))
+    except ValueError:
+        raise
+    except Exception as exc:  # codec libraries raise their own error types
+        raise ValueError(str(exc)) from None
+    raise ValueError(f"codec {int(codec)} cannot be decompressed in place")
+
+
 def compress(
     codec: Codec, data: bytes | memoryview | np.ndarray, levels: CompressionLevels = DEFAULT_LEVELS
 ) -> bytes:
@@ -93,30 +115,49 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes | memoryview) -> bytes | memoryview:
-    """xerial framing (incl. concatenated streams); anything else is one raw snappy block."""
+def _xerial_blocks(data: bytes | memoryview) -> Iterator[memoryview] | None:
+    """The raw snappy blocks of an xerial stream (incl. concatenated streams); None when `data`
+    is not xerial-framed (then it is one raw snappy block)."""
     if len(data) < 16 or data[:8] != XERIAL_MAGIC:
-        return memoryview(cramjam.snappy.decompress_raw(data))
-    pos = 8
-    version = struct.unpack_from(">i", data, pos)[0]
+        return None
+    version = struct.unpack_from(">i", data, 8)[0]
     if version < 1:
         raise ValueError(f"xerial snappy header version {version}")
+    return _xerial_block_iter(memoryview(data))
+
+
+def _xerial_block_iter(view: memoryview) -> Iterator[memoryview]:
     pos = 16
-    out: list[memoryview] = []
-    view = memoryview(data)
-    while pos < len(data):
-        if len(data) - pos >= 4 and data[pos : pos + 4] == XERIAL_MAGIC[:4]:
+    while pos < len(view):
+        if len(view) - pos >= 4 and view[pos : pos + 4] == XERIAL_MAGIC[:4]:
             pos += 16  # a concatenated xerial stream starts here
             continue
-        if len(data) - pos < 4:
+        if len(view) - pos < 4:
             raise ValueError("xerial snappy chunk length is cut off")
-        (size,) = struct.unpack_from(">i", data, pos)
+        (size,) = struct.unpack_from(">i", view, pos)
         pos += 4
-        if size < 0 or pos + size > len(data):
+        if size < 0 or pos + size > len(view):
             raise ValueError(f"xerial snappy chunk of {size} bytes runs past the stream")
-        out.append(memoryview(cramjam.snappy.decompress_raw(view[pos : pos + size])))
+        yield view[pos : pos + size]
         pos += size
+
+
+def _snappy_decompress(data: bytes | memoryview) -> bytes | memoryview:
+    blocks = _xerial_blocks(data)
+    if blocks is None:
+        return memoryview(cramjam.snappy.decompress_raw(data))
+    out = [memoryview(cramjam.snappy.decompress_raw(block)) for block in blocks]
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _snappy_decompress_into(data: bytes | memoryview, out: memoryview) -> int:
+    blocks = _xerial_blocks(data)
+    if blocks is None:
+        return int(cramjam.snappy.decompress_raw_into(data, out))
+    written = 0
+    for block in blocks:
+        written += int(cramjam.snappy.decompress_raw_into(block, out[written:]))
+    return written
 
 
 def xxh32(data: bytes, seed: int = 0) -> int:
@@ -156,6 +197,11 @@ def xxh32(data: bytes, seed: int = 0) -> int:
 
 def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
     """LZ4 frame with Kafka's restrictions; magic 0 frames carry a deliberately wrong HC byte."""
+    return bytes(lz4.frame.decompress(_lz4_checked(data, magic)))
+
+
+def _lz4_checked(data: bytes | memoryview, magic: int) -> bytes | memoryview:
+    """The frame after Kafka's checks (format §4.3), its magic-0 header checksum repaired."""
     if len(data) < 7 or data[:4] != LZ4_MAGIC:
         raise ValueError("lz4 stream does not start with the frame magic")
     flg, bd = data[4], data[5]
@@ -171,7 +217,7 @@ def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
     if magic == 0:
         good = (xxh32(bytes(data[4:descriptor_end])) >> 8) & 0xFF
         data = bytes(data[:descriptor_end]) + bytes([good]) + bytes(data[descriptor_end + 1 :])
-    return bytes(lz4.frame.decompress(data))
+    return data
 
 
 def lz4_legacy_frame(data: bytes) -> bytes:

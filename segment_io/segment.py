@@ -29,7 +29,7 @@ from segment_io.batch import (
     LegacyEntry,
     parse_legacy_entry,
 )
-from segment_io.compression import decompress, decompress_view
+from segment_io.compression import decompress, decompress_into, decompress_view
 from segment_io.errors import (
     BadLength,
     CorruptBatch,
@@ -361,8 +361,34 @@ def _legacy_records(
     return out, log_append, entry.timestamp
 
 
-def read_sections(path: str, buf: np.ndarray, table: BatchTable, index: np.ndarray) -> Sections:
-    """Decompress (or point at) the records sections of batches `index` (ascending)."""
+class Arena:
+    """A growable byte buffer that decompressed sections are written into.
+
+    A task that frames chunk after chunk passes one arena to every `frame` call: its pages are
+    touched once, where a fresh buffer per chunk page-faults on every use (a large share of the
+    codecs' time). Whatever a `frame` call returned is overwritten by the next call on the same
+    arena, so only callers done with a chunk before the next share one."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty(0, dtype=np.uint8)
+        self.ratio = 4.0  # largest uncompressed/compressed ratio seen: sizes the next chunk
+
+    def reserve(self, nbytes: int, keep: int = 0) -> np.ndarray:
+        """A buffer of at least `nbytes`, holding the first `keep` bytes of the current one."""
+        if len(self.buf) < nbytes:
+            grown = np.empty(max(nbytes, len(self.buf) * 3 // 2), dtype=np.uint8)
+            grown[:keep] = self.buf[:keep]
+            self.buf = grown
+        return self.buf
+
+
+def read_sections(
+    path: str, buf: np.ndarray, table: BatchTable, index: np.ndarray, arena: Arena | None = None
+) -> Sections:
+    """Decompress (or point at) the records sections of batches `index` (ascending).
+
+    Compressed sections are decompressed straight into `arena` (a fresh one if None), next to
+    copies of the uncompressed and converted legacy ones."""
     k = len(index)
     start = np.zeros(k, dtype=np.int64)
     end = np.zeros(k, dtype=np.int64)
@@ -387,10 +413,12 @@ def read_sections(path: str, buf: np.ndarray, table: BatchTable, index: np.ndarr
         return Sections(
             buf[lo:hi], index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset
         )
-    # Otherwise every section (decompressed, converted or as stored) is joined into one buffer:
-    # one copy, with the codecs' outputs and the file's bytes passed as views.
+    arena = arena or Arena()
+    sizes = table.size[index] - V2_HEADER_SIZE
+    compressed = int(sizes[codec != 0].sum())
+    remaining = int(sizes[codec == 0].sum()) + compressed * arena.ratio
+    out = arena.reserve(int(remaining) + 1024)
     view = buf.data
-    pieces: list[bytes | memoryview] = []
     total = 0
     for j, i in enumerate(index.tolist()):
         pos = int(table.position[i])
@@ -398,36 +426,65 @@ def read_sections(path: str, buf: np.ndarray, table: BatchTable, index: np.ndarr
         section: bytes | memoryview
         if magic[j] == 2:
             section = view[pos + V2_HEADER_SIZE : pos + size]
+            remaining -= len(section) * (arena.ratio if codec[j] else 1)
             if codec[j]:
+                try:
+                    length = decompress_into(Codec(int(codec[j])), section, out.data[total:])
+                    start[j], end[j] = total, total + length
+                    total += length
+                    continue
+                except ValueError:
+                    pass  # does not fit, or does not decode: decompress_view tells which
                 try:
                     section = decompress_view(Codec(int(codec[j])), section, 2)
                 except ValueError as exc:
                     raise CorruptBatch(path, pos, str(exc)) from None
         else:
-            inner, la, wrapper_ts = _legacy_records(path, buf, pos, size)
-            first, first_ts = inner[0][0], inner[0][1]
-            cols = rec.RecordColumns.from_records(
-                [
-                    (o - first, (t - first_ts) if t >= 0 and first_ts >= 0 else 0, kk, v, [])
-                    for o, t, kk, v in inner
-                ]
+            section = _legacy_section(
+                path, buf, pos, size, j, count, base_offset, base_ts, max_ts, log_append
             )
-            section = cols.encode()
-            count[j] = len(inner)
-            base_offset[j] = first
-            first_offset[j] = first
-            base_ts[j] = first_ts if first_ts >= 0 else NO_TIMESTAMP
-            max_ts[j] = wrapper_ts
-            log_append[j] = la
-            if any(t < 0 for _, t, _, _ in inner) and not la:
-                base_ts[j] = NO_TIMESTAMP  # magic 0 inner messages carry no timestamp
+            first_offset[j] = base_offset[j]
         length = len(section)
-        start[j] = total
-        end[j] = total + length
+        if total + length > len(out):
+            out = arena.reserve(total + length + max(int(remaining), 0) + 1024, keep=total)
+        out[total : total + length] = np.frombuffer(section, dtype=np.uint8)
+        start[j], end[j] = total, total + length
         total += length
-        pieces.append(section)
-    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
-    return Sections(data, index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset)
+    if compressed:
+        decompressed = total - int(sizes[(codec == 0) & (magic == 2)].sum())
+        arena.ratio = max(arena.ratio, decompressed / compressed)
+    return Sections(
+        out[:total], index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset
+    )
+
+
+def _legacy_section(
+    path: str,
+    buf: np.ndarray,
+    pos: int,
+    size: int,
+    j: int,
+    count: np.ndarray,
+    base_offset: np.ndarray,
+    base_ts: np.ndarray,
+    max_ts: np.ndarray,
+    log_append: np.ndarray,
+) -> bytes:
+    """A v0/v1 entry (or compressed wrapper) as a v2-framed records section; fills row `j` of
+    the per-batch arrays with what the conversion learns (offsets, timestamps, count)."""
+    inner, la, wrapper_ts = _legacy_records(path, buf, pos, size)
+    first, first_ts = inner[0][0], inner[0][1]
+    cols = rec.RecordColumns.from_records(
+        [(o - first, (t - first_ts) if t >= 0 and first_ts >= 0 else 0, kk, v, []) for o, t, kk, v in inner]
+    )
+    count[j] = len(inner)
+    base_offset[j] = first
+    base_ts[j] = first_ts if first_ts >= 0 else NO_TIMESTAMP
+    max_ts[j] = wrapper_ts
+    log_append[j] = la
+    if any(t < 0 for _, t, _, _ in inner) and not la:
+        base_ts[j] = NO_TIMESTAMP  # magic 0 inner messages carry no timestamp
+    return cols.encode()
 
 
 def frame_records(path: str, table: BatchTable, sections: Sections) -> Framed:
@@ -592,9 +649,10 @@ class SegmentReader:
         pos = int(table.position[i])
         return self.buffer.data[pos : pos + int(table.size[i])]
 
-    def frame(self, index: np.ndarray) -> Framed:
+    def frame(self, index: np.ndarray, arena: Arena | None = None) -> Framed:
+        """Records of batches `index`; with an `arena`, valid until its next use (see Arena)."""
         table = self.scan().table
-        return frame_records(self.path, table, read_sections(self.path, self.buffer, table, index))
+        return frame_records(self.path, table, read_sections(self.path, self.buffer, table, index, arena))
 
     def record_batches(
         self, topic: str, partition: int, chunk_bytes: int = 16 * 1024 * 1024

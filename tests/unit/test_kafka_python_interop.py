@@ -12,7 +12,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from segment_io.batch import CONTROL_MASK, TRANSACTIONAL_MASK, Codec
-from segment_io.segment import frame_records, framed_to_arrow, read_sections, scan_buffer, verify_crcs
+from segment_io.segment import Arena, frame_records, framed_to_arrow, read_sections, scan_buffer, verify_crcs
 from tests.helpers import v2_batch
 
 pytestmark = pytest.mark.unit
@@ -21,13 +21,13 @@ CODECS = list(Codec)
 TS = 1_700_000_000_000
 
 
-def read_ours(buf: bytes) -> list[dict]:
+def read_ours(buf: bytes, arena: Arena | None = None) -> list[dict]:
     arr = np.frombuffer(buf, dtype=np.uint8)
     scan = scan_buffer("mem.log", 0, arr)
     assert scan.tail is None
     verify_crcs("mem.log", arr, scan.table)
     index = np.arange(len(scan.table))
-    framed = frame_records("mem.log", scan.table, read_sections("mem.log", arr, scan.table, index))
+    framed = frame_records("mem.log", scan.table, read_sections("mem.log", arr, scan.table, index, arena))
     return framed_to_arrow(framed, scan.table, "t", 0, 0).to_pylist()
 
 
@@ -99,6 +99,24 @@ def test_we_read_what_kafka_python_writes(codec: Codec) -> None:
     assert [[(h["key"], h["value"]) for h in r["headers"]] for r in rows] == [s[4] for s in SAMPLE]
     assert {r["producer_id"] for r in rows} == {5} and all(r["is_transactional"] for r in rows)
     assert {r["codec"] for r in rows} == {codec.name.lower()}
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_a_reused_arena_that_has_to_grow_reads_the_same_records(codec: Codec) -> None:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=int(codec), is_transactional=False, producer_id=-1, producer_epoch=-1,
+        base_sequence=-1, batch_size=1 << 22,
+    )  # fmt: skip
+    for i in range(40):  # ~100x compressible: far past the arena's first size estimate
+        builder.append(i, timestamp=TS + i, key=b"k%d" % i, value=b"v" * 20_000, headers=[])
+    data = bytes(builder.build()) + v2_batch(40, SAMPLE, codec=Codec.NONE) + v2_batch(47, SAMPLE, codec=codec)
+    expected = read_ours(data)
+    arena = Arena()
+    arena.ratio = 1.0
+    assert read_ours(data, arena) == expected
+    assert read_ours(data, arena) == expected
+    # Uncompressed batches are framed where they lie; only decompressed data goes to the arena.
+    assert len(arena.buf) >= (40 * 20_000 if codec != Codec.NONE else 0)
 
 
 @pytest.mark.parametrize("magic", [0, 1])

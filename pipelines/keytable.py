@@ -1,0 +1,255 @@
+"""An exact-key hash table for the key map: (partition, key bytes) → latest offset.
+
+Kafka's cleaner identifies keys by an MD5 digest and accepts its collisions; here the hash only
+places a key, and equality is decided on the key bytes themselves, so no two keys are ever
+merged. Numba kernels do the probing; the Python side only sizes the arrays (no object per key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from segment_io.records import gather
+
+EMPTY = -1
+
+
+@njit(cache=True, nogil=True)
+def hash_keys(tp: np.ndarray, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """64-bit hash of (partition, key bytes): FNV-1a, then a murmur finaliser so every bit mixes."""
+    n = starts.shape[0]
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        h = np.uint64(0xCBF29CE484222325) ^ np.uint64(tp[i])
+        for j in range(starts[i], starts[i] + lengths[i]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> np.uint64(33)
+        out[i] = h
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_key(kbytes: np.ndarray, kstart: int, klen: int, data: np.ndarray, start: int, length: int) -> bool:
+    if klen != length:
+        return False
+    for j in range(length):  # noqa: SIM110 (a loop numba compiles; no generator)
+        if kbytes[kstart + j] != data[start + j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _find(
+    slots: np.ndarray,
+    e_hash: np.ndarray,
+    e_tp: np.ndarray,
+    e_kstart: np.ndarray,
+    e_klen: np.ndarray,
+    kbytes: np.ndarray,
+    h: np.uint64,
+    tp: int,
+    data: np.ndarray,
+    start: int,
+    length: int,
+) -> Any:
+    """(slot, entry) of the key, entry −1 when absent (then slot is where it would go)."""
+    mask = slots.shape[0] - 1
+    s = np.int64(h & np.uint64(mask))
+    while True:
+        e = slots[s]
+        if e == EMPTY:
+            return s, EMPTY
+        if (
+            e_hash[e] == h
+            and e_tp[e] == tp
+            and _same_key(kbytes, e_kstart[e], e_klen[e], data, start, length)
+        ):
+            return s, e
+        s = (s + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _upsert_max(
+    slots: np.ndarray,
+    e_hash: np.ndarray,
+    e_tp: np.ndarray,
+    e_kstart: np.ndarray,
+    e_klen: np.ndarray,
+    e_offset: np.ndarray,
+    kbytes: np.ndarray,
+    n: int,
+    nk: int,
+    hashes: np.ndarray,
+    tps: np.ndarray,
+    data: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+) -> Any:
+    """Insert every row, keeping the largest offset per key; returns (entries, key bytes) used.
+    The caller has sized every array for all rows being new."""
+    for i in range(hashes.shape[0]):
+        s, e = _find(
+            slots, e_hash, e_tp, e_kstart, e_klen, kbytes, hashes[i], tps[i], data, starts[i], lengths[i]
+        )
+        if e == EMPTY:
+            slots[s] = n
+            e_hash[n] = hashes[i]
+            e_tp[n] = tps[i]
+            e_kstart[n] = nk
+            e_klen[n] = lengths[i]
+            e_offset[n] = offsets[i]
+            kbytes[nk : nk + lengths[i]] = data[starts[i] : starts[i] + lengths[i]]
+            nk += lengths[i]
+            n += 1
+        elif offsets[i] > e_offset[e]:
+            e_offset[e] = offsets[i]
+    return n, nk
+
+
+@njit(cache=True, nogil=True)
+def _contains(
+    slots: np.ndarray,
+    e_hash: np.ndarray,
+    e_tp: np.ndarray,
+    e_kstart: np.ndarray,
+    e_klen: np.ndarray,
+    kbytes: np.ndarray,
+    hashes: np.ndarray,
+    tps: np.ndarray,
+    data: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+) -> np.ndarray:
+    out = np.zeros(hashes.shape[0], dtype=np.bool_)
+    for i in range(hashes.shape[0]):
+        _, e = _find(
+            slots, e_hash, e_tp, e_kstart, e_klen, kbytes, hashes[i], tps[i], data, starts[i], lengths[i]
+        )
+        out[i] = e != EMPTY
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _rehash(slots: np.ndarray, e_hash: np.ndarray, n: int) -> None:
+    mask = slots.shape[0] - 1
+    slots[:] = EMPTY
+    for e in range(n):
+        s = np.int64(e_hash[e] & np.uint64(mask))
+        while slots[s] != EMPTY:
+            s = (s + 1) & mask
+        slots[s] = e
+
+
+@dataclass(frozen=True)
+class KeyRows:
+    """Rows of (partition, key, offset) as flat arrays; keys are `data[starts[i]:+lengths[i]]`."""
+
+    tp: np.ndarray  # int32
+    hash: np.ndarray  # uint64, from hash_keys
+    data: np.ndarray  # uint8
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+    offset: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return int(self.offset.shape[0])
+
+    def take(self, index: np.ndarray) -> KeyRows:
+        """The rows `index`, their keys packed into a fresh buffer (what a shuffle block holds)."""
+        lengths = self.lengths[index]
+        key_offsets, data = gather(self.data, self.starts[index], lengths)
+        return KeyRows(
+            self.tp[index],
+            self.hash[index],
+            data,
+            key_offsets[:-1].astype(np.int64),
+            lengths,
+            self.offset[index],
+        )
+
+    @staticmethod
+    def concat(parts: list[KeyRows]) -> KeyRows:
+        shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+        return KeyRows(
+            np.concatenate([p.tp for p in parts]),
+            np.concatenate([p.hash for p in parts]),
+            np.concatenate([p.data for p in parts]),
+            np.concatenate([p.starts + s for p, s in zip(parts, shift, strict=True)]),
+            np.concatenate([p.lengths for p in parts]),
+            np.concatenate([p.offset for p in parts]),
+        )
+
+
+class LatestOffsets:
+    """(partition, key) → the largest offset inserted for it; grows as rows come in."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.nk = 0
+        self.slots = np.full(16, EMPTY, dtype=np.int64)
+        self.e_hash = np.empty(0, dtype=np.uint64)
+        self.e_tp = np.empty(0, dtype=np.int32)
+        self.e_kstart = np.empty(0, dtype=np.int64)
+        self.e_klen = np.empty(0, dtype=np.int64)
+        self.e_offset = np.empty(0, dtype=np.int64)
+        self.kbytes = np.empty(0, dtype=np.uint8)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _reserve(self, rows: int, key_bytes: int) -> None:
+        need = self.n + rows
+        if need > len(self.e_hash):
+            cap = max(need, len(self.e_hash) * 3 // 2, 1024)
+            for name in ("e_hash", "e_tp", "e_kstart", "e_klen", "e_offset"):
+                old = getattr(self, name)
+                new = np.empty(cap, dtype=old.dtype)
+                new[: self.n] = old[: self.n]
+                setattr(self, name, new)
+        if self.nk + key_bytes > len(self.kbytes):
+            new_bytes = np.empty(max(self.nk + key_bytes, len(self.kbytes) * 3 // 2, 4096), dtype=np.uint8)
+            new_bytes[: self.nk] = self.kbytes[: self.nk]
+            self.kbytes = new_bytes
+        if need * 2 > len(self.slots):  # load factor ≤ 1/2
+            size = len(self.slots)
+            while need * 2 > size:
+                size *= 2
+            self.slots = np.empty(size, dtype=np.int64)
+            _rehash(self.slots, self.e_hash, self.n)
+
+    def add(self, rows: KeyRows) -> None:
+        """Insert rows, keeping the largest offset per key."""
+        self._reserve(len(rows), int(rows.lengths.sum()))
+        self.n, self.nk = _upsert_max(
+            self.slots, self.e_hash, self.e_tp, self.e_kstart, self.e_klen, self.e_offset,
+            self.kbytes, self.n, self.nk,
+            rows.hash, rows.tp, rows.data, rows.starts, rows.lengths, rows.offset,
+        )  # fmt: skip
+
+    def contains(self, rows: KeyRows) -> np.ndarray:
+        """Whether each row's (partition, key) is in the table."""
+        return _contains(
+            self.slots, self.e_hash, self.e_tp, self.e_kstart, self.e_klen, self.kbytes,
+            rows.hash, rows.tp, rows.data, rows.starts, rows.lengths,
+        )  # fmt: skip
+
+    def rows(self) -> KeyRows:
+        """One row per key with its largest offset (views of the table's arrays)."""
+        n = self.n
+        return KeyRows(
+            self.e_tp[:n],
+            self.e_hash[:n],
+            self.kbytes[: self.nk],
+            self.e_kstart[:n],
+            self.e_klen[:n],
+            self.e_offset[:n],
+        )

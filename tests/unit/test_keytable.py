@@ -1,0 +1,78 @@
+"""The key map's hash table: exact keys, latest offset per (partition, key), whatever the hash."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
+
+pytestmark = pytest.mark.unit
+
+
+def _rows(keys: list[bytes], tps: list[int], offsets: list[int], hashes: np.ndarray | None = None) -> KeyRows:
+    data = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
+    lengths = np.array([len(k) for k in keys], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if keys else lengths
+    tp = np.array(tps, dtype=np.int32)
+    h = hash_keys(tp, data, starts, lengths) if hashes is None else hashes
+    return KeyRows(tp, h, data, starts, lengths, np.array(offsets, dtype=np.int64))
+
+
+def _as_dict(rows: KeyRows) -> dict[tuple[int, bytes], int]:
+    return {
+        (int(rows.tp[i]), rows.data[rows.starts[i] : rows.starts[i] + rows.lengths[i]].tobytes()): int(
+            rows.offset[i]
+        )
+        for i in range(len(rows))
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.binary(max_size=6), st.integers(0, 10**12)), max_size=300),
+    st.integers(1, 4),
+)
+def test_latest_offset_per_partition_and_key_matches_a_dict(
+    entries: list[tuple[int, bytes, int]], blocks: int
+) -> None:
+    table = LatestOffsets()
+    for part in np.array_split(np.arange(len(entries)), blocks):
+        chosen = [entries[i] for i in part]
+        table.add(_rows([k for _, k, _ in chosen], [t for t, _, _ in chosen], [o for _, _, o in chosen]))
+    expected: dict[tuple[int, bytes], int] = {}
+    for tp, key, offset in entries:
+        expected[(tp, key)] = max(offset, expected.get((tp, key), -1))
+    assert _as_dict(table.rows()) == expected
+    probe = _rows([b"absent-key"] + [k for _, k, _ in entries], [0] + [t for t, _, _ in entries],
+                  [0] * (len(entries) + 1))  # fmt: skip
+    found = table.contains(probe)
+    assert not found[0] and found[1:].all()
+
+
+def test_keys_with_the_same_hash_are_never_merged() -> None:
+    keys = [b"alpha", b"beta", b"alpha", b"gamma", b"beta"]
+    same = np.full(len(keys), 42, dtype=np.uint64)  # every key collides
+    table = LatestOffsets()
+    table.add(_rows(keys, [0, 0, 0, 0, 1], [1, 2, 3, 4, 5], same))
+    assert _as_dict(table.rows()) == {(0, b"alpha"): 3, (0, b"beta"): 2, (0, b"gamma"): 4, (1, b"beta"): 5}
+    assert table.contains(
+        _rows([b"delta", b"beta"], [0, 1], [0, 0], np.full(2, 42, dtype=np.uint64))
+    ).tolist() == [
+        False,
+        True,
+    ]
+
+
+def test_take_packs_the_selected_keys() -> None:
+    rows = _rows([b"a", b"bb", b"ccc"], [0, 1, 2], [7, 8, 9])
+    taken = rows.take(np.array([2, 0]))
+    assert _as_dict(taken) == {(2, b"ccc"): 9, (0, b"a"): 7}
+    assert len(taken.data) == 4
+    assert _as_dict(KeyRows.concat([taken, rows.take(np.array([1]))])) == {
+        (2, b"ccc"): 9,
+        (0, b"a"): 7,
+        (1, b"bb"): 8,
+    }
