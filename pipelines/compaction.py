@@ -18,10 +18,8 @@ from pipelines.plan import DELETE, RETAIN_EMPTY, GroupPlan
 from segment_io import records as rec
 from segment_io.batch import (
     CODEC_MASK,
-    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     TIMESTAMP_TYPE_MASK,
-    BatchHeader,
     Codec,
     build_empty_batch,
     build_v2_batch,
@@ -119,7 +117,6 @@ def rewrite_group(
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
     writer = SegmentWriter(out, posixpath.join(out_root, plan.partition_dir), limits)
     writer.roll(plan.base_offset)
-    txn_by_marker = {e[2]: e for e in plan.txn_entries}
     levels = _levels(config)
     horizon_new = ctx.now_ms + config.delete_retention_ms
     skipped_records = 0
@@ -161,16 +158,7 @@ def rewrite_group(
             stats.tombstones += reasons["tombstone"]
             stats.markers += reasons["marker"]
             stats.aborted += reasons["aborted"]
-            starts = np.searchsorted(framed.record_batch, np.arange(len(live) + 1))
-            for j, i in enumerate(live.tolist()):
-                r0, r1 = int(starts[j]), int(starts[j + 1])
-                written = _write_batch(
-                    writer, reader, table, i, framed, keep, r0, r1, plan, k, stats, levels, horizon_new
-                )
-                if written and is_control[i] and int(table.last_offset[i]) in txn_by_marker:
-                    e = txn_by_marker[int(table.last_offset[i])]
-                    writer.append_aborted(AbortedTxn(*e))
-                    stats.txn_indexed += 1
+            _write_chunk(writer, reader, table, live, framed, keep, plan, k, stats, levels, horizon_new)
     # Null-key records of skipped batches are known only from the key map's count.
     stats.null_keys = max(null_keys, null_keys_decoded)
     stats.superseded += skipped_records - (stats.null_keys - null_keys_decoded)
@@ -226,110 +214,100 @@ def _record_verdicts(
     return keep, reasons
 
 
-def _write_batch(
+def _kept_per_batch(mask: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """How many records of each batch (records `bounds[b]:bounds[b + 1]`) `mask` selects."""
+    running = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+    return running[bounds[1:]] - running[bounds[:-1]]
+
+
+def _write_chunk(
     writer: SegmentWriter,
     reader: SegmentReader,
     table: Any,
-    i: int,
+    live: np.ndarray,
     framed: Framed,
     keep: np.ndarray,
-    r0: int,
-    r1: int,
     plan: GroupPlan,
     k: int,
     stats: GroupStats,
     levels: CompressionLevels,
     horizon_new: int,
-) -> bool:
-    """Copy, rewrite, empty or drop batch `i`; returns whether a batch was written."""
-    kmask = keep[r0:r1]
-    n_kept = int(kmask.sum())
-    magic = int(table.magic[i])
-    control = magic == 2 and bool(table.attributes[i] & CONTROL_MASK)
-    stats.records_out += n_kept
-    if n_kept == 0:
-        if plan.actions[k][i] == RETAIN_EMPTY and magic == 2:
+) -> None:
+    """Copy, rewrite, empty or drop each batch of `live` in log order (spec §3.4). Decisions are
+    vectorised over the chunk and every rewritten batch's records are re-based in one kernel call;
+    per batch there is only the codec, the header and the append."""
+    bounds = np.searchsorted(framed.record_batch, np.arange(len(live) + 1))
+    kept = _kept_per_batch(keep, bounds)
+    control = table.is_control[live]
+    tombs = np.where(control, 0, _kept_per_batch(keep & (framed.value_len < 0), bounds))
+    v2 = table.magic[live] == 2
+    horizon_set = table.has_delete_horizon[live]
+    # Spec §3.4: a kept v2 batch gets a delete horizon when it keeps a tombstone or is a marker
+    # that can later go, unless it has one; then it is rewritten even if every record stays.
+    stamp = v2 & ~horizon_set & ((tombs > 0) | plan.discardable[k][live]) & (kept > 0)
+    verbatim = v2 & (kept > 0) & (kept == np.diff(bounds)) & ~stamp
+    rewrite = v2 & (kept > 0) & ~verbatim
+    with_horizon = horizon_set | stamp
+    chosen = np.flatnonzero(rewrite)
+    sections, section_bounds, base_ts, largest_ts = rec.rebase_batches(
+        framed.sections.data, framed.record_start, framed.body_start, framed.record_end, framed.timestamp,
+        keep, bounds[chosen], bounds[chosen + 1],
+        np.where(horizon_set, table.base_timestamp[live], horizon_new)[chosen], with_horizon[chosen],
+    )  # fmt: skip
+    stats.records_out += int(kept.sum())
+    stats.horizons_stamped += int(stamp.sum())
+    txn_by_marker = {e[2]: e for e in plan.txn_entries}
+    cols = {name: getattr(table, name)[live].tolist() for name in _HEADER_COLUMNS}
+    log_append = table.log_append_time[live].tolist()
+    slot = np.cumsum(rewrite) - 1
+    for j, i in enumerate(live.tolist()):
+        base, last = cols["base_offset"][j], cols["last_offset"][j]
+        if kept[j] == 0:
+            if plan.actions[k][i] != RETAIN_EMPTY or not v2[j]:
+                stats.batches_dropped += 1
+                continue
             header = parse_v2_header(reader.batch_bytes(i))
-            _append(
-                writer,
-                build_empty_batch(header),
-                header.base_offset,
-                header.last_offset,
-                header.max_timestamp,
-            )
+            writer.append(build_empty_batch(header), base, last, header.max_timestamp)
             stats.batches_emptied += 1
-            return True
-        stats.batches_dropped += 1
-        return False
-    tombs = (framed.value_len[r0:r1] < 0) & kmask & (not control)
-    if magic == 2:
-        header = parse_v2_header(reader.batch_bytes(i))
-        stamp = not header.has_delete_horizon and (bool(tombs.any()) or bool(plan.discardable[k][i]))
-        if n_kept == r1 - r0 and not stamp:
-            _append(
-                writer, reader.batch_bytes(i), header.base_offset, header.last_offset, header.max_timestamp
-            )
+        elif verbatim[j]:
+            writer.append(reader.batch_bytes(i), base, last, cols["max_timestamp"][j])
             stats.batches_copied += 1
-            return True
-        horizon = header.delete_horizon_ms if header.has_delete_horizon else (horizon_new if stamp else None)
-        stats.horizons_stamped += int(stamp)
-        batch = rewrite_v2(header, framed, r0, r1, kmask, horizon, levels)
-        _append(writer, batch, header.base_offset, header.last_offset, parse_v2_header(batch).max_timestamp)
-    else:
-        stamp = bool(tombs.any())
-        stats.horizons_stamped += int(stamp)
-        batch, base, last, max_ts = convert_legacy(
-            table, i, framed, r0, r1, kmask, horizon_new if stamp else None, levels
-        )
-        _append(writer, batch, base, last, max_ts)
-    stats.batches_rewritten += 1
-    return True
+        elif rewrite[j]:
+            s = int(slot[j])
+            attrs = cols["attributes"][j] & ~DELETE_HORIZON_MASK
+            max_ts = cols["max_timestamp"][j] if log_append[j] else int(largest_ts[s])
+            section = sections[section_bounds[s] : section_bounds[s + 1]]
+            batch = build_v2_batch(
+                base_offset=base,
+                records=compress(Codec(attrs & CODEC_MASK), section, levels),
+                records_count=int(kept[j]),
+                last_offset_delta=last - base,
+                base_timestamp=int(base_ts[s]),
+                max_timestamp=max_ts,
+                attributes=attrs | (DELETE_HORIZON_MASK if with_horizon[j] else 0),
+                partition_leader_epoch=cols["leader_epoch"][j],
+                producer_id=cols["producer_id"][j],
+                producer_epoch=cols["producer_epoch"][j],
+                base_sequence=cols["base_sequence"][j],
+            )
+            writer.append(batch, base, last, max_ts)
+            stats.batches_rewritten += 1
+        else:  # a kept legacy entry becomes a v2 batch (4.x)
+            r0, r1 = int(bounds[j]), int(bounds[j + 1])
+            horizon = horizon_new if tombs[j] else None
+            stats.horizons_stamped += int(tombs[j] > 0)
+            batch, base, last, max_ts = convert_legacy(table, i, framed, r0, r1, keep[r0:r1], horizon, levels)
+            writer.append(batch, base, last, max_ts)
+            stats.batches_rewritten += 1
+        if control[j] and last in txn_by_marker:
+            writer.append_aborted(AbortedTxn(*txn_by_marker[last]))
+            stats.txn_indexed += 1
 
 
-def _append(writer: SegmentWriter, batch: bytes | memoryview, base: int, last: int, max_ts: int) -> None:
-    writer.append(batch, base, last, max_ts)
-
-
-def rewrite_v2(
-    header: BatchHeader,
-    framed: Framed,
-    r0: int,
-    r1: int,
-    kmask: np.ndarray,
-    horizon: int | None,
-    levels: CompressionLevels,
-) -> bytes:
-    """Spec §3.4: same offsets, producer fields and flags; kept records re-based to the first kept
-    record's timestamp (or to the delete horizon); recompressed with the original codec."""
-    ts = framed.timestamp[r0:r1]
-    log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
-    base_ts = horizon if horizon is not None else int(ts[kmask][0])
-    section = rec.rebase_records(
-        framed.sections.data,
-        framed.record_start[r0:r1],
-        framed.body_start[r0:r1],
-        framed.record_end[r0:r1],
-        ts,
-        kmask,
-        base_ts,
-    )
-    attrs = header.attributes & ~DELETE_HORIZON_MASK
-    if horizon is not None:
-        attrs |= DELETE_HORIZON_MASK
-    max_ts = header.max_timestamp if log_append else int(ts[kmask].max())
-    return build_v2_batch(
-        base_offset=header.base_offset,
-        records=compress(Codec(header.attributes & CODEC_MASK), section, levels),
-        records_count=int(kmask.sum()),
-        last_offset_delta=header.last_offset_delta,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        attributes=attrs,
-        partition_leader_epoch=header.partition_leader_epoch,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-    )
+_HEADER_COLUMNS = (
+    "base_offset", "last_offset", "max_timestamp", "attributes", "leader_epoch", "producer_id",
+    "producer_epoch", "base_sequence",
+)  # fmt: skip
 
 
 def convert_legacy(

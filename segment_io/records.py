@@ -314,41 +314,61 @@ def encode_records(
 
 
 @njit(cache=True, nogil=True)
-def rebase_records(
+def rebase_batches(
     data: np.ndarray,
     record_start: np.ndarray,
     body_start: np.ndarray,
     record_end: np.ndarray,
     timestamp: np.ndarray,
     keep: np.ndarray,
-    new_base_timestamp: int,
-) -> np.ndarray:
-    """Re-emit the kept records of a section with timestamp deltas relative to a new base.
+    first: np.ndarray,
+    stop: np.ndarray,
+    horizon: np.ndarray,
+    has_horizon: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Re-emit the kept records of several batches (records `first[b]:stop[b]`, each with at least
+    one kept) with timestamp deltas relative to each batch's new base timestamp: `horizon[b]` if
+    `has_horizon[b]`, else the first kept record's timestamp.
 
     Everything after the timestamp delta (offset delta, key, value, headers) is copied verbatim,
     so offsets are never renumbered; only the length and timestamp-delta varints are rewritten.
-    """
+    Returns (sections, section bounds [nb + 1], base timestamps, largest kept timestamps)."""
+    nb = first.shape[0]
+    base = np.empty(nb, dtype=np.int64)
+    largest = np.empty(nb, dtype=np.int64)
+    bounds = np.empty(nb + 1, dtype=np.int64)
     total = 0
-    for i in range(record_start.shape[0]):
-        if keep[i]:
-            size = 1 + _varint_size(timestamp[i] - new_base_timestamp) + record_end[i] - body_start[i]
-            total += _varint_size(size) + size
+    for b in range(nb):
+        bounds[b] = total
+        base[b] = horizon[b]
+        found = has_horizon[b]
+        largest[b] = np.iinfo(np.int64).min
+        for i in range(first[b], stop[b]):
+            if keep[i]:
+                if not found:
+                    base[b] = timestamp[i]
+                    found = True
+                largest[b] = max(largest[b], timestamp[i])
+                size = 1 + _varint_size(timestamp[i] - base[b]) + record_end[i] - body_start[i]
+                total += _varint_size(size) + size
+    bounds[nb] = total
     out = np.empty(total, dtype=np.uint8)
     pos = 0
-    for i in range(record_start.shape[0]):
-        if keep[i]:
-            rest = record_end[i] - body_start[i]
-            delta = timestamp[i] - new_base_timestamp
-            pos = _put_varint(out, pos, 1 + _varint_size(delta) + rest)
-            attr = record_start[i]
-            while data[attr] >= 0x80:  # skip the old length varint to the attributes byte
-                attr += 1
-            out[pos] = data[attr + 1]
-            pos += 1
-            pos = _put_varint(out, pos, delta)
-            out[pos : pos + rest] = data[body_start[i] : record_end[i]]
-            pos += rest
-    return out
+    for b in range(nb):
+        for i in range(first[b], stop[b]):
+            if keep[i]:
+                rest = record_end[i] - body_start[i]
+                delta = timestamp[i] - base[b]
+                pos = _put_varint(out, pos, 1 + _varint_size(delta) + rest)
+                attr = record_start[i]
+                while data[attr] >= 0x80:  # skip the old length varint to the attributes byte
+                    attr += 1
+                out[pos] = data[attr + 1]
+                pos += 1
+                pos = _put_varint(out, pos, delta)
+                out[pos : pos + rest] = data[body_start[i] : record_end[i]]
+                pos += rest
+    return out, bounds, base, largest
 
 
 def binary_array(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, string: bool = False) -> pa.Array:
