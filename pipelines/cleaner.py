@@ -97,8 +97,13 @@ def _clean(
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     t0 = time.perf_counter()
     tasks = scan_tasks(listing, src_url)
+    packs = _packs([t.files.size for t in tasks], sc.defaultParallelism * 2)
     scanned: list[ScannedSegment] = (
-        sc.parallelize(tasks, _slices(sc, len(tasks))).map(run_scan_task).collect() if tasks else []
+        sc.parallelize([[tasks[i] for i in pack] for pack in packs], len(packs))
+        .flatMap(lambda pack: [run_scan_task(t) for t in pack])
+        .collect()
+        if tasks
+        else []
     )
     by_id = {s.meta.segment_id: s for s in scanned}
     per_partition = _group_by_partition(listing, tasks, by_id)
@@ -160,6 +165,22 @@ def _clean(
 def _slices(sc: Any, items: int) -> int:
     """Partitions for a list of small tasks: a few per core, never more than there are items."""
     return max(1, min(items, sc.defaultParallelism * 4))
+
+
+def _packs(sizes: list[int], parts: int, most: int = 1 << 30) -> list[list[int]]:
+    """Consecutive items grouped into about `parts` packs of similar total size, none above `most`
+    unless one item is: a Python task costs tens of milliseconds before it does any work, so a
+    task takes several segments (in order, so a map task mostly sees one partition's)."""
+    target = min(max(1, -(-sum(sizes) // max(1, parts))), most)
+    packs: list[list[int]] = []
+    total = 0
+    for i, size in enumerate(sizes):
+        if not packs or (total + size > target and packs[-1]):
+            packs.append([])
+            total = 0
+        packs[-1].append(i)
+        total += size
+    return packs
 
 
 def _group_by_partition(
@@ -244,13 +265,14 @@ def _compact(
     ctx = RewriteContext(src_url, staging_url, segment_files, now, configs)
     shared = sc.broadcast(groups)
     slots = {gid: i for i, gid in enumerate(sorted(groups))}
-    seeds = sc.parallelize([(gid, None) for gid in slots], _slices(sc, len(slots)))
+    seeds = sc.parallelize([(gid, None) for gid in slots], 1)
     per_group = seeds
     if key_tasks:
         buckets = _bucket_count(key_tasks, sc.defaultParallelism)
+        packs = _packs([t.files.size for t in key_tasks], sc.defaultParallelism * 3)
         per_group = (
-            sc.parallelize(key_tasks, len(key_tasks))
-            .flatMap(lambda task: map_keys(task, buckets))
+            sc.parallelize([[key_tasks[i] for i in pack] for pack in packs], len(packs))
+            .flatMap(lambda pack: map_keys(pack, buckets))
             .partitionBy(buckets, lambda b: b)
             .mapPartitions(lambda items: reduce_keys(items, bounds))
             .union(seeds)

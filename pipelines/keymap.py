@@ -1,6 +1,6 @@
 """The key map (spec §3.1, §3.3.3): which keyed records of the recopied prefix survive.
 
-Map side (one task per input segment): decode keys and offsets only, reduce the dirty part to
+Map side (one task per few input segments): decode keys and offsets only, reduce the dirty part to
 one row per key in an exact-key hash table (pipelines.keytable), and split the rows into buckets
 by key hash. Reduce side (one task per bucket): the latest dirty offset per (partition, key)
 wins; a clean-section record survives only if its key has no dirty record. Winners go on, as
@@ -55,40 +55,43 @@ class KeyBlock:
     clean: KeyRows
 
 
-def extract_keys(task: KeyTask, null_keys: list[int]) -> Iterator[KeyBlock]:
-    """The task's keyed records, the dirty part reduced to the latest offset per key, in blocks
-    of at most about FLUSH_ROWS rows (the reduce side dedupes across blocks, so memory here is
-    bounded whatever the key count); the null-key records seen are added to `null_keys[0]`."""
-    storage, _ = Storage.for_url(task.url)
-    reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
-    table = reader.scan().table
-    selected = np.zeros(len(table), dtype=np.bool_)
-    selected[task.batches] = True
+def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[KeyBlock]:
+    """The keyed records of the tasks' segments, the dirty part reduced to the latest offset per
+    (partition, key) across all of them, in blocks of at most about FLUSH_ROWS rows (the reduce
+    side dedupes across blocks, so memory here is bounded whatever the key count); null-key
+    records seen are counted into `null_keys` by output group."""
     arena = Arena()
     dirty = LatestOffsets()
     clean: list[KeyRows] = []
     clean_rows = 0
-    for index in chunk_batches(table, CHUNK_BYTES):
-        index = index[selected[index]]
-        if len(index) == 0:
-            continue
-        framed = reader.frame(index, arena)
-        keyed = np.flatnonzero(framed.key_len >= 0)
-        null_keys[0] += len(framed) - len(keyed)
-        data = framed.sections.data
-        starts, lengths = framed.key_start[keyed], framed.key_len[keyed]
-        tps = np.full(len(keyed), task.tp, dtype=np.int32)
-        rows = KeyRows(
-            tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, framed.offset[keyed]
-        )
-        is_dirty = rows.offset >= task.first_dirty
-        dirty.add(rows.take(np.flatnonzero(is_dirty)))
-        if not is_dirty.all():  # copied out: the arena is reused by the next chunk
-            clean.append(rows.take(np.flatnonzero(~is_dirty)))
-            clean_rows += len(clean[-1])
-        if len(dirty) + clean_rows >= FLUSH_ROWS:
-            yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
-            dirty, clean, clean_rows = LatestOffsets(), [], 0
+    for task in tasks:
+        storage, _ = Storage.for_url(task.url)
+        reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
+        table = reader.scan().table
+        selected = np.zeros(len(table), dtype=np.bool_)
+        selected[task.batches] = True
+        for index in chunk_batches(table, CHUNK_BYTES):
+            index = index[selected[index]]
+            if len(index) == 0:
+                continue
+            framed = reader.frame(index, arena)
+            keyed = np.flatnonzero(framed.key_len >= 0)
+            if len(keyed) < len(framed):
+                null_keys[task.gid] = null_keys.get(task.gid, 0) + len(framed) - len(keyed)
+            data = framed.sections.data
+            starts, lengths = framed.key_start[keyed], framed.key_len[keyed]
+            tps = np.full(len(keyed), task.tp, dtype=np.int32)
+            rows = KeyRows(
+                tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, framed.offset[keyed]
+            )
+            is_dirty = rows.offset >= task.first_dirty
+            dirty.add(rows.take(np.flatnonzero(is_dirty)))
+            if not is_dirty.all():  # copied out: the arena is reused by the next chunk
+                clean.append(rows.take(np.flatnonzero(~is_dirty)))
+                clean_rows += len(clean[-1])
+            if len(dirty) + clean_rows >= FLUSH_ROWS:
+                yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
+                dirty, clean, clean_rows = LatestOffsets(), [], 0
     if len(dirty) or clean:
         yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
 
@@ -96,17 +99,17 @@ def extract_keys(task: KeyTask, null_keys: list[int]) -> Iterator[KeyBlock]:
 _NO_ROWS = LatestOffsets().rows()
 
 
-def map_keys(task: KeyTask, buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
-    """Map side: (bucket, block of key rows) per non-empty bucket, and the task's null-key count
-    routed to the bucket of its group (counts pass through to the rewrite)."""
-    null_keys = [0]
-    for block in extract_keys(task, null_keys):
+def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
+    """Map side over a few segments: (bucket, block of key rows) per non-empty bucket, and the
+    null-key counts routed to the bucket of their group (counts pass through to the rewrite)."""
+    null_keys: dict[int, int] = {}
+    for block in extract_keys(tasks, null_keys):
         dirty = dict(_bucketed(block.dirty, buckets))
         clean = dict(_bucketed(block.clean, buckets))
         for b in sorted(dirty.keys() | clean.keys()):
             yield b, KeyBlock(dirty.get(b, _NO_ROWS), clean.get(b, _NO_ROWS))
-    if null_keys[0]:
-        yield task.gid % buckets, NullKeys(task.gid, null_keys[0])
+    for gid, count in sorted(null_keys.items()):
+        yield gid % buckets, NullKeys(gid, count)
 
 
 def _bucketed(rows: KeyRows, buckets: int) -> Iterator[tuple[int, KeyRows]]:
