@@ -33,6 +33,12 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
         "spark.driver.host": "127.0.0.1",
         "spark.sql.adaptive.enabled": "true",
     }
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the driver JVM is not started yet
+        from pipelines.class_archive import java_options
+
+        options = java_options()
+        if options:
+            defaults["spark.driver.extraJavaOptions"] = options
     defaults.update({k: str(v) for k, v in conf.items()})
     for key, value in defaults.items():
         if not spark_conf.contains(key):
