@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.config import TopicConfig
-from pipelines.keymap import NullKeys
+from pipelines.keymap import NullKeys, Survivors
 from pipelines.plan import DELETE, RETAIN_EMPTY, GroupPlan
 from segment_io import records as rec
 from segment_io.batch import (
@@ -85,34 +85,27 @@ def rewrite_groups(
 ) -> Iterator[GroupStats]:
     """One reduce task of the group shuffle: gather each group's surviving offsets and null-key
     counts from the key map (a `None` item only announces the group), then rewrite it."""
-    offsets: dict[int, list[np.ndarray]] = {}
+    survivors: dict[int, Survivors] = {}
     null_keys: dict[int, int] = {}
     for gid, item in items:
-        mine = offsets.setdefault(gid, [])
+        mine = survivors.setdefault(gid, Survivors())
         if isinstance(item, NullKeys):
             null_keys[gid] = null_keys.get(gid, 0) + item.count
         elif item is not None:
-            mine.append(item)
-    for gid in sorted(offsets):
-        kept = np.concatenate(offsets[gid]) if offsets[gid] else np.zeros(0, dtype=np.int32)
-        offsets[gid].clear()
-        yield rewrite_group(groups[gid], kept, null_keys.get(gid, 0), ctx)
+            mine.add(item)
+    for gid in sorted(survivors):
+        yield rewrite_group(groups[gid], survivors.pop(gid), null_keys.get(gid, 0), ctx)
 
 
-def rewrite_group(
-    plan: GroupPlan, kept_offsets: np.ndarray, null_keys: int, ctx: RewriteContext
-) -> GroupStats:
+def rewrite_group(plan: GroupPlan, kept: Survivors, null_keys: int, ctx: RewriteContext) -> GroupStats:
     """Recopy one group of input segments into one output segment (spec §3.3–§3.5).
 
-    `kept_offsets`: the group's keyed records that the key map keeps, relative to the group's
-    base offset (int32, sorted here in place); `null_keys`: how many
-    null-key records the key map saw in the group (for the report)."""
+    `kept`: the group's keyed records that the key map keeps; `null_keys`: how many null-key
+    records the key map saw in the group (for the report)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
     src, _ = Storage.for_url(ctx.src_url)
     out, out_root = Storage.for_url(ctx.staging_url)
-    kept = kept_offsets.astype(np.int32, copy=False)
-    kept.sort()
     stats = GroupStats(plan.gid, plan.partition_dir, plan.base_offset)
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
     writer = SegmentWriter(out, posixpath.join(out_root, plan.partition_dir), limits)
@@ -133,9 +126,7 @@ def rewrite_group(
         # A data batch with no surviving keyed offset loses every record (superseded or null
         # key) unless it is a RETAIN_EMPTY batch; legacy wrappers are decoded to learn their
         # offsets. Such batches are dropped without being decompressed.
-        survivors = np.searchsorted(kept, _relative(table.base_offset, plan), "left") < np.searchsorted(
-            kept, _relative(table.last_offset, plan), "right"
-        )
+        survivors = kept.any_in(_relative(table.base_offset, plan), _relative(table.last_offset, plan))
         decode = survivors | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
         for index in chunk_batches(table, CHUNK_BYTES):
             act = actions[index]
@@ -178,7 +169,7 @@ def _record_verdicts(
     framed: Framed,
     table: Any,
     live: np.ndarray,
-    kept: np.ndarray,
+    kept: Survivors,
     plan: GroupPlan,
     k: int,
     now_ms: int,
@@ -189,13 +180,7 @@ def _record_verdicts(
     control = table.is_control[batch]
     discard = plan.discard_records[k][batch]
     has_key = framed.key_len >= 0
-    relative = _relative(framed.offset, plan)
-    pos = np.searchsorted(kept, relative)
-    in_map = (
-        (pos < len(kept)) & (kept[np.minimum(pos, len(kept) - 1)] == relative)
-        if len(kept)
-        else (np.zeros(len(framed), dtype=np.bool_))
-    )
+    in_map = kept.contains(_relative(framed.offset, plan))
     tomb = framed.value_len < 0
     legacy = table.magic[batch] < 2
     horizon_set = table.has_delete_horizon[batch]

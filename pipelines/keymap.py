@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
 from segment_io.layout import SegmentFiles
@@ -170,3 +171,84 @@ def reduce_keys(
         for part in np.split(np.arange(len(gids)), edges):
             if len(part):
                 yield int(gids[part[0]]), relative[part]
+
+
+@njit(cache=True, nogil=True)
+def _any_bit(bits: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each range [lo, hi] (clipped to the bitmap), whether any of its bits is set."""
+    out = np.zeros(lo.shape[0], dtype=np.bool_)
+    top = bits.shape[0] * 8 - 1
+    for b in range(lo.shape[0]):
+        for v in range(max(lo[b], 0), min(hi[b], top) + 1):
+            if bits[v >> 3] & (1 << (v & 7)):
+                out[b] = True
+                break
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _set_bits(bits: np.ndarray, values: np.ndarray) -> None:
+    for v in values:
+        bits[v >> 3] |= np.uint8(1 << (v & 7))
+
+
+class Survivors:
+    """The keyed offsets of one output group that the key map keeps, relative to the group's base.
+
+    Blocks arrive from every reduce task; they are held as offset arrays while that is smaller
+    than a bitmap up to the largest offset seen, then folded into the bitmap: memory stays at
+    min(4 bytes per survivor, 1 bit per offset of the group) whatever the key count."""
+
+    def __init__(self) -> None:
+        self._blocks: list[np.ndarray] = []
+        self._count = 0
+        self._top = -1
+        self._bits: np.ndarray | None = None
+        self._sorted: np.ndarray | None = None
+
+    def add(self, relative: np.ndarray) -> None:
+        if len(relative) == 0:
+            return
+        self._top = max(self._top, int(relative.max()))
+        if self._bits is None:
+            self._blocks.append(relative)
+            self._count += len(relative)
+            if self._count * 32 > self._top + 1:
+                self._fold(np.concatenate(self._blocks))
+                self._blocks = []
+        else:
+            self._fold(relative)
+
+    def _fold(self, relative: np.ndarray) -> None:
+        size = (self._top >> 3) + 1
+        if self._bits is None or len(self._bits) < size:
+            grown = np.zeros(max(size, len(self._bits) * 3 // 2 if self._bits is not None else 0), np.uint8)
+            if self._bits is not None:
+                grown[: len(self._bits)] = self._bits
+            self._bits = grown
+        _set_bits(self._bits, relative)
+
+    def _array(self) -> np.ndarray:
+        if self._sorted is None:
+            self._sorted = np.sort(np.concatenate(self._blocks)) if self._blocks else np.zeros(0, np.int32)
+            self._blocks = [self._sorted]
+        return self._sorted
+
+    def contains(self, relative: np.ndarray) -> np.ndarray:
+        """Whether each offset survives."""
+        if self._bits is not None:
+            inside = (relative >= 0) & (relative < len(self._bits) * 8)
+            at = np.where(inside, relative, 0)
+            return inside & ((self._bits[at >> 3] >> (at & 7)) & 1).astype(np.bool_)
+        kept = self._array()
+        if len(kept) == 0:
+            return np.zeros(len(relative), dtype=np.bool_)
+        pos = np.minimum(np.searchsorted(kept, relative), len(kept) - 1)
+        return kept[pos] == relative
+
+    def any_in(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Whether any offset in [lo, hi] survives, per range."""
+        if self._bits is not None:
+            return _any_bit(self._bits, lo.astype(np.int64), hi.astype(np.int64))
+        kept = self._array()
+        return np.searchsorted(kept, lo, "left") < np.searchsorted(kept, hi, "right")

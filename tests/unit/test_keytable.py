@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipelines.keymap import Survivors
 from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
 
 pytestmark = pytest.mark.unit
@@ -76,3 +77,37 @@ def test_take_packs_the_selected_keys() -> None:
         (0, b"a"): 7,
         (1, b"bb"): 8,
     }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 5000), max_size=200), max_size=5),
+    st.lists(st.tuples(st.integers(-1, 5100), st.integers(0, 60)), max_size=50),
+)
+def test_survivors_answer_like_a_set_as_arrays_or_as_a_bitmap(
+    blocks: list[list[int]], ranges: list[tuple[int, int]]
+) -> None:
+    kept = Survivors()
+    for block in blocks:
+        kept.add(np.array(block, dtype=np.int32))
+    expected = {v for block in blocks for v in block}
+    probe = np.arange(-1, 5101, dtype=np.int32)
+    assert kept.contains(probe).tolist() == [int(v) in expected for v in probe]
+    lo = np.array([a for a, _ in ranges], dtype=np.int32)
+    hi = lo + np.array([n for _, n in ranges], dtype=np.int32)
+    assert kept.any_in(lo, hi).tolist() == [
+        any(v in expected for v in range(a, a + n + 1)) for a, n in ranges
+    ]
+
+
+def test_dense_survivors_fold_into_a_bitmap() -> None:
+    kept = Survivors()
+    kept.add(np.arange(0, 100_000, 3, dtype=np.int32))
+    assert kept._bits is not None and len(kept._bits) <= 100_000 // 8 + 1
+    sparse = Survivors()
+    sparse.add(np.array([5, 2_000_000_000], dtype=np.int32))
+    assert sparse._bits is None and sparse.contains(np.array([5, 6, 2_000_000_000])).tolist() == [
+        True,
+        False,
+        True,
+    ]
