@@ -25,6 +25,7 @@ from segment_io.storage import Storage
 CHUNK_BYTES = 4 * 1024 * 1024
 # A map task sends what it holds on when it passes this many rows (bounded memory).
 FLUSH_ROWS = 2_000_000
+ITEM_ROWS = 8192  # rows per shuffle item (see _bucketed)
 
 
 @dataclass(frozen=True)
@@ -105,25 +106,26 @@ def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock
     null-key counts routed to the bucket of their group (counts pass through to the rewrite)."""
     null_keys: dict[int, int] = {}
     for block in extract_keys(tasks, null_keys):
-        dirty = dict(_bucketed(block.dirty, buckets))
-        clean = dict(_bucketed(block.clean, buckets))
-        for b in sorted(dirty.keys() | clean.keys()):
-            yield b, KeyBlock(dirty.get(b, _NO_ROWS), clean.get(b, _NO_ROWS))
+        for b, rows in _bucketed(block.dirty, buckets):
+            yield b, KeyBlock(rows, _NO_ROWS)
+        for b, rows in _bucketed(block.clean, buckets):
+            yield b, KeyBlock(_NO_ROWS, rows)
     for gid, count in sorted(null_keys.items()):
         yield gid % buckets, NullKeys(gid, count)
 
 
 def _bucketed(rows: KeyRows, buckets: int) -> Iterator[tuple[int, KeyRows]]:
-    """Rows split by bucket, from the hash's high half (the low half places keys in a table)."""
+    """Rows split by bucket, from the hash's high half (the low half places keys in a table), in
+    pieces of at most ITEM_ROWS: PySpark's shuffle writer holds up to a few hundred items of a
+    task before it writes them, so items must be small for a map task's memory to stay bounded."""
     if len(rows) == 0:
         return
     bucket = (rows.hash >> np.uint64(32)) % np.uint64(buckets)
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(buckets + 1, dtype=np.uint64))
     for b in range(buckets):
-        lo, hi = int(bounds[b]), int(bounds[b + 1])
-        if hi > lo:
-            yield b, rows.take(order[lo:hi])
+        for lo in range(int(bounds[b]), int(bounds[b + 1]), ITEM_ROWS):
+            yield b, rows.take(order[lo : min(lo + ITEM_ROWS, int(bounds[b + 1]))])
 
 
 @dataclass(frozen=True)
