@@ -168,18 +168,20 @@ def _slices(sc: Any, items: int) -> int:
 
 
 def _packs(sizes: list[int], parts: int, most: int = 1 << 30) -> list[list[int]]:
-    """Consecutive items grouped into about `parts` packs of similar total size, none above `most`
-    unless one item is: a Python task costs tens of milliseconds before it does any work, so a
-    task takes several segments (in order, so a map task mostly sees one partition's)."""
-    target = min(max(1, -(-sum(sizes) // max(1, parts))), most)
+    """Consecutive items cut into about `parts` packs of similar total size, and at least enough
+    packs that they average no more than `most`: a Python task costs tens of milliseconds before
+    it does any work, so a task takes several segments, in order (a map task then mostly sees
+    one partition's)."""
+    total = sum(sizes)
+    parts = max(1, parts, -(-total // most))
     packs: list[list[int]] = []
-    total = 0
+    done = 0
     for i, size in enumerate(sizes):
-        if not packs or (total + size > target and packs[-1]):
+        # A pack ends where the running total crosses its share of the whole.
+        if not packs or (len(packs) < parts and packs[-1] and done * parts >= len(packs) * total > 0):
             packs.append([])
-            total = 0
         packs[-1].append(i)
-        total += size
+        done += size
     return packs
 
 
@@ -265,18 +267,21 @@ def _compact(
     ctx = RewriteContext(src_url, staging_url, segment_files, now, configs)
     shared = sc.broadcast(groups)
     slots = {gid: i for i, gid in enumerate(sorted(groups))}
-    seeds = sc.parallelize([(gid, None) for gid in slots], 1)
-    per_group = seeds
     if key_tasks:
         buckets = _bucket_count(key_tasks, sc.defaultParallelism)
         packs = _packs([t.files.size for t in key_tasks], sc.defaultParallelism * 3)
+        # Every group gets a rewrite task, also one the key map sends nothing to: the reduce task
+        # of bucket `gid % buckets` announces it.
         per_group = (
             sc.parallelize([[key_tasks[i] for i in pack] for pack in packs], len(packs))
             .flatMap(lambda pack: map_keys(pack, buckets))
             .partitionBy(buckets, lambda b: b)
-            .mapPartitions(lambda items: reduce_keys(items, bounds))
-            .union(seeds)
+            .mapPartitionsWithIndex(
+                lambda b, items: reduce_keys(items, bounds, [g for g in slots if g % buckets == b])
+            )
         )
+    else:
+        per_group = sc.parallelize([(gid, None) for gid in slots], 1)
     rows = (
         per_group.partitionBy(len(slots), lambda gid: slots[gid])
         .mapPartitions(lambda items: rewrite_groups(items, shared.value, ctx))

@@ -142,10 +142,13 @@ class GroupBounds:
 
 
 def reduce_keys(
-    items: Iterable[tuple[int, KeyBlock | NullKeys]], bounds: GroupBounds
-) -> Iterator[tuple[int, np.ndarray | NullKeys]]:
+    items: Iterable[tuple[int, KeyBlock | NullKeys]], bounds: GroupBounds, announce: list[int]
+) -> Iterator[tuple[int, np.ndarray | NullKeys | None]]:
     """Reduce side for one bucket: winning offsets per output group, relative to the group's base
-    offset as int32 (half the memory of absolute offsets), and the null-key counts."""
+    offset as int32 (half the memory of absolute offsets), and the null-key counts; first a
+    `None` for each group in `announce`, so that every group reaches its rewrite task."""
+    for gid in announce:
+        yield gid, None
     dirty = LatestOffsets()
     clean: list[KeyRows] = []
     for _, item in items:

@@ -29,6 +29,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
         "spark.sql.shuffle.partitions": str(max(2, (os.cpu_count() or 2) * 2)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
+        "spark.python.daemon.module": "pipelines.worker_daemon",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
         "spark.sql.adaptive.enabled": "true",
