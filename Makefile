@@ -13,6 +13,10 @@ venv:
 demo: venv
 	.venv/bin/segpipe inspect data/samples
 	.venv/bin/segpipe dump data/samples --limit 5
+	rm -rf out/samples-cleaned
+	.venv/bin/segpipe clean data/samples out/samples-cleaned --config conf/samples.yaml \
+		--now-ms 1700700000000 --master "local[2]"
+	.venv/bin/segpipe inspect out/samples-cleaned
 
 test: venv
 	.venv/bin/python -m pytest -q

@@ -87,9 +87,11 @@ def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[Ke
                 tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, framed.offset[keyed]
             )
             is_dirty = rows.offset >= task.first_dirty
-            dirty.add(rows.take(np.flatnonzero(is_dirty)))
-            if not is_dirty.all():  # copied out: the arena is reused by the next chunk
-                clean.append(rows.take(np.flatnonzero(~is_dirty)))
+            if is_dirty.all():  # the usual case: no clean section in this chunk
+                dirty.add(rows)  # the table copies the keys: the arena may be reused next chunk
+            else:
+                dirty.add(rows.take(np.flatnonzero(is_dirty)))
+                clean.append(rows.take(np.flatnonzero(~is_dirty)))  # copied out of the arena
                 clean_rows += len(clean[-1])
             if len(dirty) + clean_rows >= FLUSH_ROWS:
                 yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)

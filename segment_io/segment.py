@@ -361,6 +361,9 @@ def _legacy_records(
     return out, log_append, entry.timestamp
 
 
+_CODECS = {int(c): c for c in Codec}
+
+
 class Arena:
     """A growable byte buffer that decompressed sections are written into.
 
@@ -419,26 +422,33 @@ def read_sections(
     remaining = int(sizes[codec == 0].sum()) + compressed * arena.ratio
     out = arena.reserve(int(remaining) + 1024)
     view = buf.data
+    out_view = out.data
     total = 0
-    for j, i in enumerate(index.tolist()):
-        pos = int(table.position[i])
-        size = int(table.size[i])
+    codecs = [_CODECS.get(c) for c in codec.tolist()]
+    for j, (pos, size, m) in enumerate(
+        zip(table.position[index].tolist(), table.size[index].tolist(), magic.tolist(), strict=True)
+    ):
         section: bytes | memoryview
-        if magic[j] == 2:
+        if m == 2:
             section = view[pos + V2_HEADER_SIZE : pos + size]
-            remaining -= len(section) * (arena.ratio if codec[j] else 1)
-            if codec[j]:
+            c = codecs[j]
+            if c is None:
+                raise CorruptBatch(path, pos, f"codec {int(codec[j])} is not supported")
+            if c is not Codec.NONE:
+                remaining -= len(section) * arena.ratio
                 try:
-                    length = decompress_into(Codec(int(codec[j])), section, out.data[total:])
+                    length = decompress_into(c, section, out_view[total:])
                     start[j], end[j] = total, total + length
                     total += length
                     continue
                 except ValueError:
                     pass  # does not fit, or does not decode: decompress_view tells which
                 try:
-                    section = decompress_view(Codec(int(codec[j])), section, 2)
+                    section = decompress_view(c, section, 2)
                 except ValueError as exc:
                     raise CorruptBatch(path, pos, str(exc)) from None
+            else:
+                remaining -= len(section)
         else:
             section = _legacy_section(
                 path, buf, pos, size, j, count, base_offset, base_ts, max_ts, log_append
@@ -447,6 +457,7 @@ def read_sections(
         length = len(section)
         if total + length > len(out):
             out = arena.reserve(total + length + max(int(remaining), 0) + 1024, keep=total)
+            out_view = out.data
         out[total : total + length] = np.frombuffer(section, dtype=np.uint8)
         start[j], end[j] = total, total + length
         total += length
