@@ -42,10 +42,17 @@ def cmd_clean(args: argparse.Namespace) -> int:
     except (ConfigError, DestinationNotEmpty) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from pipelines.cleaner import clean
-    from pipelines.session import get_context
+    from concurrent.futures import ThreadPoolExecutor
 
-    sc = get_context(args.master)
+    from pipelines.session import get_context, interrupt_cancels_jobs
+
+    # The JVM starts (seconds) while this thread imports the pipeline modules.
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(get_context, args.master)
+        from pipelines.cleaner import clean
+
+        sc = starting.result()
+    interrupt_cancels_jobs(sc)
     try:
         clean(
             sc,

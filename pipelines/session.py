@@ -72,6 +72,20 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
     return spark
 
 
+def interrupt_cancels_jobs(sc: Any) -> None:
+    """Ctrl-C cancels the running Spark jobs, then interrupts the caller (PySpark sets this up
+    only for a context made on the main thread)."""
+    import signal
+
+    def cancel(signum: int, frame: Any) -> None:
+        try:
+            sc.cancelAllJobs()
+        finally:
+            raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGINT, cancel)
+
+
 # A failed task reaches the driver as an exception that carries the worker's whole message; the
 # executor's own log lines about it only repeat that message as a traceback on stderr.
 _TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
