@@ -1,27 +1,46 @@
-"""PySpark's Python worker daemon, started with numba's compiler back end already loaded.
+"""PySpark's Python worker daemon, started with segpipe's worker modules already loaded.
 
-Spark forks every Python worker from this daemon. The first numba call in a process costs about
-0.4 s (loading LLVM), paid here once instead of by every worker; each worker still imports
-segpipe itself. Nothing that starts a thread is imported before the fork: numpy is held to one
-BLAS thread, and pyarrow (which starts one) is left to the workers.
+Spark forks every Python worker from this daemon. Importing numpy, pyarrow, numba and segpipe
+and loading numba's compiler back end costs a worker about a second; done here once, every
+forked worker starts with them. Forking is only safe from a process with a single thread (the
+reason PySpark's own daemon imports nothing): numpy is held to one BLAS thread and pyarrow's
+allocator to no background thread, and the thread count is checked after the imports. Where it
+cannot be checked or is not one, the plain PySpark daemon runs instead.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
 
-from numba import njit
+
+def _threads() -> int | None:
+    """Threads of this process (Linux), None where they cannot be counted."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
-@njit(cache=True)
-def _first_call(x: int) -> int:
-    return x + 1
+def _preload() -> None:
+    import numpy as np
+    import pyspark.worker  # noqa: F401
+
+    import pipelines.cleaner  # noqa: F401  (the modules the workers' tasks run)
+    from pipelines.keytable import hash_keys
+
+    one = np.ones(1, dtype=np.int64)
+    hash_keys(np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint8), one - 1, one)  # numba back end
 
 
 def main() -> None:
-    _first_call(1)
+    if _threads() == 1:
+        _preload()
+        if _threads() != 1:  # something started a thread: fork from a clean process instead
+            os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     from pyspark import daemon
 
     daemon.manager()
