@@ -62,9 +62,10 @@ def build(path: Path) -> None:
         finally:
             sc.stop()
             jvm.stdin.close()  # the gateway JVM exits when its stdin closes
-            jvm.wait(timeout=300)
-    if not partial.is_file():
-        raise RuntimeError(f"the JVM wrote no class archive at {partial}")
+            status = jvm.wait(timeout=300)
+    if status != 0 or not partial.is_file():  # a failed dump may leave a partial file behind
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"the JVM exited with {status} and wrote no complete class archive")
     partial.replace(path)
 
 
