@@ -47,20 +47,10 @@ def _same_key(kbytes: np.ndarray, kstart: int, klen: int, data: np.ndarray, star
 
 
 @njit(cache=True, nogil=True)
-def _find(
-    slots: np.ndarray,
-    e_hash: np.ndarray,
-    e_tp: np.ndarray,
-    e_kstart: np.ndarray,
-    e_klen: np.ndarray,
-    kbytes: np.ndarray,
-    h: np.uint64,
-    tp: int,
-    data: np.ndarray,
-    start: int,
-    length: int,
-) -> Any:
-    """(slot, entry) of the key, entry −1 when absent (then slot is where it would go)."""
+def _find(table: Any, h: np.uint64, tp: int, data: np.ndarray, start: int, length: int) -> Any:
+    """(slot, entry) of the key, entry −1 when absent (then slot is where it would go).
+    `table`: (slots, entry hashes, partitions, key starts, key lengths, key bytes)."""
+    slots, e_hash, e_tp, e_kstart, e_klen, kbytes = table
     mask = slots.shape[0] - 1
     s = np.int64(h & np.uint64(mask))
     while True:
@@ -78,13 +68,8 @@ def _find(
 
 @njit(cache=True, nogil=True)
 def _upsert_max(
-    slots: np.ndarray,
-    e_hash: np.ndarray,
-    e_tp: np.ndarray,
-    e_kstart: np.ndarray,
-    e_klen: np.ndarray,
+    table: Any,
     e_offset: np.ndarray,
-    kbytes: np.ndarray,
     n: int,
     nk: int,
     hashes: np.ndarray,
@@ -96,10 +81,9 @@ def _upsert_max(
 ) -> Any:
     """Insert every row, keeping the largest offset per key; returns (entries, key bytes) used.
     The caller has sized every array for all rows being new."""
+    slots, e_hash, e_tp, e_kstart, e_klen, kbytes = table
     for i in range(hashes.shape[0]):
-        s, e = _find(
-            slots, e_hash, e_tp, e_kstart, e_klen, kbytes, hashes[i], tps[i], data, starts[i], lengths[i]
-        )
+        s, e = _find(table, hashes[i], tps[i], data, starts[i], lengths[i])
         if e == EMPTY:
             slots[s] = n
             e_hash[n] = hashes[i]
@@ -117,12 +101,7 @@ def _upsert_max(
 
 @njit(cache=True, nogil=True)
 def _contains(
-    slots: np.ndarray,
-    e_hash: np.ndarray,
-    e_tp: np.ndarray,
-    e_kstart: np.ndarray,
-    e_klen: np.ndarray,
-    kbytes: np.ndarray,
+    table: Any,
     hashes: np.ndarray,
     tps: np.ndarray,
     data: np.ndarray,
@@ -131,9 +110,7 @@ def _contains(
 ) -> np.ndarray:
     out = np.zeros(hashes.shape[0], dtype=np.bool_)
     for i in range(hashes.shape[0]):
-        _, e = _find(
-            slots, e_hash, e_tp, e_kstart, e_klen, kbytes, hashes[i], tps[i], data, starts[i], lengths[i]
-        )
+        _, e = _find(table, hashes[i], tps[i], data, starts[i], lengths[i])
         out[i] = e != EMPTY
     return out
 
@@ -230,17 +207,18 @@ class LatestOffsets:
         """Insert rows, keeping the largest offset per key."""
         self._reserve(len(rows), int(rows.lengths.sum()))
         self.n, self.nk = _upsert_max(
-            self.slots, self.e_hash, self.e_tp, self.e_kstart, self.e_klen, self.e_offset,
-            self.kbytes, self.n, self.nk,
+            self._arrays(), self.e_offset, self.n, self.nk,
             rows.hash, rows.tp, rows.data, rows.starts, rows.lengths, rows.offset,
         )  # fmt: skip
 
     def contains(self, rows: KeyRows) -> np.ndarray:
         """Whether each row's (partition, key) is in the table."""
-        return _contains(
-            self.slots, self.e_hash, self.e_tp, self.e_kstart, self.e_klen, self.kbytes,
-            rows.hash, rows.tp, rows.data, rows.starts, rows.lengths,
-        )  # fmt: skip
+        return _contains(self._arrays(), rows.hash, rows.tp, rows.data, rows.starts, rows.lengths)
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        """What the kernels probe: slots, then per entry hash, partition, key start and length,
+        and the key bytes."""
+        return (self.slots, self.e_hash, self.e_tp, self.e_kstart, self.e_klen, self.kbytes)
 
     def rows(self) -> KeyRows:
         """One row per key with its largest offset (views of the table's arrays)."""
