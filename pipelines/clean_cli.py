@@ -44,7 +44,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
         return 2
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipelines.session import get_context, interrupt_cancels_jobs
+    from pipelines.session import get_context, interrupt_cancels_jobs, stop_before_exit
 
     # The JVM starts (seconds) while this thread imports the pipeline modules.
     with ThreadPoolExecutor(1) as pool:
@@ -67,5 +67,5 @@ def cmd_clean(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        sc.stop()
+        stop_before_exit(sc)
     return 0

@@ -76,6 +76,15 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
     return spark
 
 
+def stop_before_exit(sc: Any) -> None:
+    """Stop Spark in a process that exits next. The JVM stops as `sc.stop()` stops it; PySpark's
+    accumulator-server thread, which notices a shutdown only within a second (it polls once a
+    second) and which `sc.stop()` waits for, is left to end with the process."""
+    if getattr(sc, "_accumulatorServer", None) is not None:
+        sc._accumulatorServer = None  # a daemon thread: it ends with the process
+    sc.stop()
+
+
 def interrupt_cancels_jobs(sc: Any) -> None:
     """Ctrl-C cancels the running Spark jobs, then interrupts the caller (PySpark sets this up
     only for a context made on the main thread)."""
