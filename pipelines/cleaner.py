@@ -42,6 +42,7 @@ class CopyTask:
     src_path: str
     dst_path: str  # relative to the staging root
     mtime_ms: int
+    size: int
 
 
 def _now_ms() -> int:
@@ -132,7 +133,9 @@ def _clean(
         copies = _copy_tasks(listing, plans, per_partition, tasks, src_url)
         if copies:
             dst_url = staging.url
-            sc.parallelize(copies, _slices(sc, len(copies))).foreach(lambda c: _run_copy(c, dst_url))
+            sizes = [c.size for c in copies]
+            copy_packs = [[copies[i] for i in p] for p in _packs(sizes, sc.defaultParallelism * 2)]
+            sc.parallelize(copy_packs, len(copy_packs)).foreach(lambda pack: _run_copies(pack, dst_url))
         _write_partition_files(src_storage, listing, plans, per_partition, staging)
         _write_root_files(listing, plans, per_partition, staging)
         stages["copy"] = time.perf_counter() - t0
@@ -160,11 +163,6 @@ def _clean(
     for p in report.partitions:
         log(p.cleaner_line())
     return report
-
-
-def _slices(sc: Any, items: int) -> int:
-    """Partitions for a list of small tasks: a few per core, never more than there are items."""
-    return max(1, min(items, sc.defaultParallelism * 4))
 
 
 def _packs(sizes: list[int], parts: int, most: int = 1 << 30) -> list[list[int]]:
@@ -314,14 +312,15 @@ def _copy_tasks(
             for info in (f.log, f.index, f.timeindex, f.txnindex):
                 if info is not None:
                     rel = posixpath.join(plan.tp.dir_name, info.name)
-                    out.append(CopyTask(src_url, info.path, rel, info.mtime_ms))
+                    out.append(CopyTask(src_url, info.path, rel, info.mtime_ms, info.size))
     return out
 
 
-def _run_copy(task: CopyTask, staging_url: str) -> None:
-    src, _ = Storage.for_url(task.src_url)
+def _run_copies(pack: list[CopyTask], staging_url: str) -> None:
     dst, root = Storage.for_url(staging_url)
-    transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
+    for task in pack:
+        src, _ = Storage.for_url(task.src_url)
+        transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
 
 
 def _bases(segments: list[ScannedSegment], ids: list[int]) -> list[int]:
