@@ -19,7 +19,7 @@ from numba import njit
 
 from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
 from segment_io.layout import SegmentFiles
-from segment_io.segment import Arena, SegmentReader, chunk_batches
+from segment_io.segment import Arena, SegmentReader, chunk_batches, grow
 from segment_io.storage import Storage
 
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -227,12 +227,8 @@ class Survivors:
             self._fold(relative)
 
     def _fold(self, relative: np.ndarray) -> None:
-        size = (self._top >> 3) + 1
-        if self._bits is None or len(self._bits) < size:
-            grown = np.zeros(max(size, len(self._bits) * 3 // 2 if self._bits is not None else 0), np.uint8)
-            if self._bits is not None:
-                grown[: len(self._bits)] = self._bits
-            self._bits = grown
+        bits = self._bits if self._bits is not None else np.zeros(0, dtype=np.uint8)
+        self._bits = grow(bits, (self._top >> 3) + 1, len(bits), zero=True)
         _set_bits(self._bits, relative)
 
     def _array(self) -> np.ndarray:

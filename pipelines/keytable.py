@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from segment_io.records import gather
+from segment_io.segment import grow
 
 EMPTY = -1
 
@@ -185,17 +186,9 @@ class LatestOffsets:
 
     def _reserve(self, rows: int, key_bytes: int) -> None:
         need = self.n + rows
-        if need > len(self.e_hash):
-            cap = max(need, len(self.e_hash) * 3 // 2, 1024)
-            for name in ("e_hash", "e_tp", "e_kstart", "e_klen", "e_offset"):
-                old = getattr(self, name)
-                new = np.empty(cap, dtype=old.dtype)
-                new[: self.n] = old[: self.n]
-                setattr(self, name, new)
-        if self.nk + key_bytes > len(self.kbytes):
-            new_bytes = np.empty(max(self.nk + key_bytes, len(self.kbytes) * 3 // 2, 4096), dtype=np.uint8)
-            new_bytes[: self.nk] = self.kbytes[: self.nk]
-            self.kbytes = new_bytes
+        for name in ("e_hash", "e_tp", "e_kstart", "e_klen", "e_offset"):
+            setattr(self, name, grow(getattr(self, name), max(need, 1024), self.n))
+        self.kbytes = grow(self.kbytes, max(self.nk + key_bytes, 4096), self.nk)
         if need * 2 > len(self.slots):  # load factor ≤ 1/2
             size = len(self.slots)
             while need * 2 > size:

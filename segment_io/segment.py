@@ -364,6 +364,16 @@ def _legacy_records(
 _CODECS = {int(c): c for c in Codec}
 
 
+def grow(array: np.ndarray, size: int, keep: int, zero: bool = False) -> np.ndarray:
+    """`array` if it holds `size` items, else a larger one (at least 1.5×, so repeated growth
+    stays linear) holding its first `keep` items; `zero` clears the rest."""
+    if len(array) >= size:
+        return array
+    grown = (np.zeros if zero else np.empty)(max(size, len(array) * 3 // 2), dtype=array.dtype)
+    grown[:keep] = array[:keep]
+    return grown
+
+
 class Arena:
     """A growable byte buffer that decompressed sections are written into.
 
@@ -378,10 +388,7 @@ class Arena:
 
     def reserve(self, nbytes: int, keep: int = 0) -> np.ndarray:
         """A buffer of at least `nbytes`, holding the first `keep` bytes of the current one."""
-        if len(self.buf) < nbytes:
-            grown = np.empty(max(nbytes, len(self.buf) * 3 // 2), dtype=np.uint8)
-            grown[:keep] = self.buf[:keep]
-            self.buf = grown
+        self.buf = grow(self.buf, nbytes, keep)
         return self.buf
 
 
