@@ -131,13 +131,12 @@ def rewrite_group(plan: GroupPlan, kept: Survivors, null_keys: int, ctx: Rewrite
         for index in chunk_batches(table, CHUNK_BYTES):
             act = actions[index]
             dropped = index[act == DELETE]
-            stats.aborted += int(records[dropped].sum())
-            stats.records_in += int(records[dropped].sum())
-            stats.batches_dropped += len(dropped)
             skipped = index[(act != DELETE) & ~decode[index]]
-            skipped_records += int(records[skipped].sum())
-            stats.records_in += int(records[skipped].sum())
-            stats.batches_dropped += len(skipped)
+            aborted, superseded = int(records[dropped].sum()), int(records[skipped].sum())
+            stats.aborted += aborted
+            skipped_records += superseded
+            stats.records_in += aborted + superseded
+            stats.batches_dropped += len(dropped) + len(skipped)
             live = index[(act != DELETE) & decode[index]]
             if len(live) == 0:
                 continue

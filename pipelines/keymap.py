@@ -51,17 +51,18 @@ class NullKeys:
 
 @dataclass(frozen=True)
 class KeyBlock:
-    """What a map task sends to one bucket: the latest dirty offset per key, and clean rows."""
+    """What a map task sends to one bucket: rows of the dirty section (the latest offset per key)
+    or of the clean section (every keyed record)."""
 
-    dirty: KeyRows
-    clean: KeyRows
+    rows: KeyRows
+    dirty: bool
 
 
-def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[KeyBlock]:
+def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[tuple[KeyRows, KeyRows]]:
     """The keyed records of the tasks' segments, the dirty part reduced to the latest offset per
     (partition, key) across all of them, in blocks of at most about FLUSH_ROWS rows (the reduce
     side dedupes across blocks, so memory here is bounded whatever the key count); null-key
-    records seen are counted into `null_keys` by output group."""
+    records seen are counted into `null_keys` by output group. Yields (dirty rows, clean rows)."""
     arena = Arena()
     dirty = LatestOffsets()
     clean: list[KeyRows] = []
@@ -94,24 +95,21 @@ def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[Ke
                 clean.append(rows.take(np.flatnonzero(~is_dirty)))  # copied out of the arena
                 clean_rows += len(clean[-1])
             if len(dirty) + clean_rows >= FLUSH_ROWS:
-                yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
+                yield dirty.rows(), KeyRows.concat(clean) if clean else LatestOffsets().rows()
                 dirty, clean, clean_rows = LatestOffsets(), [], 0
     if len(dirty) or clean:
-        yield KeyBlock(dirty.rows(), KeyRows.concat(clean) if clean else _NO_ROWS)
-
-
-_NO_ROWS = LatestOffsets().rows()
+        yield dirty.rows(), KeyRows.concat(clean) if clean else LatestOffsets().rows()
 
 
 def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
     """Map side over a few segments: (bucket, block of key rows) per non-empty bucket, and the
     null-key counts routed to the bucket of their group (counts pass through to the rewrite)."""
     null_keys: dict[int, int] = {}
-    for block in extract_keys(tasks, null_keys):
-        for b, rows in _bucketed(block.dirty, buckets):
-            yield b, KeyBlock(rows, _NO_ROWS)
-        for b, rows in _bucketed(block.clean, buckets):
-            yield b, KeyBlock(_NO_ROWS, rows)
+    for dirty, clean in extract_keys(tasks, null_keys):
+        for b, rows in _bucketed(dirty, buckets):
+            yield b, KeyBlock(rows, dirty=True)
+        for b, rows in _bucketed(clean, buckets):
+            yield b, KeyBlock(rows, dirty=False)
     for gid, count in sorted(null_keys.items()):
         yield gid % buckets, NullKeys(gid, count)
 
@@ -156,10 +154,10 @@ def reduce_keys(
     for _, item in items:
         if isinstance(item, NullKeys):
             yield item.gid, item
+        elif item.dirty:
+            dirty.add(item.rows)
         else:
-            dirty.add(item.dirty)
-            if len(item.clean):
-                clean.append(item.clean)
+            clean.append(item.rows)
     winners = dirty.rows()
     tps, offsets = winners.tp, winners.offset
     if clean:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import cramjam
@@ -36,11 +37,22 @@ def decompress(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes:
     return bytes(decompress_view(codec, data, magic))
 
 
+@contextmanager
+def _codec_errors(codec: Codec) -> Iterator[None]:
+    """Codec libraries raise their own error types; callers get a ValueError with the reason."""
+    try:
+        yield
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"{codec.name.lower()} stream does not decode: {exc}") from None
+
+
 def decompress_view(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes | memoryview:
     """As `decompress`, without copying the codec's output buffer (the deep scan's hot path)."""
     if codec == Codec.NONE:
         return data
-    try:
+    with _codec_errors(codec):
         if codec == Codec.GZIP:
             return memoryview(cramjam.gzip.decompress(data))
         if codec == Codec.SNAPPY:
@@ -51,10 +63,6 @@ def decompress_view(codec: Codec, data: bytes | memoryview, magic: int = 2) -> b
             if magic != 2:
                 raise ValueError("zstd is only valid in magic 2 batches")
             return memoryview(cramjam.zstd.decompress(data))
-    except ValueError:
-        raise
-    except Exception as exc:  # codec libraries raise their own error types
-        raise ValueError(f"{codec.name.lower()} stream does not decode: {exc}") from None
     raise ValueError(f"codec {int(codec)} is not supported")
 
 
@@ -63,7 +71,7 @@ def decompress_into(codec: Codec, data: bytes | memoryview, out: memoryview, mag
 
     Raises ValueError when the stream does not decode *or* does not fit: callers then fall back
     to `decompress_view`, which tells the two apart (and gives the reason)."""
-    try:
+    with _codec_errors(codec):
         if codec == Codec.GZIP:
             return int(cramjam.gzip.decompress_into(data, out))
         if codec == Codec.SNAPPY:
@@ -72,10 +80,6 @@ def decompress_into(codec: Codec, data: bytes | memoryview, out: memoryview, mag
             return int(cramjam.lz4.decompress_into(_lz4_checked(data, magic), out))
         if codec == Codec.ZSTD and magic == 2:
             return int(cramjam.zstd.decompress_into(data, out))
-    except ValueError:
-        raise
-    except Exception as exc:  # codec libraries raise their own error types
-        raise ValueError(str(exc)) from None
     raise ValueError(f"codec {int(codec)} cannot be decompressed in place")
 
 
