@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import IO, Any
 
 import crc32c
@@ -29,6 +29,7 @@ from segment_io.batch import (
     LegacyEntry,
     parse_legacy_entry,
 )
+from segment_io.codec_kernels import decompress_sections, native_codecs
 from segment_io.compression import decompress, decompress_into, decompress_view
 from segment_io.errors import (
     BadLength,
@@ -400,51 +401,88 @@ def read_sections(
     Compressed sections are decompressed straight into `arena` (a fresh one if None), next to
     copies of the uncompressed and converted legacy ones."""
     k = len(index)
-    start = np.zeros(k, dtype=np.int64)
-    end = np.zeros(k, dtype=np.int64)
-    count = table.records_count[index].copy()
-    base_offset = table.base_offset[index].copy()
-    base_ts = table.base_timestamp[index].copy()
-    max_ts = table.max_timestamp[index].copy()
-    log_append = table.log_append_time[index].copy()
-    first_offset = table.base_offset[index].copy()
+    sections = Sections(
+        buf[:0],
+        index,
+        np.zeros(k, dtype=np.int64),
+        np.zeros(k, dtype=np.int64),
+        table.records_count[index].copy(),
+        table.base_offset[index].copy(),
+        table.base_timestamp[index].copy(),
+        table.max_timestamp[index].copy(),
+        table.log_append_time[index].copy(),
+        table.base_offset[index].copy(),
+    )
     if k == 0:
-        return Sections(
-            buf[:0], index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset
-        )
-    lo = int(table.position[index[0]])
-    hi = int(table.position[index[-1]] + table.size[index[-1]])
+        return sections
     magic = table.magic[index]
     codec = table.attributes[index] & CODEC_MASK
     if not ((magic < 2) | (codec != 0)).any():
         # Only uncompressed v2 batches: records are framed in place, nothing is copied.
-        start[:] = table.position[index] + V2_HEADER_SIZE - lo
-        end[:] = table.position[index] + table.size[index] - lo
-        return Sections(
-            buf[lo:hi], index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset
-        )
+        lo = int(table.position[index[0]])
+        hi = int(table.position[index[-1]] + table.size[index[-1]])
+        sections.start[:] = table.position[index] + V2_HEADER_SIZE - lo
+        sections.end[:] = table.position[index] + table.size[index] - lo
+        return replace(sections, data=buf[lo:hi])
     arena = arena or Arena()
-    sizes = table.size[index] - V2_HEADER_SIZE
-    compressed = int(sizes[codec != 0].sum())
-    remaining = int(sizes[codec == 0].sum()) + compressed * arena.ratio
-    out = arena.reserve(int(remaining) + 1024)
+    positions, sizes = table.position[index], table.size[index]
+    payload = sizes - V2_HEADER_SIZE
+    compressed = int(payload[codec != 0].sum())
+    out = arena.reserve(int(payload[codec == 0].sum() + compressed * arena.ratio) + 1024)
+    # The kernel takes every section it can decode natively; the rest stay pending for the
+    # Python path below, which also grows the arena and names what does not decode.
+    pending = np.zeros(k, dtype=np.bool_)
+    lz4_ok, zstd_ctx = native_codecs()
+    total = decompress_sections(
+        buf, positions, sizes, table.attributes[index], magic, out, sections.start, sections.end, pending,
+        lz4_ok, zstd_ctx,
+    )  # fmt: skip
+    rest = np.flatnonzero(pending)
+    if len(rest):
+        total, out = _read_pending(path, buf, table, rest, arena, out, total, sections)
+    if compressed:
+        decompressed = total - int(payload[(codec == 0) & (magic == 2)].sum())
+        arena.ratio = max(arena.ratio, decompressed / compressed)
+    return replace(sections, data=out[:total])
+
+
+def _read_pending(
+    path: str,
+    buf: np.ndarray,
+    table: BatchTable,
+    rest: np.ndarray,
+    arena: Arena,
+    out: np.ndarray,
+    total: int,
+    sections: Sections,
+) -> tuple[int, np.ndarray]:
+    """Sections `rest` (rows of `sections`) that the kernel left: snappy, gzip, legacy entries and
+    anything that did not decode or fit there; fills their rows. Returns the new total and the
+    (possibly grown) buffer."""
     view = buf.data
-    out_view = out.data
-    total = 0
-    codecs = [_CODECS.get(c) for c in codec.tolist()]
-    for j, (pos, size, m) in enumerate(
-        zip(table.position[index].tolist(), table.size[index].tolist(), magic.tolist(), strict=True)
+    index = sections.batch_index
+    start, end = sections.start, sections.end
+    attributes = table.attributes[index[rest]]
+    sizes = table.size[index[rest]] - V2_HEADER_SIZE
+    remaining = float(np.where(attributes & CODEC_MASK, sizes * arena.ratio, sizes).sum())
+    for j, pos, size, m, attrs in zip(
+        rest.tolist(),
+        table.position[index[rest]].tolist(),
+        table.size[index[rest]].tolist(),
+        table.magic[index[rest]].tolist(),
+        attributes.tolist(),
+        strict=True,
     ):
         section: bytes | memoryview
         if m == 2:
             section = view[pos + V2_HEADER_SIZE : pos + size]
-            c = codecs[j]
+            c = _CODECS.get(attrs & CODEC_MASK)
             if c is None:
-                raise CorruptBatch(path, pos, f"codec {int(codec[j])} is not supported")
+                raise CorruptBatch(path, pos, f"codec {attrs & CODEC_MASK} is not supported")
             if c is not Codec.NONE:
                 remaining -= len(section) * arena.ratio
                 try:
-                    length = decompress_into(c, section, out_view[total:])
+                    length = decompress_into(c, section, out.data[total:])
                     start[j], end[j] = total, total + length
                     total += length
                     continue
@@ -457,37 +495,17 @@ def read_sections(
             else:
                 remaining -= len(section)
         else:
-            section = _legacy_section(
-                path, buf, pos, size, j, count, base_offset, base_ts, max_ts, log_append
-            )
-            first_offset[j] = base_offset[j]
+            section = _legacy_section(path, buf, pos, size, j, sections)
         length = len(section)
         if total + length > len(out):
             out = arena.reserve(total + length + max(int(remaining), 0) + 1024, keep=total)
-            out_view = out.data
         out[total : total + length] = np.frombuffer(section, dtype=np.uint8)
         start[j], end[j] = total, total + length
         total += length
-    if compressed:
-        decompressed = total - int(sizes[(codec == 0) & (magic == 2)].sum())
-        arena.ratio = max(arena.ratio, decompressed / compressed)
-    return Sections(
-        out[:total], index, start, end, count, base_offset, base_ts, max_ts, log_append, first_offset
-    )
+    return total, out
 
 
-def _legacy_section(
-    path: str,
-    buf: np.ndarray,
-    pos: int,
-    size: int,
-    j: int,
-    count: np.ndarray,
-    base_offset: np.ndarray,
-    base_ts: np.ndarray,
-    max_ts: np.ndarray,
-    log_append: np.ndarray,
-) -> bytes:
+def _legacy_section(path: str, buf: np.ndarray, pos: int, size: int, j: int, sections: Sections) -> bytes:
     """A v0/v1 entry (or compressed wrapper) as a v2-framed records section; fills row `j` of
     the per-batch arrays with what the conversion learns (offsets, timestamps, count)."""
     inner, la, wrapper_ts = _legacy_records(path, buf, pos, size)
@@ -495,13 +513,12 @@ def _legacy_section(
     cols = rec.RecordColumns.from_records(
         [(o - first, (t - first_ts) if t >= 0 and first_ts >= 0 else 0, kk, v, []) for o, t, kk, v in inner]
     )
-    count[j] = len(inner)
-    base_offset[j] = first
-    base_ts[j] = first_ts if first_ts >= 0 else NO_TIMESTAMP
-    max_ts[j] = wrapper_ts
-    log_append[j] = la
-    if any(t < 0 for _, t, _, _ in inner) and not la:
-        base_ts[j] = NO_TIMESTAMP  # magic 0 inner messages carry no timestamp
+    sections.count[j] = len(inner)
+    sections.base_offset[j] = sections.first_offset[j] = first
+    no_timestamp = first_ts < 0 or (not la and any(t < 0 for _, t, _, _ in inner))
+    sections.base_timestamp[j] = NO_TIMESTAMP if no_timestamp else first_ts  # magic 0 has none
+    sections.max_timestamp[j] = wrapper_ts
+    sections.log_append[j] = la
     return cols.encode()
 
 

@@ -1,0 +1,207 @@
+"""Decompression of many records sections in one numba call (the deep scan's hot path).
+
+The kernel calls the C decoders that the codec packages already ship (python-lz4's
+`LZ4_decompress_safe`, zstandard's `ZSTD_decompressDCtx` with one reused context) once per lz4
+block or zstd frame, with no Python work per batch. It takes only what it can decode on its own:
+magic 2 sections that are uncompressed, zstd, or lz4 frames without checksums. Everything else
+(snappy, gzip, legacy entries, anything that fails to decode or to fit) is left *pending* for
+`compression.py`, whose Python path decodes it or raises the precise error; so results and error
+messages are the same with or without the native decoders.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import threading
+from typing import Any
+
+import numpy as np
+from llvmlite import binding as llvm
+from numba import njit, types
+
+from segment_io.batch import CODEC_MASK, V2_HEADER_SIZE
+
+NONE, LZ4, ZSTD = 0, 3, 4
+# size_t results of zstd above this are error codes (ZSTD_isError: code > -ZSTD_error_maxCode).
+_ZSTD_ERROR_FLOOR = np.uint64(2**64 - 1000)
+
+
+def _package_library(package: str, pattern: str) -> ctypes.CDLL | None:
+    """A shared library inside an installed package (already a Python extension of it)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        for path in sorted(glob.glob(os.path.join(location, pattern))):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                continue
+    return None
+
+
+def _address_of(function: Any) -> int | None:
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+def _address(lib: ctypes.CDLL | None, name: str) -> int | None:
+    function = getattr(lib, name, None) if lib is not None else None
+    return _address_of(function) if function is not None else None
+
+
+# Stand-ins when a library is missing: they report failure, so every such section stays pending.
+_LZ4_STUB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)(
+    lambda *_: -1
+)
+_ZSTD_STUB = ctypes.CFUNCTYPE(
+    ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t
+)(lambda *_: 2**64 - 1)
+
+_lz4_lib = _package_library("lz4.block", "_block*.so")
+_zstd_lib = _package_library("zstandard", "_cffi*.so")
+_lz4_decompress = _address(_lz4_lib, "LZ4_decompress_safe")
+_zstd_decompress = _address(_zstd_lib, "ZSTD_decompressDCtx")
+_zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_decompress else None
+# Kernels refer to these names; the linker resolves them to the package's code or the stand-in.
+llvm.add_symbol("segpipe_lz4_decompress_safe", _lz4_decompress or _address_of(_LZ4_STUB))
+llvm.add_symbol("segpipe_zstd_decompress_dctx", _zstd_decompress or _address_of(_ZSTD_STUB))
+_c_lz4: Any = types.ExternalFunction(
+    "segpipe_lz4_decompress_safe", types.int32(types.uintp, types.uintp, types.int32, types.int32)
+)
+_c_zstd: Any = types.ExternalFunction(
+    "segpipe_zstd_decompress_dctx",
+    types.uintp(types.uintp, types.uintp, types.uintp, types.uintp, types.uintp),
+)
+
+_local = threading.local()
+
+
+def native_codecs() -> tuple[bool, int]:
+    """(lz4 available, this thread's zstd decompression context or 0): kernel arguments."""
+    ctx = getattr(_local, "zstd", None)
+    if ctx is None:
+        ctx = 0
+        if _zstd_create is not None:
+            _zstd_create.restype = ctypes.c_void_p
+            ctx = _zstd_create() or 0
+        _local.zstd = ctx
+    return _lz4_decompress is not None, int(ctx)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _u32le(b: np.ndarray, p: int) -> Any:
+    return (
+        np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16) | (np.int64(b[p + 3]) << 24)
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rotl(x: Any, r: int) -> Any:
+    return ((x << np.uint32(r)) | (x >> np.uint32(32 - r))) & np.uint32(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _xxh32_short(b: np.ndarray, lo: int, hi: int) -> int:
+    """xxHash32 (seed 0) of fewer than 16 bytes: the lz4 frame descriptor's checksum."""
+    p1, p3, p4, p5 = np.uint32(2654435761), np.uint32(3266489917), np.uint32(668265263), np.uint32(374761393)
+    h = np.uint32(p5 + np.uint32(hi - lo))
+    i = lo
+    while i + 4 <= hi:
+        h = np.uint32(_rotl(np.uint32(h + np.uint32(_u32le(b, i)) * p3), 17) * p4)
+        i += 4
+    while i < hi:
+        h = np.uint32(_rotl(np.uint32(h + np.uint32(b[i]) * p5), 11) * p1)
+        i += 1
+    h = np.uint32(h ^ (h >> np.uint32(15)))
+    h = np.uint32(h * np.uint32(2246822519))
+    h = np.uint32(h ^ (h >> np.uint32(13)))
+    h = np.uint32(h * p3)
+    h = np.uint32(h ^ (h >> np.uint32(16)))
+    return int(h)
+
+
+@njit(cache=True, nogil=True)
+def _lz4_frame(buf: np.ndarray, lo: int, hi: int, out: np.ndarray, at: int) -> int:
+    """Decode a Kafka lz4 frame (format §4.3: independent blocks, no checksums) from buf[lo:hi]
+    into out[at:]; bytes written, or −1 to leave it to the Python path."""
+    if hi - lo < 7 or _u32le(buf, lo) != 0x184D2204:
+        return -1
+    flg, bd = np.int64(buf[lo + 4]), np.int64(buf[lo + 5])
+    # version 1, independent blocks; no block/content checksum, dictionary or reserved bits
+    if flg >> 6 != 1 or not flg & 0x20 or flg & 0x17 or bd & 0x8F or (bd >> 4) & 7 < 4:
+        return -1
+    descriptor_end = lo + 6 + (8 if flg & 0x08 else 0)
+    if descriptor_end >= hi or (_xxh32_short(buf, lo + 4, descriptor_end) >> 8) & 0xFF != buf[descriptor_end]:
+        return -1
+    max_block = 1 << (8 + 2 * ((bd >> 4) & 7))
+    pos = descriptor_end + 1
+    o = at
+    src, dst = buf.ctypes.data, out.ctypes.data
+    while True:
+        if pos + 4 > hi:
+            return -1
+        word = _u32le(buf, pos)
+        pos += 4
+        if word == 0:
+            return o - at if pos == hi else -1
+        n = word & 0x7FFFFFFF
+        if n > max_block or pos + n > hi:
+            return -1
+        if word & 0x80000000:  # a stored (uncompressed) block
+            if o + n > out.shape[0]:
+                return -1
+            out[o : o + n] = buf[pos : pos + n]
+            written = n
+        else:
+            room = min(out.shape[0] - o, max_block)
+            written = _c_lz4(src + pos, dst + o, n, room)
+            if written < 0:
+                return -1
+        o += written
+        pos += n
+
+
+@njit(cache=True, nogil=True)
+def decompress_sections(
+    buf: np.ndarray,
+    position: np.ndarray,
+    size: np.ndarray,
+    attributes: np.ndarray,
+    magic: np.ndarray,
+    out: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    pending: np.ndarray,
+    lz4_ok: bool,
+    zstd_ctx: int,
+) -> int:
+    """Write the records section of each batch (rows of the arrays) that this kernel handles into
+    `out`, one after another, setting start/end; mark the others pending. Returns bytes written."""
+    total = 0
+    for j in range(position.shape[0]):
+        codec = attributes[j] & CODEC_MASK
+        lo = position[j] + V2_HEADER_SIZE
+        hi = position[j] + size[j]
+        written: Any = -1
+        if magic[j] == 2 and lo <= hi <= buf.shape[0]:
+            if codec == NONE:
+                if total + hi - lo <= out.shape[0]:
+                    out[total : total + hi - lo] = buf[lo:hi]
+                    written = hi - lo
+            elif codec == LZ4 and lz4_ok:
+                written = _lz4_frame(buf, lo, hi, out, total)
+            elif codec == ZSTD and zstd_ctx != 0 and hi > lo:  # zstd reads no input as no frame
+                room = out.shape[0] - total
+                r = _c_zstd(zstd_ctx, out.ctypes.data + total, room, buf.ctypes.data + lo, hi - lo)
+                if r < _ZSTD_ERROR_FLOOR:
+                    written = np.int64(r)
+        if written < 0:
+            pending[j] = True
+        else:
+            start[j] = total
+            end[j] = total + written
+            total += written
+    return total
