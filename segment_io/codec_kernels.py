@@ -145,8 +145,10 @@ def _lz4_frame(buf: np.ndarray, lo: int, hi: int, out: np.ndarray, at: int) -> i
             return -1
         word = _u32le(buf, pos)
         pos += 4
-        if word == 0:
-            return o - at if pos == hi else -1
+        if word == 0:  # end mark: nothing may follow, and a stated content size must match
+            if pos != hi or (flg & 0x08 and _u32le(buf, lo + 6) | (_u32le(buf, lo + 10) << 32) != o - at):
+                return -1
+            return o - at
         n = word & 0x7FFFFFFF
         if n > max_block or pos + n > hi:
             return -1

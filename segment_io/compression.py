@@ -4,6 +4,7 @@ with a reason, which callers wrap into a CorruptBatch naming the file and positi
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import cramjam
 import lz4.frame
 import numpy as np
+import zstandard
 
 from segment_io.batch import Codec
 
@@ -105,8 +107,20 @@ def compress(
             )
         )
     if codec == Codec.ZSTD:
-        return bytes(cramjam.zstd.compress(bytes(data), level=levels.zstd))
+        return _zstd_compressor(levels.zstd).compress(data.data if isinstance(data, np.ndarray) else data)
     raise ValueError(f"codec {int(codec)} is not supported")
+
+
+_compressors = threading.local()
+
+
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    """One reused compressor per level and thread: a fresh context per batch costs more than
+    compressing the few records a rewritten batch keeps."""
+    cache: dict[int, zstandard.ZstdCompressor] = _compressors.__dict__.setdefault("zstd", {})
+    if level not in cache:
+        cache[level] = zstandard.ZstdCompressor(level=level)
+    return cache[level]
 
 
 def _snappy_compress(data: bytes) -> bytes:
