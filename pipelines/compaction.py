@@ -31,9 +31,6 @@ from segment_io.layout import SegmentFiles
 from segment_io.segment import Arena, Framed, SegmentLimits, SegmentReader, SegmentWriter, chunk_batches
 from segment_io.storage import Storage
 
-CHUNK_BYTES = 4 * 1024 * 1024
-
-
 # ---------------------------------------------------------------------------------------------
 # Rewrite
 
@@ -128,7 +125,7 @@ def rewrite_group(plan: GroupPlan, kept: Survivors, null_keys: int, ctx: Rewrite
         # offsets. Such batches are dropped without being decompressed.
         survivors = kept.any_in(_relative(table.base_offset, plan), _relative(table.last_offset, plan))
         decode = survivors | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
-        for index in chunk_batches(table, CHUNK_BYTES):
+        for index in chunk_batches(table):
             act = actions[index]
             dropped = index[act == DELETE]
             skipped = index[(act != DELETE) & ~decode[index]]

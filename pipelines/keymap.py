@@ -22,7 +22,6 @@ from segment_io.layout import SegmentFiles
 from segment_io.segment import Arena, SegmentReader, chunk_batches, grow
 from segment_io.storage import Storage
 
-CHUNK_BYTES = 4 * 1024 * 1024
 # A map task sends what it holds on when it passes this many rows (bounded memory).
 FLUSH_ROWS = 2_000_000
 ITEM_ROWS = 8192  # rows per shuffle item (see _bucketed)
@@ -73,7 +72,7 @@ def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[tu
         table = reader.scan().table
         selected = np.zeros(len(table), dtype=np.bool_)
         selected[task.batches] = True
-        for index in chunk_batches(table, CHUNK_BYTES):
+        for index in chunk_batches(table):
             index = index[selected[index]]
             if len(index) == 0:
                 continue

@@ -641,7 +641,13 @@ def framed_to_arrow(
     return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
 
 
-def chunk_batches(table: BatchTable, chunk_bytes: int) -> Iterator[np.ndarray]:
+# About 1 MB of log per chunk: its decompressed sections (a few MB) stay in the CPU caches while
+# they are framed and their keys read, where 4 MB chunks went to memory in between (measured: a
+# third less time per byte for decompression and framing together).
+CHUNK_BYTES = 1024 * 1024
+
+
+def chunk_batches(table: BatchTable, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
     """Consecutive batch index ranges of about `chunk_bytes` of log data each."""
     n = len(table)
     i = 0
