@@ -174,8 +174,9 @@ def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[floa
     return wall, peaks, report
 
 
-def steady_state(src: Path, dst: Path, master: str, extra: list[str]) -> list[float]:
-    """Two runs in one already-started session: the figures after Spark is up."""
+def steady_state(src: Path, dst: Path, master: str, extra: list[str], runs: int) -> list[tuple[float, dict]]:  # type: ignore[type-arg]
+    """Several runs in one already-started session: the figures after Spark is up (the first
+    run also starts the session's Python workers). Returns (seconds, seconds by stage) per run."""
     from pipelines.cleaner import clean
     from pipelines.config import JobConfig
     from pipelines.session import get_spark
@@ -183,14 +184,14 @@ def steady_state(src: Path, dst: Path, master: str, extra: list[str]) -> list[fl
     os.environ.setdefault("PYSPARK_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
     spark = get_spark(master)
     config = JobConfig.from_sources(None, CONFIG_SETS + extra)
-    times = []
-    for _ in range(2):
+    out = []
+    for _ in range(runs):
         shutil.rmtree(dst, ignore_errors=True)
         t0 = time.perf_counter()
-        clean(spark, str(src), str(dst), config, now_ms=NOW_MS, log=lambda *_: None)
-        times.append(time.perf_counter() - t0)
+        report = clean(spark, str(src), str(dst), config, now_ms=NOW_MS, log=lambda *_: None)
+        out.append((time.perf_counter() - t0, report.seconds_by_stage))
     spark.stop()
-    return times
+    return out
 
 
 def main() -> None:
@@ -200,6 +201,7 @@ def main() -> None:
     parser.add_argument("--keys-run", type=int, help="one partition with this many distinct keys instead")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-steady", action="store_true")
+    parser.add_argument("--steady-runs", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
     if args.keys_run:
@@ -222,9 +224,12 @@ def main() -> None:
           + f"; all together {peaks.total / 2**30:.2f} GiB, of which anonymous (not mapped segment "
           f"files) {peaks.anon / 2**30:.2f} GiB")  # fmt: skip
     if not args.no_steady:
-        times = steady_state(src, dst, args.master, [])
-        print(f"steady state (session up, runs {', '.join(f'{t:.1f} s' for t in times)}): "
-              f"{mb / min(times):.0f} MB/s")  # fmt: skip
+        runs = steady_state(src, dst, args.master, [], args.steady_runs)
+        times = sorted(t for t, _ in runs)
+        print(f"steady state (session up, {len(runs)} runs): best {mb / times[0]:.0f} MB/s, median "
+              f"{mb / times[len(times) // 2]:.0f} MB/s")  # fmt: skip
+        for t, stages in runs:
+            print(f"  {t:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
     shutil.rmtree(dst, ignore_errors=True)
 
 
