@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -39,11 +39,10 @@ def decompress(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes:
     return bytes(decompress_view(codec, data, magic))
 
 
-@contextmanager
-def _codec_errors(codec: Codec) -> Iterator[None]:
+def _decoded(codec: Codec, decode: Callable[..., Any], *args: Any) -> Any:
     """Codec libraries raise their own error types; callers get a ValueError with the reason."""
     try:
-        yield
+        return decode(*args)
     except ValueError:
         raise
     except Exception as exc:
@@ -54,18 +53,11 @@ def decompress_view(codec: Codec, data: bytes | memoryview, magic: int = 2) -> b
     """As `decompress`, without copying the codec's output buffer (the deep scan's hot path)."""
     if codec == Codec.NONE:
         return data
-    with _codec_errors(codec):
-        if codec == Codec.GZIP:
-            return memoryview(cramjam.gzip.decompress(data))
-        if codec == Codec.SNAPPY:
-            return _snappy_decompress(data)
-        if codec == Codec.LZ4:
-            return _lz4_decompress(data, magic)
-        if codec == Codec.ZSTD:
-            if magic != 2:
-                raise ValueError("zstd is only valid in magic 2 batches")
-            return memoryview(cramjam.zstd.decompress(data))
-    raise ValueError(f"codec {int(codec)} is not supported")
+    decode = _VIEW_DECODERS.get(codec)
+    if decode is None:
+        raise ValueError(f"codec {int(codec)} is not supported")
+    result: bytes | memoryview = _decoded(codec, decode, data, magic)
+    return result
 
 
 def decompress_into(codec: Codec, data: bytes | memoryview, out: memoryview, magic: int = 2) -> int:
@@ -73,16 +65,16 @@ def decompress_into(codec: Codec, data: bytes | memoryview, out: memoryview, mag
 
     Raises ValueError when the stream does not decode *or* does not fit: callers then fall back
     to `decompress_view`, which tells the two apart (and gives the reason)."""
-    with _codec_errors(codec):
-        if codec == Codec.GZIP:
-            return int(cramjam.gzip.decompress_into(data, out))
-        if codec == Codec.SNAPPY:
-            return _snappy_decompress_into(data, out)
-        if codec == Codec.LZ4:
-            return int(cramjam.lz4.decompress_into(_lz4_checked(data, magic), out))
-        if codec == Codec.ZSTD and magic == 2:
-            return int(cramjam.zstd.decompress_into(data, out))
-    raise ValueError(f"codec {int(codec)} cannot be decompressed in place")
+    decode = _INTO_DECODERS.get(codec)
+    if decode is None or (codec == Codec.ZSTD and magic != 2):
+        raise ValueError(f"codec {int(codec)} cannot be decompressed in place")
+    return int(_decoded(codec, decode, data, out, magic))
+
+
+def _zstd_view(data: bytes | memoryview, magic: int) -> memoryview:
+    if magic != 2:
+        raise ValueError("zstd is only valid in magic 2 batches")
+    return memoryview(cramjam.zstd.decompress(data))
 
 
 def compress(
@@ -243,3 +235,18 @@ def lz4_legacy_frame(data: bytes) -> bytes:
     frame = bytearray(compress(Codec.LZ4, data))
     frame[6] = (xxh32(bytes(frame[:6])) >> 8) & 0xFF
     return bytes(frame)
+
+
+# Decoders by codec: (data, magic) -> output, and (data, out, magic) -> bytes written.
+_VIEW_DECODERS: dict[Codec, Callable[..., Any]] = {
+    Codec.GZIP: lambda data, magic: memoryview(cramjam.gzip.decompress(data)),
+    Codec.SNAPPY: lambda data, magic: _snappy_decompress(data),
+    Codec.LZ4: _lz4_decompress,
+    Codec.ZSTD: _zstd_view,
+}
+_INTO_DECODERS: dict[Codec, Callable[..., Any]] = {
+    Codec.GZIP: lambda data, out, magic: cramjam.gzip.decompress_into(data, out),
+    Codec.SNAPPY: lambda data, out, magic: _snappy_decompress_into(data, out),
+    Codec.LZ4: lambda data, out, magic: cramjam.lz4.decompress_into(_lz4_checked(data, magic), out),
+    Codec.ZSTD: lambda data, out, magic: cramjam.zstd.decompress_into(data, out),
+}
