@@ -59,15 +59,18 @@ _LZ4_STUB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, cty
 _ZSTD_STUB = ctypes.CFUNCTYPE(
     ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t
 )(lambda *_: 2**64 - 1)
+_ZSTD_SIZE_STUB = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)(lambda *_: 2**64 - 1)
 
 _lz4_lib = _package_library("lz4.block", "_block*.so")
 _zstd_lib = _package_library("zstandard", "_cffi*.so")
 _lz4_decompress = _address(_lz4_lib, "LZ4_decompress_safe")
 _zstd_decompress = _address(_zstd_lib, "ZSTD_decompressDCtx")
-_zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_decompress else None
+_zstd_frame_size = _address(_zstd_lib, "ZSTD_findFrameCompressedSize")
+_zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_decompress and _zstd_frame_size else None
 # Kernels refer to these names; the linker resolves them to the package's code or the stand-in.
 llvm.add_symbol("segpipe_lz4_decompress_safe", _lz4_decompress or _address_of(_LZ4_STUB))
 llvm.add_symbol("segpipe_zstd_decompress_dctx", _zstd_decompress or _address_of(_ZSTD_STUB))
+llvm.add_symbol("segpipe_zstd_frame_size", _zstd_frame_size or _address_of(_ZSTD_SIZE_STUB))
 _c_lz4: Any = types.ExternalFunction(
     "segpipe_lz4_decompress_safe", types.int32(types.uintp, types.uintp, types.int32, types.int32)
 )
@@ -75,6 +78,13 @@ _c_zstd: Any = types.ExternalFunction(
     "segpipe_zstd_decompress_dctx",
     types.uintp(types.uintp, types.uintp, types.uintp, types.uintp, types.uintp),
 )
+
+_c_zstd_frame_size: Any = types.ExternalFunction(
+    "segpipe_zstd_frame_size", types.uintp(types.uintp, types.uintp)
+)
+# The Python path's zstd decoder streams, which refuses frames whose window exceeds 2^27 bytes
+# (zstd's default limit, as in Kafka's Java decoder); the one-shot call here would not.
+_ZSTD_WINDOW_MAX = 1 << 27
 
 _local = threading.local()
 
@@ -167,6 +177,31 @@ def _lz4_frame(buf: np.ndarray, lo: int, hi: int, out: np.ndarray, at: int) -> i
 
 
 @njit(cache=True, nogil=True)
+def _zstd_frame_ok(buf: np.ndarray, lo: int, hi: int) -> bool:
+    """buf[lo:hi] is exactly one zstd frame whose window the streaming decoder accepts."""
+    if hi - lo < 6 or _u32le(buf, lo) != 0xFD2FB528:
+        return False
+    if _c_zstd_frame_size(buf.ctypes.data + lo, hi - lo) != hi - lo:
+        return False
+    descriptor = np.int64(buf[lo + 4])
+    if not descriptor & 0x20:  # a window descriptor byte follows
+        exponent, mantissa = np.int64(buf[lo + 5]) >> 3, np.int64(buf[lo + 5]) & 7
+        base = np.int64(1) << (10 + exponent)
+        return bool(base + (base >> 3) * mantissa <= _ZSTD_WINDOW_MAX)
+    # single segment: the window is the content size (after any dictionary id)
+    pos = lo + 5 + (0, 1, 2, 4)[descriptor & 3]
+    width = (1, 2, 4, 8)[descriptor >> 6]
+    if pos + width > hi:
+        return False
+    size = np.int64(0)
+    for k in range(min(width, 7)):
+        size |= np.int64(buf[pos + k]) << (8 * k)
+    if width == 8 and buf[pos + 7]:
+        return False
+    return bool(size + (256 if width == 2 else 0) <= _ZSTD_WINDOW_MAX)
+
+
+@njit(cache=True, nogil=True)
 def decompress_sections(
     buf: np.ndarray,
     position: np.ndarray,
@@ -195,7 +230,7 @@ def decompress_sections(
                     written = hi - lo
             elif codec == LZ4 and lz4_ok:
                 written = _lz4_frame(buf, lo, hi, out, total)
-            elif codec == ZSTD and zstd_ctx != 0 and hi > lo:  # zstd reads no input as no frame
+            elif codec == ZSTD and zstd_ctx != 0 and _zstd_frame_ok(buf, lo, hi):
                 room = out.shape[0] - total
                 r = _c_zstd(zstd_ctx, out.ctypes.data + total, room, buf.ctypes.data + lo, hi - lo)
                 if r < _ZSTD_ERROR_FLOOR:

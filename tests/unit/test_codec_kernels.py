@@ -148,3 +148,19 @@ def test_read_sections_is_the_same_whatever_the_arena(items: list[tuple[Codec, b
     got = read_sections("mem.log", buf, table, np.arange(len(table)), arena)
     for j, (codec, section) in enumerate(items):
         assert got.data[got.start[j] : got.end[j]].tobytes() == decompress(codec, section)
+
+
+def test_zstd_frames_the_streaming_decoder_refuses_are_left_pending() -> None:
+    """A window above 2^27 bytes, or a second frame after the first: the Python path decides."""
+    text = b"abc" * 1000
+    params = zstandard.ZstdCompressionParameters.from_level(3, write_content_size=False)
+    frame = bytearray(zstandard.ZstdCompressor(compression_params=params).compress(text))
+    assert not frame[4] & 0x20  # the frame has a window descriptor byte
+    frame[5] = (27 - 10) << 3  # window 2^27: allowed
+    wide = bytearray(frame)
+    wide[5] |= 7  # window 2^27 + 7 * 2^24: refused
+    items = [(Codec.ZSTD, bytes(frame)), (Codec.ZSTD, bytes(wide)), (Codec.ZSTD, bytes(frame) * 2)]
+    decoded, _ = run_kernel(log_of(items), 1 << 16, native_codecs())
+    assert decoded == [text, None, None]
+    with pytest.raises(ValueError, match="too much memory"):
+        decompress(Codec.ZSTD, bytes(wide))
