@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.config import TopicConfig
-from pipelines.keymap import NullKeys, Survivors
+from pipelines.keymap import NullKeys, Survivors, Tombstones
 from pipelines.plan import DELETE, RETAIN_EMPTY, GroupPlan
 from segment_io import records as rec
 from segment_io.batch import (
@@ -76,29 +76,37 @@ def _levels(config: TopicConfig) -> CompressionLevels:
 
 
 def rewrite_groups(
-    items: Iterable[tuple[int, np.ndarray | NullKeys | None]],
+    items: Iterable[tuple[int, np.ndarray | Tombstones | NullKeys | None]],
     groups: dict[int, GroupPlan],
     ctx: RewriteContext,
 ) -> Iterator[GroupStats]:
-    """One reduce task of the group shuffle: gather each group's surviving offsets and null-key
-    counts from the key map (a `None` item only announces the group), then rewrite it."""
+    """One reduce task of the group shuffle: gather each group's surviving offsets, which of them
+    are tombstones, and null-key counts from the key map (a `None` item only announces the
+    group), then rewrite it."""
     survivors: dict[int, Survivors] = {}
+    tombstones: dict[int, Survivors] = {}
     null_keys: dict[int, int] = {}
     for gid, item in items:
         mine = survivors.setdefault(gid, Survivors())
         if isinstance(item, NullKeys):
             null_keys[gid] = null_keys.get(gid, 0) + item.count
+        elif isinstance(item, Tombstones):
+            tombstones.setdefault(gid, Survivors()).add(item.relative)
         elif item is not None:
             mine.add(item)
     for gid in sorted(survivors):
-        yield rewrite_group(groups[gid], survivors.pop(gid), null_keys.get(gid, 0), ctx)
+        tombs = tombstones.pop(gid, Survivors())
+        yield rewrite_group(groups[gid], survivors.pop(gid), tombs, null_keys.get(gid, 0), ctx)
 
 
-def rewrite_group(plan: GroupPlan, kept: Survivors, null_keys: int, ctx: RewriteContext) -> GroupStats:
+def rewrite_group(
+    plan: GroupPlan, kept: Survivors, tombstones: Survivors, null_keys: int, ctx: RewriteContext
+) -> GroupStats:
     """Recopy one group of input segments into one output segment (spec §3.3–§3.5).
 
-    `kept`: the group's keyed records that the key map keeps; `null_keys`: how many null-key
-    records the key map saw in the group (for the report)."""
+    `kept`: the group's keyed records that the key map keeps, `tombstones`: which of them are
+    tombstones; `null_keys`: how many null-key records the key map saw in the group (for the
+    report)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
     src, _ = Storage.for_url(ctx.src_url)
@@ -120,32 +128,40 @@ def rewrite_group(plan: GroupPlan, kept: Survivors, null_keys: int, ctx: Rewrite
         records = np.maximum(table.records_count, 0)
         stats.bytes_in += files.size
         actions = plan.actions[k]
-        # A data batch with no surviving keyed offset loses every record (superseded or null
-        # key) unless it is a RETAIN_EMPTY batch; legacy wrappers are decoded to learn their
-        # offsets. Such batches are dropped without being decompressed.
-        survivors = kept.any_in(_relative(table.base_offset, plan), _relative(table.last_offset, plan))
-        decode = survivors | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
+        lo, hi = _relative(table.base_offset, plan), _relative(table.last_offset, plan)
+        surviving = kept.count_in(lo, hi)
+        # Batches are decided from the key map's counts where it can be done without decompressing
+        # them (the key map framed their records already): a data batch with no surviving keyed
+        # offset loses every record (superseded or null key) unless it is a RETAIN_EMPTY batch;
+        # a v2 data batch all of whose records survive, none a tombstone, is kept whole. Legacy
+        # wrappers are always decoded to learn their offsets.
+        v2_data = (table.magic == 2) & ~is_control & ~plan.discard_records[k]
+        whole = v2_data & (records > 0) & (surviving == records) & (tombstones.count_in(lo, hi) == 0)
+        decode = ~whole & ((surviving > 0) | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2))
         for index in chunk_batches(table):
             act = actions[index]
             dropped = index[act == DELETE]
-            skipped = index[(act != DELETE) & ~decode[index]]
+            skipped = index[(act != DELETE) & ~decode[index] & ~whole[index]]
             aborted, superseded = int(records[dropped].sum()), int(records[skipped].sum())
             stats.aborted += aborted
             skipped_records += superseded
             stats.records_in += aborted + superseded
             stats.batches_dropped += len(dropped) + len(skipped)
-            live = index[(act != DELETE) & decode[index]]
+            live = index[(act != DELETE) & (decode[index] | whole[index])]
             if len(live) == 0:
                 continue
-            framed = reader.frame(live, arena)
-            keep, reasons = _record_verdicts(framed, table, live, kept, plan, k, ctx.now_ms)
-            stats.records_in += len(framed)
+            kept_whole = whole[live]
+            framed = reader.frame(live[~kept_whole], arena)
+            keep, reasons = _record_verdicts(framed, table, live[~kept_whole], kept, plan, k, ctx.now_ms)
+            stats.records_in += len(framed) + int(records[live[kept_whole]].sum())
             stats.superseded += reasons["superseded"]
             null_keys_decoded += reasons["null_key"]
             stats.tombstones += reasons["tombstone"]
             stats.markers += reasons["marker"]
             stats.aborted += reasons["aborted"]
-            _write_chunk(writer, reader, table, live, framed, keep, plan, k, stats, levels, horizon_new)
+            _write_chunk(
+                writer, reader, table, live, kept_whole, framed, keep, plan, k, stats, levels, horizon_new
+            )
     # Null-key records of skipped batches are known only from the key map's count.
     stats.null_keys = max(null_keys, null_keys_decoded)
     stats.superseded += skipped_records - (stats.null_keys - null_keys_decoded)
@@ -206,6 +222,7 @@ def _write_chunk(
     reader: SegmentReader,
     table: Any,
     live: np.ndarray,
+    whole: np.ndarray,
     framed: Framed,
     keep: np.ndarray,
     plan: GroupPlan,
@@ -214,11 +231,14 @@ def _write_chunk(
     levels: CompressionLevels,
     horizon_new: int,
 ) -> None:
-    """Copy, rewrite, empty or drop each batch of `live` in log order (spec §3.4). Decisions are
-    vectorised over the chunk and every rewritten batch's records are re-based in one kernel call;
-    per batch there is only the codec, the header and the append."""
-    bounds = np.searchsorted(framed.record_batch, np.arange(len(live) + 1))
-    kept = _kept_per_batch(keep, bounds)
+    """Copy, rewrite, empty or drop each batch of `live` in log order (spec §3.4); `framed` holds
+    the records of the batches not known to be kept `whole`. Decisions are vectorised over the
+    chunk and every rewritten batch's records are re-based in one kernel call; per batch there is
+    only the codec, the header and the append."""
+    # Record ranges per batch of `live` (empty for whole batches, which were not framed).
+    bounds = np.searchsorted(np.flatnonzero(~whole)[framed.record_batch], np.arange(len(live) + 1))
+    records = np.where(whole, table.records_count[live], np.diff(bounds))
+    kept = np.where(whole, records, _kept_per_batch(keep, bounds))
     control = table.is_control[live]
     tombs = np.where(control, 0, _kept_per_batch(keep & (framed.value_len < 0), bounds))
     v2 = table.magic[live] == 2
@@ -226,7 +246,7 @@ def _write_chunk(
     # Spec §3.4: a kept v2 batch gets a delete horizon when it keeps a tombstone or is a marker
     # that can later go, unless it has one; then it is rewritten even if every record stays.
     stamp = v2 & ~horizon_set & ((tombs > 0) | plan.discardable[k][live]) & (kept > 0)
-    verbatim = v2 & (kept > 0) & (kept == np.diff(bounds)) & ~stamp
+    verbatim = v2 & (kept > 0) & (kept == records) & ~stamp
     rewrite = v2 & (kept > 0) & ~verbatim
     with_horizon = horizon_set | stamp
     chosen = np.flatnonzero(rewrite)

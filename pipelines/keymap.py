@@ -49,9 +49,18 @@ class NullKeys:
 
 
 @dataclass(frozen=True)
+class Tombstones:
+    """Which of a group's surviving keyed offsets (relative to its base) are tombstones: a batch
+    whose every record survives and holds none of them is copied without being decompressed."""
+
+    relative: np.ndarray  # int32
+
+
+@dataclass(frozen=True)
 class KeyBlock:
     """What a map task sends to one bucket: rows of the dirty section (the latest offset per key)
-    or of the clean section (every keyed record)."""
+    or of the clean section (every keyed record). Row offsets are tagged: offset · 2 + 1 for a
+    tombstone, so the largest tag per key is the latest record and says what it is."""
 
     rows: KeyRows
     dirty: bool
@@ -83,10 +92,10 @@ def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[tu
             data = framed.sections.data
             starts, lengths = framed.key_start[keyed], framed.key_len[keyed]
             tps = np.full(len(keyed), task.tp, dtype=np.int32)
-            rows = KeyRows(
-                tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, framed.offset[keyed]
-            )
-            is_dirty = rows.offset >= task.first_dirty
+            offsets = framed.offset[keyed]
+            is_dirty = offsets >= task.first_dirty
+            tagged = offsets * 2 + (framed.value_len[keyed] < 0)  # tombstones tagged (see KeyBlock)
+            rows = KeyRows(tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, tagged)
             if is_dirty.all():  # the usual case: no clean section in this chunk
                 dirty.add(rows)  # the table copies the keys: the arena may be reused next chunk
             else:
@@ -142,10 +151,11 @@ class GroupBounds:
 
 def reduce_keys(
     items: Iterable[tuple[int, KeyBlock | NullKeys]], bounds: GroupBounds, announce: list[int]
-) -> Iterator[tuple[int, np.ndarray | NullKeys | None]]:
+) -> Iterator[tuple[int, np.ndarray | Tombstones | NullKeys | None]]:
     """Reduce side for one bucket: winning offsets per output group, relative to the group's base
-    offset as int32 (half the memory of absolute offsets), and the null-key counts; first a
-    `None` for each group in `announce`, so that every group reaches its rewrite task."""
+    offset as int32 (half the memory of absolute offsets), those of them that are tombstones, and
+    the null-key counts; first a `None` for each group in `announce`, so that every group
+    reaches its rewrite task."""
     for gid in announce:
         yield gid, None
     dirty = LatestOffsets()
@@ -158,35 +168,37 @@ def reduce_keys(
         else:
             clean.append(item.rows)
     winners = dirty.rows()
-    tps, offsets = winners.tp, winners.offset
+    tps, tagged = winners.tp, winners.offset
     if clean:
         rows = KeyRows.concat(clean)
         alone = ~dirty.contains(rows)  # a clean record survives only if its key has no dirty one
         tps = np.concatenate([tps, rows.tp[alone]])
-        offsets = np.concatenate([offsets, rows.offset[alone]])
+        tagged = np.concatenate([tagged, rows.offset[alone]])
     for tp in np.unique(tps).tolist():
-        mine = offsets[tps == tp]
-        gids, bases = bounds.locate(tp, mine)
+        mine = tagged[tps == tp]
+        gids, bases = bounds.locate(tp, mine >> 1)
         # Offsets relative to their group's base fit 32 bits (the grouping rule guarantees it).
-        relative = (mine - bases).astype(np.int32)
+        relative = ((mine >> 1) - bases).astype(np.int32)
+        tombstone = (mine & 1).astype(np.bool_)
         order = np.argsort(gids, kind="stable")
-        relative, gids = relative[order], gids[order]
+        relative, gids, tombstone = relative[order], gids[order], tombstone[order]
         edges = np.flatnonzero(np.diff(gids)) + 1
         for part in np.split(np.arange(len(gids)), edges):
             if len(part):
-                yield int(gids[part[0]]), relative[part]
+                gid = int(gids[part[0]])
+                yield gid, relative[part]
+                if tombstone[part].any():
+                    yield gid, Tombstones(relative[part][tombstone[part]])
 
 
 @njit(cache=True, nogil=True)
-def _any_bit(bits: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """For each range [lo, hi] (clipped to the bitmap), whether any of its bits is set."""
-    out = np.zeros(lo.shape[0], dtype=np.bool_)
+def _count_bits(bits: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each range [lo, hi] (clipped to the bitmap), how many of its bits are set."""
+    out = np.zeros(lo.shape[0], dtype=np.int64)
     top = bits.shape[0] * 8 - 1
     for b in range(lo.shape[0]):
         for v in range(max(lo[b], 0), min(hi[b], top) + 1):
-            if bits[v >> 3] & (1 << (v & 7)):
-                out[b] = True
-                break
+            out[b] += (bits[v >> 3] >> (v & 7)) & 1
     return out
 
 
@@ -230,7 +242,7 @@ class Survivors:
 
     def _array(self) -> np.ndarray:
         if self._sorted is None:
-            self._sorted = np.sort(np.concatenate(self._blocks)) if self._blocks else np.zeros(0, np.int32)
+            self._sorted = np.unique(np.concatenate(self._blocks)) if self._blocks else np.zeros(0, np.int32)
             self._blocks = [self._sorted]
         return self._sorted
 
@@ -246,9 +258,9 @@ class Survivors:
         pos = np.minimum(np.searchsorted(kept, relative), len(kept) - 1)
         return kept[pos] == relative
 
-    def any_in(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Whether any offset in [lo, hi] survives, per range."""
+    def count_in(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """How many offsets in [lo, hi] survive, per range."""
         if self._bits is not None:
-            return _any_bit(self._bits, lo.astype(np.int64), hi.astype(np.int64))
+            return _count_bits(self._bits, lo.astype(np.int64), hi.astype(np.int64))
         kept = self._array()
-        return np.searchsorted(kept, lo, "left") < np.searchsorted(kept, hi, "right")
+        return np.searchsorted(kept, hi, "right") - np.searchsorted(kept, lo, "left")

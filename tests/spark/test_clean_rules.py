@@ -105,8 +105,19 @@ CONFIG = {
             "min.compaction.lag.ms": 1000,
         },
         "open": {"cleanup.policy": "compact", "segpipe.last.segment.sealed": True},
+        "whole": {
+            "cleanup.policy": "compact",
+            "segpipe.last.segment.sealed": True,
+            "delete.retention.ms": 1000,
+        },
     },
 }
+WHOLE = [  # every record survives: copied as it is unless it holds a tombstone (then stamped)
+    batch(0, [(0, b"k1", b"a"), (1, b"k2", b"b")], codec=Codec.ZSTD),
+    batch(2, [(2, b"k3", None), (3, b"k4", b"c")], codec=Codec.LZ4),
+    batch(4, [(4, b"k5", b"d"), (5, b"k6", b"e")], codec=Codec.SNAPPY),
+    batch(6, [(6, b"k5", b"f")], codec=Codec.SNAPPY),
+]
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +158,7 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "open-0",
         [[batch(0, [(0, b"k1", b"a")])], [txn(1, [(1, b"k1", b"b")], pid=7)], [batch(2, [(2, b"k1", b"c")])]],
     )
+    write_log(root, "whole-0", [WHOLE[:2], WHOLE[2:]])
     (root / "ret-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 1\n3 2\n")
     (root / "ret-0" / "00000000000000000001.snapshot").write_bytes(b"s1")
     (root / "ret-0" / "00000000000000000002.snapshot").write_bytes(b"s2")
@@ -178,6 +190,17 @@ def test_superseded_records_and_verbatim_copies(out: Path) -> None:
     assert (
         sup["removed_superseded"] == 2 and sup["cleaned_up_to"] == 5 and sup["batches_copied_verbatim"] == 2
     )
+
+
+def test_batches_whose_records_all_survive(out: Path) -> None:
+    """Kept whole (byte for byte) unless one holds a tombstone, which is stamped with a horizon;
+    a batch that lost a record to a later one is rewritten."""
+    batches = [b for _, b in read_batches(out, "whole-0")]
+    assert batches[0] == WHOLE[0] and batches[3] == WHOLE[3]
+    stamped = parse_v2_header(batches[1])
+    assert stamped.has_delete_horizon and stamped.base_timestamp == NOW + 1000 and stamped.records_count == 2
+    assert parse_v2_header(batches[2]).records_count == 1  # k5 at offset 6 supersedes offset 4
+    assert offsets(out, "whole-0") == [0, 1, 2, 3, 5, 6]
 
 
 def test_null_key_records_are_dropped_and_batch_rewritten(out: Path) -> None:
