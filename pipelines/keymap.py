@@ -24,6 +24,8 @@ from segment_io.storage import Storage
 
 # A map task sends what it holds on when it passes this many rows (bounded memory).
 FLUSH_ROWS = 2_000_000
+# A map task checks after this many dirty rows whether deduplicating them pays (extract_keys).
+DEDUPE_PROBE_ROWS = 262_144
 ITEM_ROWS = 8192  # rows per shuffle item (see _bucketed)
 
 
@@ -66,15 +68,24 @@ class KeyBlock:
     dirty: bool
 
 
-def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[tuple[KeyRows, KeyRows]]:
+def extract_keys(
+    tasks: list[KeyTask], null_keys: dict[int, int], probe_rows: int = DEDUPE_PROBE_ROWS
+) -> Iterator[tuple[KeyRows, KeyRows]]:
     """The keyed records of the tasks' segments, the dirty part reduced to the latest offset per
     (partition, key) across all of them, in blocks of at most about FLUSH_ROWS rows (the reduce
     side dedupes across blocks, so memory here is bounded whatever the key count); null-key
-    records seen are counted into `null_keys` by output group. Yields (dirty rows, clean rows)."""
+    records seen are counted into `null_keys` by output group. Yields (dirty rows, clean rows).
+
+    When the first `probe_rows` dirty rows hold almost as many keys, deduplicating here saves
+    the shuffle nothing and costs a hash-table insert per row: the rest of the task's dirty rows
+    then go to the reduce side as they are (it takes the latest offset per key either way)."""
     arena = Arena()
     dirty = LatestOffsets()
+    inserted = 0  # dirty rows offered to `dirty` so far
+    dedupe = True  # until the first probe_rows dirty rows show it does not pay
+    held: list[KeyRows] = []  # dirty rows kept as they came (dedupe off), and clean rows
     clean: list[KeyRows] = []
-    clean_rows = 0
+    held_rows = 0
     for task in tasks:
         storage, _ = Storage.for_url(task.url)
         reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
@@ -96,17 +107,29 @@ def extract_keys(tasks: list[KeyTask], null_keys: dict[int, int]) -> Iterator[tu
             is_dirty = offsets >= task.first_dirty
             tagged = offsets * 2 + (framed.value_len[keyed] < 0)  # tombstones tagged (see KeyBlock)
             rows = KeyRows(tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, tagged)
-            if is_dirty.all():  # the usual case: no clean section in this chunk
-                dirty.add(rows)  # the table copies the keys: the arena may be reused next chunk
+            # Whatever is held past this chunk is copied out of the arena, which the next reuses.
+            copied = False
+            if not is_dirty.all():  # rows of the clean section: held as they are
+                clean.append(rows.take(np.flatnonzero(~is_dirty)))
+                held_rows += len(clean[-1])
+                rows, copied = rows.take(np.flatnonzero(is_dirty)), True
+            if dedupe:
+                dirty.add(rows)  # the table copies the keys
+                if inserted < probe_rows <= inserted + len(rows):  # decided once per task
+                    dedupe = len(dirty) * 10 < (inserted + len(rows)) * 9
+                inserted += len(rows)
             else:
-                dirty.add(rows.take(np.flatnonzero(is_dirty)))
-                clean.append(rows.take(np.flatnonzero(~is_dirty)))  # copied out of the arena
-                clean_rows += len(clean[-1])
-            if len(dirty) + clean_rows >= FLUSH_ROWS:
-                yield dirty.rows(), KeyRows.concat(clean) if clean else LatestOffsets().rows()
-                dirty, clean, clean_rows = LatestOffsets(), [], 0
-    if len(dirty) or clean:
-        yield dirty.rows(), KeyRows.concat(clean) if clean else LatestOffsets().rows()
+                held.append(rows if copied else rows.take(np.arange(len(rows))))
+                held_rows += len(rows)
+            if len(dirty) + held_rows >= FLUSH_ROWS:
+                yield KeyRows.concat([dirty.rows(), *held]), _concat_or_empty(clean)
+                dirty, held, clean, held_rows = LatestOffsets(), [], [], 0
+    if len(dirty) or held or clean:
+        yield KeyRows.concat([dirty.rows(), *held]), _concat_or_empty(clean)
+
+
+def _concat_or_empty(parts: list[KeyRows]) -> KeyRows:
+    return KeyRows.concat(parts) if parts else LatestOffsets().rows()
 
 
 def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:

@@ -156,6 +156,8 @@ class KeyRows:
 
     @staticmethod
     def concat(parts: list[KeyRows]) -> KeyRows:
+        if len(parts) == 1:
+            return parts[0]
         shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
         return KeyRows(
             np.concatenate([p.tp for p in parts]),

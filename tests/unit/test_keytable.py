@@ -111,3 +111,30 @@ def test_dense_survivors_fold_into_a_bitmap() -> None:
         False,
         True,
     ]
+
+
+def test_map_side_dedupe_stops_where_keys_barely_repeat(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Past the probe, a map task whose keys were nearly all distinct ships its dirty rows as they
+    are; the latest offset per key after the reduce side's dedupe is the same either way."""
+    from pipelines.keymap import KeyTask, extract_keys
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import Storage
+    from tests.helpers import v2_batch, write_log
+
+    keys = [b"d%d" % i for i in range(300)] + [b"hot%d" % (i % 3) for i in range(300)]
+    value = b"v" * 10_000  # about 100 records per 1 MB chunk: the probe sees the first chunk
+    batches = [
+        v2_batch(b * 20, [(i, 1_700_000_000_000, keys[b * 20 + i], value, []) for i in range(20)])
+        for b in range(len(keys) // 20)
+    ]
+    write_log(tmp_path, "t-0", [batches])
+    storage, root = Storage.for_url(str(tmp_path))
+    files = list_log_dir(storage, root).partitions[0].segments[0]
+    task = KeyTask(0, 0, root, files, np.arange(len(batches)), 0, len(keys))
+    latest = {k: 2 * o for o, k in enumerate(keys)}  # tagged offsets: offset · 2, no tombstones
+    for probe, shipped in ((100, len(keys)), (10**9, 303)):
+        dirty = KeyRows.concat([d for d, _ in extract_keys([task], {}, probe_rows=probe)])
+        assert len(dirty) == shipped
+        table = LatestOffsets()
+        table.add(dirty)
+        assert {k: o for (_, k), o in _as_dict(table.rows()).items()} == latest
