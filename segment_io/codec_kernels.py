@@ -114,8 +114,9 @@ def _rotl(x: Any, r: int) -> Any:
 
 
 @njit(cache=True, nogil=True)
-def _xxh32_short(b: np.ndarray, lo: int, hi: int) -> int:
-    """xxHash32 (seed 0) of fewer than 16 bytes: the lz4 frame descriptor's checksum."""
+def xxh32_short(b: np.ndarray, lo: int, hi: int) -> int:
+    """xxHash32 (seed 0) of b[lo:hi], fewer than 16 bytes: what an lz4 frame descriptor's
+    checksum is made of."""
     p1, p3, p4, p5 = np.uint32(2654435761), np.uint32(3266489917), np.uint32(668265263), np.uint32(374761393)
     h = np.uint32(p5 + np.uint32(hi - lo))
     i = lo
@@ -136,7 +137,8 @@ def _xxh32_short(b: np.ndarray, lo: int, hi: int) -> int:
 @njit(cache=True, nogil=True)
 def _lz4_frame(buf: np.ndarray, lo: int, hi: int, out: np.ndarray, at: int) -> int:
     """Decode a Kafka lz4 frame (format §4.3: independent blocks, no checksums) from buf[lo:hi]
-    into out[at:]; bytes written, or −1 to leave it to the Python path."""
+    into out[at:]; bytes written, or −1 to leave it to the Python path. The frame rules are those
+    of compression._lz4_checked, which names what breaks them."""
     if hi - lo < 7 or _u32le(buf, lo) != 0x184D2204:
         return -1
     flg, bd = np.int64(buf[lo + 4]), np.int64(buf[lo + 5])
@@ -144,7 +146,7 @@ def _lz4_frame(buf: np.ndarray, lo: int, hi: int, out: np.ndarray, at: int) -> i
     if flg >> 6 != 1 or not flg & 0x20 or flg & 0x17 or bd & 0x8F or (bd >> 4) & 7 < 4:
         return -1
     descriptor_end = lo + 6 + (8 if flg & 0x08 else 0)
-    if descriptor_end >= hi or (_xxh32_short(buf, lo + 4, descriptor_end) >> 8) & 0xFF != buf[descriptor_end]:
+    if descriptor_end >= hi or (xxh32_short(buf, lo + 4, descriptor_end) >> 8) & 0xFF != buf[descriptor_end]:
         return -1
     max_block = 1 << (8 + 2 * ((bd >> 4) & 7))
     pos = descriptor_end + 1

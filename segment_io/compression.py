@@ -15,6 +15,7 @@ import numpy as np
 import zstandard
 
 from segment_io.batch import Codec
+from segment_io.codec_kernels import xxh32_short
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -170,39 +171,9 @@ def _snappy_decompress_into(data: bytes | memoryview, out: memoryview) -> int:
     return written
 
 
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """xxHash32 for the few bytes of an LZ4 frame descriptor (the header checksum)."""
-    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-    mask = 0xFFFFFFFF
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & mask
-
-    n = len(data)
-    i = 0
-    if n >= 16:
-        v = [(seed + p1 + p2) & mask, (seed + p2) & mask, seed & mask, (seed - p1) & mask]
-        while i + 16 <= n:
-            for k in range(4):
-                lane = int.from_bytes(data[i : i + 4], "little")
-                v[k] = (rotl((v[k] + lane * p2) & mask, 13) * p1) & mask
-                i += 4
-        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & mask
-    else:
-        h = (seed + p5) & mask
-    h = (h + n) & mask
-    while i + 4 <= n:
-        h = (rotl((h + int.from_bytes(data[i : i + 4], "little") * p3) & mask, 17) * p4) & mask
-        i += 4
-    while i < n:
-        h = (rotl((h + data[i] * p5) & mask, 11) * p1) & mask
-        i += 1
-    h ^= h >> 15
-    h = (h * p2) & mask
-    h ^= h >> 13
-    h = (h * p3) & mask
-    h ^= h >> 16
-    return h
+def _descriptor_checksum(descriptor: bytes) -> int:
+    """An lz4 frame's header checksum byte: the second byte of xxHash32 of its descriptor."""
+    return (xxh32_short(np.frombuffer(descriptor, dtype=np.uint8), 0, len(descriptor)) >> 8) & 0xFF
 
 
 def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
@@ -225,7 +196,7 @@ def _lz4_checked(data: bytes | memoryview, magic: int) -> bytes | memoryview:
         raise ValueError(f"lz4 frame has an invalid BD byte 0x{bd:02x}")
     descriptor_end = 6 + (8 if flg & 0x08 else 0)
     if magic == 0:
-        good = (xxh32(bytes(data[4:descriptor_end])) >> 8) & 0xFF
+        good = _descriptor_checksum(bytes(data[4:descriptor_end]))
         data = bytes(data[:descriptor_end]) + bytes([good]) + bytes(data[descriptor_end + 1 :])
     return data
 
@@ -233,7 +204,7 @@ def _lz4_checked(data: bytes | memoryview, magic: int) -> bytes | memoryview:
 def lz4_legacy_frame(data: bytes) -> bytes:
     """An LZ4 frame with the magic-0 quirk: HC computed from byte 0 of the frame (format §4.3)."""
     frame = bytearray(compress(Codec.LZ4, data))
-    frame[6] = (xxh32(bytes(frame[:6])) >> 8) & 0xFF
+    frame[6] = _descriptor_checksum(bytes(frame[:6]))
     return bytes(frame)
 
 

@@ -164,3 +164,13 @@ def test_zstd_frames_the_streaming_decoder_refuses_are_left_pending() -> None:
     assert decoded == [text, None, None]
     with pytest.raises(ValueError, match="too much memory"):
         decompress(Codec.ZSTD, bytes(wide))
+
+
+def test_descriptor_checksum_hash_is_xxhash32() -> None:
+    import xxhash
+
+    from segment_io.codec_kernels import xxh32_short
+
+    for n in range(16):
+        data = bytes(range(7, 7 + n))
+        assert xxh32_short(np.frombuffer(data + b"pad", dtype=np.uint8), 0, n) == xxhash.xxh32_intdigest(data)
