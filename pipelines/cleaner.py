@@ -34,6 +34,10 @@ from segment_io.storage import Storage, transfer
 
 BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
+# Tasks per core for the scan (and copy) and the key map's map side: a few per core balance
+# the cores; each more costs a PySpark task's fixed overhead (tens of milliseconds here).
+SCAN_TASKS_PER_CORE = 2
+MAP_TASKS_PER_CORE = 3
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ def _clean(
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     t0 = time.perf_counter()
     tasks = scan_tasks(listing, src_url)
-    packs = _packs([t.files.size for t in tasks], sc.defaultParallelism * 2)
+    packs = _packs([t.files.size for t in tasks], sc.defaultParallelism * SCAN_TASKS_PER_CORE)
     scanned: list[ScannedSegment] = (
         sc.parallelize([[tasks[i] for i in pack] for pack in packs], len(packs))
         .flatMap(lambda pack: [run_scan_task(t) for t in pack])
@@ -134,7 +138,8 @@ def _clean(
         if copies:
             dst_url = staging.url
             sizes = [c.size for c in copies]
-            copy_packs = [[copies[i] for i in p] for p in _packs(sizes, sc.defaultParallelism * 2)]
+            parts = sc.defaultParallelism * SCAN_TASKS_PER_CORE
+            copy_packs = [[copies[i] for i in p] for p in _packs(sizes, parts)]
             sc.parallelize(copy_packs, len(copy_packs)).foreach(lambda pack: _run_copies(pack, dst_url))
         _write_partition_files(src_storage, listing, plans, per_partition, staging)
         _write_root_files(listing, plans, per_partition, staging)
@@ -267,7 +272,7 @@ def _compact(
     slots = {gid: i for i, gid in enumerate(sorted(groups))}
     if key_tasks:
         buckets = _bucket_count(key_tasks, sc.defaultParallelism)
-        packs = _packs([t.files.size for t in key_tasks], sc.defaultParallelism * 3)
+        packs = _packs([t.files.size for t in key_tasks], sc.defaultParallelism * MAP_TASKS_PER_CORE)
         # Every group gets a rewrite task, also one the key map sends nothing to: the reduce task
         # of bucket `gid % buckets` announces it.
         per_group = (
