@@ -10,6 +10,7 @@ cannot be checked or is not one, the plain PySpark daemon runs instead.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -34,6 +35,11 @@ def _preload() -> None:
 
     one = np.ones(1, dtype=np.int64)
     hash_keys(np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint8), one - 1, one)  # numba back end
+    # PySpark's worker loop runs a full gc.collect() after every task; with numba and pyarrow
+    # loaded that walks a few hundred thousand objects (tens of ms per task). What is loaded
+    # here lives as long as the process: frozen, the collector no longer walks it.
+    gc.collect()
+    gc.freeze()
 
 
 def main() -> None:
