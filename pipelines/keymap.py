@@ -83,9 +83,9 @@ def extract_keys(
     dirty = LatestOffsets()
     inserted = 0  # dirty rows offered to `dirty` so far
     dedupe = True  # until the first probe_rows dirty rows show it does not pay
-    held: list[KeyRows] = []  # dirty rows kept as they came (dedupe off), and clean rows
-    clean: list[KeyRows] = []
-    held_rows = 0
+    held: list[KeyRows] = []  # dirty rows kept as they came (dedupe off)
+    clean: list[KeyRows] = []  # rows of the clean section
+    held_rows = 0  # rows in `held` and `clean`
     for task in tasks:
         storage, _ = Storage.for_url(task.url)
         reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
@@ -107,19 +107,21 @@ def extract_keys(
             is_dirty = offsets >= task.first_dirty
             tagged = offsets * 2 + (framed.value_len[keyed] < 0)  # tombstones tagged (see KeyBlock)
             rows = KeyRows(tps, hash_keys(tps, data, starts, lengths), data, starts, lengths, tagged)
-            # Whatever is held past this chunk is copied out of the arena, which the next reuses.
-            copied = False
-            if not is_dirty.all():  # rows of the clean section: held as they are
+            # Rows held past this chunk are copied out of the arena (`take`), which the next reuses;
+            # the table copies the keys it inserts.
+            if not is_dirty.all():
                 clean.append(rows.take(np.flatnonzero(~is_dirty)))
                 held_rows += len(clean[-1])
-                rows, copied = rows.take(np.flatnonzero(is_dirty)), True
+                rows = rows.take(np.flatnonzero(is_dirty))
+            elif not dedupe:
+                rows = rows.take(np.arange(len(rows)))
             if dedupe:
-                dirty.add(rows)  # the table copies the keys
+                dirty.add(rows)
                 if inserted < probe_rows <= inserted + len(rows):  # decided once per task
                     dedupe = len(dirty) * 10 < (inserted + len(rows)) * 9
                 inserted += len(rows)
             else:
-                held.append(rows if copied else rows.take(np.arange(len(rows))))
+                held.append(rows)
                 held_rows += len(rows)
             if len(dirty) + held_rows >= FLUSH_ROWS:
                 yield KeyRows.concat([dirty.rows(), *held]), _concat_or_empty(clean)

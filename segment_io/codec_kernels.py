@@ -43,47 +43,42 @@ def _package_library(package: str, pattern: str) -> ctypes.CDLL | None:
     return None
 
 
-def _address_of(function: Any) -> int | None:
-    return ctypes.cast(function, ctypes.c_void_p).value
-
-
 def _address(lib: ctypes.CDLL | None, name: str) -> int | None:
     function = getattr(lib, name, None) if lib is not None else None
-    return _address_of(function) if function is not None else None
+    return ctypes.cast(function, ctypes.c_void_p).value if function is not None else None
 
 
-# Stand-ins when a library is missing: they report failure, so every such section stays pending.
-_LZ4_STUB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)(
-    lambda *_: -1
-)
-_ZSTD_STUB = ctypes.CFUNCTYPE(
-    ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t
-)(lambda *_: 2**64 - 1)
-_ZSTD_SIZE_STUB = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)(lambda *_: 2**64 - 1)
+_C_TYPES = {types.int32: ctypes.c_int, types.uintp: ctypes.c_size_t}
+_stand_ins: list[Any] = []  # ctypes callbacks must stay alive while kernels may link to them
 
+
+def _native(lib: ctypes.CDLL | None, symbol: str, signature: Any, failure: int) -> tuple[Any, bool]:
+    """A numba-callable function bound to `symbol` in `lib` (and whether it is there); kernels
+    refer to it by name, so numba's cache stays valid in every process. Where the library or the
+    symbol is missing, a stand-in returns `failure`: every section it would decode stays pending."""
+    address = _address(lib, symbol)
+    present = address is not None
+    if not present:
+        c_types = [_C_TYPES[t] for t in (signature.return_type, *signature.args)]
+        _stand_ins.append(ctypes.CFUNCTYPE(*c_types)(lambda *_: failure))
+        address = ctypes.cast(_stand_ins[-1], ctypes.c_void_p).value
+    llvm.add_symbol(f"segpipe_{symbol}", address)
+    return types.ExternalFunction(f"segpipe_{symbol}", signature), present
+
+
+_ptr, _int = types.uintp, types.int32  # pointers and sizes travel as uintp
 _lz4_lib = _package_library("lz4.block", "_block*.so")
 _zstd_lib = _package_library("zstandard", "_cffi*.so")
-_lz4_decompress = _address(_lz4_lib, "LZ4_decompress_safe")
-_zstd_decompress = _address(_zstd_lib, "ZSTD_decompressDCtx")
-_zstd_frame_size = _address(_zstd_lib, "ZSTD_findFrameCompressedSize")
-_zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_decompress and _zstd_frame_size else None
-# Kernels refer to these names; the linker resolves them to the package's code or the stand-in.
-llvm.add_symbol("segpipe_lz4_decompress_safe", _lz4_decompress or _address_of(_LZ4_STUB))
-llvm.add_symbol("segpipe_zstd_decompress_dctx", _zstd_decompress or _address_of(_ZSTD_STUB))
-llvm.add_symbol("segpipe_zstd_frame_size", _zstd_frame_size or _address_of(_ZSTD_SIZE_STUB))
-_c_lz4: Any = types.ExternalFunction(
-    "segpipe_lz4_decompress_safe", types.int32(types.uintp, types.uintp, types.int32, types.int32)
+_c_lz4, _lz4_present = _native(_lz4_lib, "LZ4_decompress_safe", _int(_ptr, _ptr, _int, _int), -1)
+_c_zstd, _zstd_present = _native(
+    _zstd_lib, "ZSTD_decompressDCtx", _ptr(_ptr, _ptr, _ptr, _ptr, _ptr), 2**64 - 1
 )
-_c_zstd: Any = types.ExternalFunction(
-    "segpipe_zstd_decompress_dctx",
-    types.uintp(types.uintp, types.uintp, types.uintp, types.uintp, types.uintp),
+_c_zstd_frame_size, _frame_size_present = _native(
+    _zstd_lib, "ZSTD_findFrameCompressedSize", _ptr(_ptr, _ptr), 2**64 - 1
 )
-
-_c_zstd_frame_size: Any = types.ExternalFunction(
-    "segpipe_zstd_frame_size", types.uintp(types.uintp, types.uintp)
-)
-# The Python path's zstd decoder streams, which refuses frames whose window exceeds 2^27 bytes
-# (zstd's default limit, as in Kafka's Java decoder); the one-shot call here would not.
+_zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_present and _frame_size_present else None
+# The Python path's zstd decoder streams, and streaming decoders refuse frames whose window
+# exceeds 2^27 bytes (zstd's default limit); the one-shot call here would not, so it checks.
 _ZSTD_WINDOW_MAX = 1 << 27
 
 _local = threading.local()
@@ -98,7 +93,7 @@ def native_codecs() -> tuple[bool, int]:
             _zstd_create.restype = ctypes.c_void_p
             ctx = _zstd_create() or 0
         _local.zstd = ctx
-    return _lz4_decompress is not None, int(ctx)
+    return _lz4_present, int(ctx)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -460,16 +460,16 @@ def _read_pending(
     anything that did not decode or fit there; fills their rows. Returns the new total and the
     (possibly grown) buffer."""
     view = buf.data
-    index = sections.batch_index
     start, end = sections.start, sections.end
-    attributes = table.attributes[index[rest]]
-    sizes = table.size[index[rest]] - V2_HEADER_SIZE
-    remaining = float(np.where(attributes & CODEC_MASK, sizes * arena.ratio, sizes).sum())
+    batches = sections.batch_index[rest]
+    attributes, sizes = table.attributes[batches], table.size[batches]
+    payload = sizes - V2_HEADER_SIZE
+    remaining = float(np.where(attributes & CODEC_MASK, payload * arena.ratio, payload).sum())
     for j, pos, size, m, attrs in zip(
         rest.tolist(),
-        table.position[index[rest]].tolist(),
-        table.size[index[rest]].tolist(),
-        table.magic[index[rest]].tolist(),
+        table.position[batches].tolist(),
+        sizes.tolist(),
+        table.magic[batches].tolist(),
         attributes.tolist(),
         strict=True,
     ):

@@ -174,3 +174,17 @@ def test_descriptor_checksum_hash_is_xxhash32() -> None:
     for n in range(16):
         data = bytes(range(7, 7 + n))
         assert xxh32_short(np.frombuffer(data + b"pad", dtype=np.uint8), 0, n) == xxhash.xxh32_intdigest(data)
+
+
+def test_a_missing_library_is_stood_in_for_by_a_function_that_fails() -> None:
+    from numba import njit
+
+    from segment_io.codec_kernels import _native, _ptr
+
+    frame_size, present = _native(None, "test_missing_symbol", _ptr(_ptr, _ptr), 2**64 - 1)
+
+    @njit
+    def call() -> int:
+        return frame_size(0, 0)
+
+    assert not present and call() == 2**64 - 1
