@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from collections.abc import Callable
+from socket import socket
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
@@ -42,6 +44,27 @@ def _preload() -> None:
     gc.freeze()
 
 
+_Worker = Callable[[socket, bool], int]
+
+
+def quiet_on_hang_up(worker: _Worker) -> _Worker:
+    """PySpark's per-connection worker loop, ending the worker quietly once the JVM has hung up.
+
+    The JVM closes a worker's connection as soon as it has read what it needs (a task's failure,
+    a cancelled task, a stopping context); a worker still flushing then gets EPIPE, which
+    PySpark's daemon prints as a traceback on the job's stderr. There is nobody left to tell,
+    so the worker ends (a non-zero code: the daemon does not reuse it) and says nothing.
+    """
+
+    def run(sock: socket, authenticated: bool) -> int:
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError):
+            return 1
+
+    return run
+
+
 def main() -> None:
     if _threads() == 1:
         _preload()
@@ -49,6 +72,7 @@ def main() -> None:
             os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     from pyspark import daemon
 
+    daemon.worker = quiet_on_hang_up(daemon.worker)  # type: ignore[assignment]
     daemon.manager()
 
 

@@ -1,12 +1,15 @@
-"""The worker daemon may only fork from a single-threaded process: its preloads start no thread."""
+"""The worker daemon forks only from a single-threaded process and ends workers quietly on hang-up."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pipelines.worker_daemon import quiet_on_hang_up
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,3 +20,36 @@ def test_preloading_the_worker_modules_leaves_one_thread() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"
+
+
+def _flush_to(sock: socket.socket, authenticated: bool) -> int:
+    """A worker that writes its output after the JVM's end of the connection is gone."""
+    with sock.makefile("wb") as out:
+        out.write(b"x" * 1024)
+        out.flush()
+    return 0
+
+
+def test_a_worker_whose_jvm_hung_up_ends_without_a_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    jvm, worker = socket.socketpair(socket.AF_UNIX)
+    jvm.close()
+    with worker, pytest.raises(BrokenPipeError):
+        _flush_to(worker, True)  # what PySpark's daemon would print as a traceback
+    jvm, worker = socket.socketpair(socket.AF_UNIX)
+    jvm.close()
+    with worker:
+        assert quiet_on_hang_up(_flush_to)(worker, True) == 1  # non-zero: the daemon ends it
+    assert capfd.readouterr().err == ""
+
+
+def test_a_connected_worker_keeps_its_code_and_other_errors() -> None:
+    jvm, worker = socket.socketpair(socket.AF_UNIX)
+    with jvm, worker:
+        assert quiet_on_hang_up(_flush_to)(worker, True) == 0
+        assert len(jvm.recv(4096)) > 0
+
+    def fails(sock: socket.socket, authenticated: bool) -> int:
+        raise ValueError("a bug, not a hang-up")
+
+    with pytest.raises(ValueError):
+        quiet_on_hang_up(fails)(worker, True)
