@@ -185,8 +185,9 @@ def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[floa
 
 
 def steady_state(src: Path, dst: Path, master: str, extra: list[str], runs: int) -> list[tuple[float, dict]]:  # type: ignore[type-arg]
-    """Several runs in one already-started session: the figures after Spark is up (the first
-    run also starts the session's Python workers). Returns (seconds, seconds by stage) per run."""
+    """Runs in one started session, the figures once Spark is up: a first run, which also starts
+    the session's Python workers, then `runs` timed ones. Returns (seconds, seconds by stage) per
+    run, the first run's first."""
     from pipelines.cleaner import clean
     from pipelines.config import JobConfig
     from pipelines.session import get_spark
@@ -195,13 +196,17 @@ def steady_state(src: Path, dst: Path, master: str, extra: list[str], runs: int)
     spark = get_spark(master)
     config = JobConfig.from_sources(None, CONFIG_SETS + extra)
     out = []
-    for _ in range(runs):
+    for _ in range(1 + runs):
         shutil.rmtree(dst, ignore_errors=True)
         t0 = time.perf_counter()
         report = clean(spark, str(src), str(dst), config, now_ms=NOW_MS, log=lambda *_: None)
         out.append((time.perf_counter() - t0, report.seconds_by_stage))
     spark.stop()
     return out
+
+
+def _stages(seconds: dict[str, float]) -> str:
+    return "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())
 
 
 def main() -> None:
@@ -229,18 +234,21 @@ def main() -> None:
           f"{report['bytes_out'] / 1e6:,.0f} MB out, records {sum(p['records_in'] for p in report['partitions']):,} -> "
           f"{sum(p['records_out'] for p in report['partitions']):,}")  # fmt: skip
     print(f"whole process ({args.master}): {wall:.1f} s, {mb / wall:.0f} MB/s")
-    print(f"  inside the session: {inner:.1f} s, {mb / inner:.0f} MB/s; stages: "
-          + ", ".join(f"{k} {v:.1f} s" for k, v in report["seconds_by_stage"].items()))  # fmt: skip
+    print(
+        f"  inside the session: {inner:.1f} s, {mb / inner:.0f} MB/s; {_stages(report['seconds_by_stage'])}"
+    )
     print("  peak RSS: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(peaks.rss.items()))
           + f"; all together {peaks.total / 2**30:.2f} GiB, of which anonymous (not mapped segment "
           f"files) {peaks.anon / 2**30:.2f} GiB")  # fmt: skip
     if not args.no_steady:
-        runs = steady_state(src, dst, args.master, [], args.steady_runs)
+        (first, first_stages), *runs = steady_state(src, dst, args.master, [], args.steady_runs)
         times = sorted(t for t, _ in runs)
-        print(f"steady state (session up, {len(runs)} runs): best {mb / times[0]:.0f} MB/s, median "
-              f"{mb / times[len(times) // 2]:.0f} MB/s")  # fmt: skip
+        print(f"first run in a new session (starts its Python workers): {first:.1f} s, {mb / first:.0f} MB/s; "
+              + _stages(first_stages))  # fmt: skip
+        print(f"steady state (session and workers up, {len(runs)} runs): best {mb / times[0]:.0f} MB/s, "
+              f"median {mb / times[len(times) // 2]:.0f} MB/s")  # fmt: skip
         for t, stages in runs:
-            print(f"  {t:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
+            print(f"  {t:.1f} s: {_stages(stages)}")
     shutil.rmtree(dst, ignore_errors=True)
 
 
