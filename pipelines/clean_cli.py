@@ -20,12 +20,16 @@ def add_clean_parser(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     p.add_argument("--report", help="also write the JSON report here")
     p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="NAME=VALUE", help="a Spark setting (spark.*)"
+    )
     p.set_defaults(func=cmd_clean)
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from pipelines.commit import DestinationNotEmpty, require_empty
     from pipelines.config import ConfigError, JobConfig
+    from pipelines.session import get_context, interrupt_cancels_jobs, spark_settings, stop_before_exit
     from segment_io.storage import Storage
 
     try:
@@ -37,6 +41,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise ConfigError(f"cannot read config file {args.config}: {exc}") from None
         config = JobConfig.from_sources(text, args.set, args.topic_set)
+        settings = spark_settings(args.conf)
         if not args.dry_run:
             require_empty(args.dst)
     except (ConfigError, DestinationNotEmpty) as exc:
@@ -44,11 +49,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
         return 2
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipelines.session import get_context, interrupt_cancels_jobs, stop_before_exit
-
     # The JVM starts (seconds) while this thread imports the pipeline modules.
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(get_context, args.master)
+        starting = pool.submit(get_context, args.master, **settings)
         from pipelines.cleaner import clean
 
         sc = starting.result()

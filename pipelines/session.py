@@ -54,6 +54,23 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
     return spark_conf
 
 
+def spark_settings(pairs: list[str]) -> dict[str, str]:
+    """`--conf NAME=VALUE` flags as Spark settings; anything else is refused before work starts
+    (Spark itself would only warn and ignore a name outside `spark.`)."""
+    from pipelines.config import ConfigError
+
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise ConfigError(f"--conf {pair!r}: expected NAME=VALUE")
+        if not name.startswith("spark."):
+            raise ConfigError(f"--conf {pair!r}: not a Spark setting (their names start with 'spark.')")
+        settings[name] = value
+    return settings
+
+
 def get_context(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
     """A SparkContext whose Python workers run this interpreter (so they see segment_io).
 

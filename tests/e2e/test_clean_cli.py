@@ -31,6 +31,8 @@ def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path)
         (["--topic-set", "orders:retention.ms=abc"], "topic orders: retention.ms='abc'"),
         (["--topic-set", "orders"], "expected TOPIC:NAME=VALUE"),
         (["--config", "conf/missing.yaml"], "cannot read config file conf/missing.yaml"),
+        (["--conf", "spark.ui.enabled"], "--conf 'spark.ui.enabled': expected NAME=VALUE"),
+        (["--conf", "ui.enabled=true"], "not a Spark setting"),
     ]:
         proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -76,10 +78,16 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert orders["delete_horizons_stamped"] > 0
     assert segpipe("inspect", str(out1)).returncode == 0
     # The output is itself a valid source; the second pass after delete.retention.ms drops tombstones.
+    # Spark settings from --conf reach the session: one of segpipe's defaults overridden, one added.
+    events = tmp_path / "events"
+    events.mkdir()
     proc = segpipe(
-        "clean", str(out1), str(out2), "--config", "conf/samples.yaml", "--now-ms", str(NOW + 3_600_000)
-    )
+        "clean", str(out1), str(out2), "--config", "conf/samples.yaml", "--now-ms", str(NOW + 3_600_000),
+        "--conf", "spark.python.unix.domain.socket.enabled=false",
+        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert len(list(events.iterdir())) == 1  # this run's event log
     tombstones = [r for r in read_log(out2, "orders-0") if r["value"] is None and not r["is_control"]]
     before = [r for r in read_log(out1, "orders-0") if r["value"] is None and not r["is_control"]]
     assert len(tombstones) < len(before)
