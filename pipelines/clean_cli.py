@@ -27,7 +27,7 @@ def add_clean_parser(sub: Any) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from pipelines.commit import DestinationNotEmpty, require_empty
+    from pipelines.commit import DestinationRefused, require_destination
     from pipelines.config import ConfigError, JobConfig
     from pipelines.session import get_context, interrupt_cancels_jobs, spark_settings, stop_before_exit
     from segment_io.storage import Storage
@@ -43,8 +43,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
         config = JobConfig.from_sources(text, args.set, args.topic_set)
         settings = spark_settings(args.conf)
         if not args.dry_run:
-            require_empty(args.dst)
-    except (ConfigError, DestinationNotEmpty) as exc:
+            require_destination(args.src, args.dst)
+    except (ConfigError, DestinationRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +66,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             report_path=args.report,
         )
-    except DestinationNotEmpty as exc:
+    except DestinationRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.commit import Staging, require_empty
+from pipelines.commit import Staging, require_destination
 from pipelines.compaction import GroupStats, RewriteContext, rewrite_groups
 from pipelines.config import JobConfig
 from pipelines.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
@@ -91,7 +91,7 @@ def _clean(
 ) -> RunReport:
     now = _now_ms() if now_ms is None else now_ms
     if not dry_run:
-        require_empty(dst)
+        require_destination(src, dst)
     started = time.perf_counter()
     stages: dict[str, float] = {}
     src_storage, src_path = Storage.for_url(src)

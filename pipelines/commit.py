@@ -22,7 +22,15 @@ INCOMPLETE = "INCOMPLETE"
 MANIFEST = "manifest.json"
 
 
-class DestinationNotEmpty(RuntimeError):
+class DestinationRefused(RuntimeError):
+    """A destination segpipe will not write (checked before any work starts)."""
+
+
+class DestinationNotEmpty(DestinationRefused):
+    pass
+
+
+class DestinationInsideSource(DestinationRefused):
     pass
 
 
@@ -31,6 +39,22 @@ def require_empty(dst_url: str) -> None:
     storage, final = Storage.for_url(dst_url)
     if storage.exists(final) and storage.list(final):
         raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
+
+
+def _location(url: str) -> tuple[str, str]:
+    storage, path = Storage.for_url(url)
+    return storage.protocol, os.path.realpath(path) if storage.is_local else path
+
+
+def require_destination(src_url: str, dst_url: str) -> None:
+    """Refuse a destination inside the source (its output and staging would modify SRC, and a
+    log directory holding a non-partition directory is one Kafka refuses to load) or not empty."""
+    (src_fs, src), (dst_fs, dst) = _location(src_url), _location(dst_url)
+    if src_fs == dst_fs and (dst == src or dst.startswith(src.rstrip("/") + "/")):
+        raise DestinationInsideSource(
+            f"destination {dst_url} is inside the source {src_url}, which is never modified"
+        )
+    require_empty(dst_url)
 
 
 @dataclass(frozen=True)

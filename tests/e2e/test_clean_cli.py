@@ -48,6 +48,15 @@ def test_non_empty_destination_is_refused(tmp_path: Path, sample_dir: Path) -> N
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
 
 
+def test_a_destination_inside_the_source_is_refused(tmp_path: Path, sample_dir: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    before = sorted(p.name for p in src.iterdir())
+    proc = segpipe("clean", str(src), str(src / "cleaned"))
+    assert proc.returncode == 2 and "is inside the source" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in src.iterdir()) == before
+
+
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: Path) -> None:
     proc = segpipe(
         "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run"

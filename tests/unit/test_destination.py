@@ -1,0 +1,43 @@
+"""Where `clean` may write: never inside its source, never over anything."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.commit import DestinationInsideSource, DestinationNotEmpty, require_destination
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_destination_inside_the_source_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "logs"
+    (src / "orders-0").mkdir(parents=True)
+    os.symlink(src, tmp_path / "alias")
+    for dst in [
+        src,
+        src / "cleaned",
+        src / "orders-0" / "x",
+        tmp_path / "alias" / "cleaned",
+        f"file://{src}/out",
+    ]:
+        with pytest.raises(DestinationInsideSource, match="is inside the source"):
+            require_destination(str(src), str(dst))
+    with pytest.raises(DestinationInsideSource):
+        require_destination("memory://bucket/logs", "memory://bucket/logs/out")
+    assert sorted(p.name for p in src.iterdir()) == ["orders-0"]
+
+
+def test_a_destination_beside_the_source_must_be_empty(tmp_path: Path) -> None:
+    src = tmp_path / "logs"
+    src.mkdir()
+    require_destination(str(src), str(tmp_path / "logs-cleaned"))  # a shared name prefix is not inside
+    require_destination("memory://bucket/logs", "memory://bucket/logs2")
+    require_destination("memory://bucket/logs", "memory://other/logs/out")
+    (tmp_path / "out").mkdir()
+    require_destination(str(src), str(tmp_path / "out"))  # empty: fine
+    (tmp_path / "out" / "keep").write_text("x")
+    with pytest.raises(DestinationNotEmpty):
+        require_destination(str(src), str(tmp_path / "out"))
