@@ -97,6 +97,8 @@ def _clean(
     src_storage, src_path = Storage.for_url(src)
     src_url = src_storage.url(src_path)
     listing = list_log_dir(src_storage, src_path)
+    if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
+        log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
     sc = getattr(spark, "sparkContext", spark)
 
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.

@@ -85,3 +85,14 @@ def test_metrics_dataframe_has_one_row_per_partition(spark, sample_dir: Path, tm
         assert rows[p.partition]["records_out"] == p.records_out
     assert rows["orders-0"]["records_out"] < rows["orders-0"]["records_in"]
     assert rows["clicks-0"]["cleaned_up_to"] is None  # delete policy: retention only
+
+
+def test_a_source_without_partitions_gives_an_empty_output_and_says_so(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "src").mkdir()
+    said: list[str] = []
+    report = pipelines.clean(
+        spark, str(tmp_path / "src"), str(tmp_path / "out"), COMPACT, now_ms=NOW, log=said.append
+    )
+    assert report.partitions == []
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["_segpipe"]
+    assert said and "no partition directories in" in said[0]
