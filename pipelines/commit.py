@@ -94,7 +94,12 @@ class Staging:
         self.write_meta(MANIFEST, manifest)
         if self.storage.is_local:
             if os.path.isdir(self.final_path):
-                os.rmdir(self.final_path)  # verified empty at start
+                try:
+                    os.rmdir(self.final_path)  # empty at start; only another writer can have filled it
+                except OSError:
+                    raise DestinationNotEmpty(
+                        f"destination {self.final_path} was filled while this run worked"
+                    ) from None
             os.rename(self.path, self.final_path)
         else:
             self.storage.remove(posixpath.join(self.path, META_DIR, INCOMPLETE))

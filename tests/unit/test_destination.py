@@ -1,4 +1,4 @@
-"""Where `clean` may write: never inside its source, never over anything."""
+"""Where `clean` may write: never inside its source, never over anything, not even at publication."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.commit import DestinationInsideSource, DestinationNotEmpty, require_destination
+from pipelines.commit import DestinationInsideSource, DestinationNotEmpty, Staging, require_destination
 
 pytestmark = pytest.mark.unit
 
@@ -41,3 +41,16 @@ def test_a_destination_beside_the_source_must_be_empty(tmp_path: Path) -> None:
     (tmp_path / "out" / "keep").write_text("x")
     with pytest.raises(DestinationNotEmpty):
         require_destination(str(src), str(tmp_path / "out"))
+
+
+def test_a_destination_filled_during_the_run_is_not_overwritten(tmp_path: Path) -> None:
+    dst = tmp_path / "out"
+    dst.mkdir()
+    staging = Staging.create(str(dst))
+    (dst / "other-run").write_text("x")  # another writer got there first
+    with pytest.raises(DestinationNotEmpty, match="was filled while this run worked"):
+        staging.publish({"run_id": staging.run_id})
+    staging.abort()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and [p.name for p in dst.iterdir()] == [
+        "other-run"
+    ]
