@@ -103,6 +103,11 @@ def stop_before_exit(sc: Any) -> None:
     if getattr(sc, "_accumulatorServer", None) is not None:
         sc._accumulatorServer = None  # a daemon thread: it ends with the process
     sc.stop()
+    # The JVM PySpark started exits at EOF on its stdin, which is otherwise this process's exit:
+    # closed now, the JVM shuts down while this process unwinds.
+    proc = getattr(getattr(sc, "_gateway", None), "proc", None)
+    if proc is not None and proc.stdin is not None:
+        proc.stdin.close()
 
 
 def interrupt_cancels_jobs(sc: Any) -> None:
