@@ -23,7 +23,8 @@ MANIFEST = "manifest.json"
 
 
 class DestinationRefused(RuntimeError):
-    """A destination segpipe will not write (checked before any work starts)."""
+    """A destination segpipe will not write: not empty or inside the source (both checked before
+    any work starts), or filled by another writer while the run worked (checked at publication)."""
 
 
 class DestinationNotEmpty(DestinationRefused):
