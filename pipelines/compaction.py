@@ -137,17 +137,17 @@ def rewrite_group(
         # wrappers are always decoded to learn their offsets.
         v2_data = (table.magic == 2) & ~is_control & ~plan.discard_records[k]
         whole = v2_data & (records > 0) & (surviving == records) & (tombstones.count_in(lo, hi) == 0)
-        decode = ~whole & ((surviving > 0) | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2))
+        read = whole | (surviving > 0) | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
         for index in chunk_batches(table):
             act = actions[index]
             dropped = index[act == DELETE]
-            skipped = index[(act != DELETE) & ~decode[index] & ~whole[index]]
+            skipped = index[(act != DELETE) & ~read[index]]
             aborted, superseded = int(records[dropped].sum()), int(records[skipped].sum())
             stats.aborted += aborted
             skipped_records += superseded
             stats.records_in += aborted + superseded
             stats.batches_dropped += len(dropped) + len(skipped)
-            live = index[(act != DELETE) & (decode[index] | whole[index])]
+            live = index[(act != DELETE) & read[index]]
             if len(live) == 0:
                 continue
             kept_whole = whole[live]

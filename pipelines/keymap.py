@@ -124,14 +124,10 @@ def extract_keys(
                 held.append(rows)
                 held_rows += len(rows)
             if len(dirty) + held_rows >= FLUSH_ROWS:
-                yield KeyRows.concat([dirty.rows(), *held]), _concat_or_empty(clean)
+                yield KeyRows.concat([dirty.rows(), *held]), KeyRows.concat(clean)
                 dirty, held, clean, held_rows = LatestOffsets(), [], [], 0
     if len(dirty) or held or clean:
-        yield KeyRows.concat([dirty.rows(), *held]), _concat_or_empty(clean)
-
-
-def _concat_or_empty(parts: list[KeyRows]) -> KeyRows:
-    return KeyRows.concat(parts) if parts else LatestOffsets().rows()
+        yield KeyRows.concat([dirty.rows(), *held]), KeyRows.concat(clean)
 
 
 def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
@@ -201,10 +197,10 @@ def reduce_keys(
         tagged = np.concatenate([tagged, rows.offset[alone]])
     for tp in np.unique(tps).tolist():
         mine = tagged[tps == tp]
-        gids, bases = bounds.locate(tp, mine >> 1)
+        offsets, tombstone = mine >> 1, (mine & 1).astype(np.bool_)
+        gids, bases = bounds.locate(tp, offsets)
         # Offsets relative to their group's base fit 32 bits (the grouping rule guarantees it).
-        relative = ((mine >> 1) - bases).astype(np.int32)
-        tombstone = (mine & 1).astype(np.bool_)
+        relative = (offsets - bases).astype(np.int32)
         order = np.argsort(gids, kind="stable")
         relative, gids, tombstone = relative[order], gids[order], tombstone[order]
         edges = np.flatnonzero(np.diff(gids)) + 1

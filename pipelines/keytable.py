@@ -156,8 +156,14 @@ class KeyRows:
 
     @staticmethod
     def concat(parts: list[KeyRows]) -> KeyRows:
+        """The rows of `parts` in order, keys in one buffer; no parts give no rows."""
         if len(parts) == 1:
             return parts[0]
+        if not parts:
+            i64 = np.zeros(0, dtype=np.int64)
+            return KeyRows(
+                np.zeros(0, np.int32), np.zeros(0, np.uint64), np.zeros(0, np.uint8), i64, i64, i64
+            )
         shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
         return KeyRows(
             np.concatenate([p.tp for p in parts]),

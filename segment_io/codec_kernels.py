@@ -77,6 +77,8 @@ _c_zstd_frame_size, _frame_size_present = _native(
     _zstd_lib, "ZSTD_findFrameCompressedSize", _ptr(_ptr, _ptr), 2**64 - 1
 )
 _zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_present and _frame_size_present else None
+if _zstd_create is not None:
+    _zstd_create.restype = ctypes.c_void_p
 # The Python path's zstd decoder streams, and streaming decoders refuse frames whose window
 # exceeds 2^27 bytes (zstd's default limit); the one-shot call here would not, so it checks.
 _ZSTD_WINDOW_MAX = 1 << 27
@@ -90,7 +92,6 @@ def native_codecs() -> tuple[bool, int]:
     if ctx is None:
         ctx = 0
         if _zstd_create is not None:
-            _zstd_create.restype = ctypes.c_void_p
             ctx = _zstd_create() or 0
         _local.zstd = ctx
     return _lz4_present, int(ctx)

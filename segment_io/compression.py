@@ -67,15 +67,15 @@ def decompress_into(codec: Codec, data: bytes | memoryview, out: memoryview, mag
     Raises ValueError when the stream does not decode *or* does not fit: callers then fall back
     to `decompress_view`, which tells the two apart (and gives the reason)."""
     decode = _INTO_DECODERS.get(codec)
-    if decode is None or (codec == Codec.ZSTD and magic != 2):
+    if decode is None:
         raise ValueError(f"codec {int(codec)} cannot be decompressed in place")
     return int(_decoded(codec, decode, data, out, magic))
 
 
-def _zstd_view(data: bytes | memoryview, magic: int) -> memoryview:
+def _zstd_checked(data: bytes | memoryview, magic: int) -> bytes | memoryview:
     if magic != 2:
         raise ValueError("zstd is only valid in magic 2 batches")
-    return memoryview(cramjam.zstd.decompress(data))
+    return data
 
 
 def compress(
@@ -213,11 +213,11 @@ _VIEW_DECODERS: dict[Codec, Callable[..., Any]] = {
     Codec.GZIP: lambda data, magic: memoryview(cramjam.gzip.decompress(data)),
     Codec.SNAPPY: lambda data, magic: _snappy_decompress(data),
     Codec.LZ4: _lz4_decompress,
-    Codec.ZSTD: _zstd_view,
+    Codec.ZSTD: lambda data, magic: memoryview(cramjam.zstd.decompress(_zstd_checked(data, magic))),
 }
 _INTO_DECODERS: dict[Codec, Callable[..., Any]] = {
     Codec.GZIP: lambda data, out, magic: cramjam.gzip.decompress_into(data, out),
     Codec.SNAPPY: lambda data, out, magic: _snappy_decompress_into(data, out),
     Codec.LZ4: lambda data, out, magic: cramjam.lz4.decompress_into(_lz4_checked(data, magic), out),
-    Codec.ZSTD: lambda data, out, magic: cramjam.zstd.decompress_into(data, out),
+    Codec.ZSTD: lambda data, out, magic: cramjam.zstd.decompress_into(_zstd_checked(data, magic), out),
 }
