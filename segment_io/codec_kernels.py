@@ -12,68 +12,28 @@ messages are the same with or without the native decoders.
 from __future__ import annotations
 
 import ctypes
-import glob
-import importlib.util
-import os
 import threading
 from typing import Any
 
 import numpy as np
-from llvmlite import binding as llvm
 from numba import njit, types
 
 from segment_io.batch import CODEC_MASK, V2_HEADER_SIZE
+from segment_io.native import native, package_library
 
 NONE, LZ4, ZSTD = 0, 3, 4
 # size_t results of zstd above this are error codes (ZSTD_isError: code > -ZSTD_error_maxCode).
 _ZSTD_ERROR_FLOOR = np.uint64(2**64 - 1000)
 
 
-def _package_library(package: str, pattern: str) -> ctypes.CDLL | None:
-    """A shared library inside an installed package (already a Python extension of it)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        for path in sorted(glob.glob(os.path.join(location, pattern))):
-            try:
-                return ctypes.CDLL(path)
-            except OSError:
-                continue
-    return None
-
-
-def _address(lib: ctypes.CDLL | None, name: str) -> int | None:
-    function = getattr(lib, name, None) if lib is not None else None
-    return ctypes.cast(function, ctypes.c_void_p).value if function is not None else None
-
-
-_C_TYPES = {types.int32: ctypes.c_int, types.uintp: ctypes.c_size_t}
-_stand_ins: list[Any] = []  # ctypes callbacks must stay alive while kernels may link to them
-
-
-def _native(lib: ctypes.CDLL | None, symbol: str, signature: Any, failure: int) -> tuple[Any, bool]:
-    """A numba-callable function bound to `symbol` in `lib` (and whether it is there); kernels
-    refer to it by name, so numba's cache stays valid in every process. Where the library or the
-    symbol is missing, a stand-in returns `failure`: every section it would decode stays pending."""
-    address = _address(lib, symbol)
-    present = address is not None
-    if not present:
-        c_types = [_C_TYPES[t] for t in (signature.return_type, *signature.args)]
-        _stand_ins.append(ctypes.CFUNCTYPE(*c_types)(lambda *_: failure))
-        address = ctypes.cast(_stand_ins[-1], ctypes.c_void_p).value
-    llvm.add_symbol(f"segpipe_{symbol}", address)
-    return types.ExternalFunction(f"segpipe_{symbol}", signature), present
-
-
 _ptr, _int = types.uintp, types.int32  # pointers and sizes travel as uintp
-_lz4_lib = _package_library("lz4.block", "_block*.so")
-_zstd_lib = _package_library("zstandard", "_cffi*.so")
-_c_lz4, _lz4_present = _native(_lz4_lib, "LZ4_decompress_safe", _int(_ptr, _ptr, _int, _int), -1)
-_c_zstd, _zstd_present = _native(
+_lz4_lib = package_library("lz4.block", "_block*.so")
+_zstd_lib = package_library("zstandard", "_cffi*.so")
+_c_lz4, _lz4_present = native(_lz4_lib, "LZ4_decompress_safe", _int(_ptr, _ptr, _int, _int), -1)
+_c_zstd, _zstd_present = native(
     _zstd_lib, "ZSTD_decompressDCtx", _ptr(_ptr, _ptr, _ptr, _ptr, _ptr), 2**64 - 1
 )
-_c_zstd_frame_size, _frame_size_present = _native(
+_c_zstd_frame_size, _frame_size_present = native(
     _zstd_lib, "ZSTD_findFrameCompressedSize", _ptr(_ptr, _ptr), 2**64 - 1
 )
 _zstd_create = getattr(_zstd_lib, "ZSTD_createDCtx", None) if _zstd_present and _frame_size_present else None

@@ -73,6 +73,41 @@ def test_bad_crc(tmp_path: Path) -> None:
     assert err.value.position == len(a) and err.value.path.endswith("00000000000000000000.log")
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_the_first_bad_crc_in_the_file_is_named_with_or_without_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    import segment_io.segment as segment
+    from segment_io.batch import build_legacy_message
+    from segment_io.checksums import NATIVE_CRC32C
+
+    if native and not NATIVE_CRC32C:
+        pytest.fail("this machine's crc32c package should have its hardware function")
+    monkeypatch.setattr(segment, "NATIVE_CRC32C", native)
+    a, b = two_batches(Codec.LZ4)
+    legacy = build_legacy_message(3, 1, 0, TS, b"k", b"v" * 30)
+    good = a + legacy + b
+    reader_for(write_segment(tmp_path / "ok-0", 0, good)).verify_crcs()  # nothing raises
+
+    def damaged(*at: int) -> bytes:
+        data = bytearray(good)
+        for i in at:
+            data[i] ^= 0xFF
+        return bytes(data)
+
+    last_v2, legacy_at = len(a) + len(legacy), len(a)
+    for flipped, position in [
+        ((len(good) - 1,), last_v2),  # a v2 batch: the kernel finds it
+        ((legacy_at + 30,), legacy_at),  # a legacy entry: the per-batch path finds it
+        ((legacy_at + 30, len(good) - 1), legacy_at),  # both: the earlier one is named
+        ((len(a) - 1, legacy_at + 30), 0),
+    ]:
+        reader = reader_for(write_segment(tmp_path / f"t{position}{len(flipped)}-0", 0, damaged(*flipped)))
+        with pytest.raises(CrcMismatch, match="stored 0x") as err:
+            reader.verify_crcs()
+        assert err.value.position == position
+
+
 def test_zero_filled_tail_is_a_bad_length(tmp_path: Path) -> None:
     a, _ = two_batches()
     reader = reader_for(write_segment(tmp_path / "t-0", 0, a + b"\x00" * 4096))

@@ -177,11 +177,12 @@ def test_descriptor_checksum_hash_is_xxhash32() -> None:
 
 
 def test_a_missing_library_is_stood_in_for_by_a_function_that_fails() -> None:
-    from numba import njit
+    from numba import njit, types
 
-    from segment_io.codec_kernels import _native, _ptr
+    from segment_io.native import native
 
-    frame_size, present = _native(None, "test_missing_symbol", _ptr(_ptr, _ptr), 2**64 - 1)
+    ptr = types.uintp
+    frame_size, present = native(None, "test_missing_symbol", ptr(ptr, ptr), 2**64 - 1)
 
     @njit
     def call() -> int:
