@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from segment_io.generate import TopicSpec, generate_partition, write_root_checkpoints  # noqa: E402
-from segment_io.layout import TopicPartition  # noqa: E402
-from segment_io.storage import Storage  # noqa: E402
+from segment_io.storage import open_storage  # noqa: E402
+from segment_io.topic_partition import TopicPartition  # noqa: E402
 
 NOW_MS = 1_800_000_000_000
 DATA = ROOT / "bench" / "data"
@@ -60,7 +60,7 @@ def keys_spec(keys: int) -> TopicSpec:
 
 def _generate_one(args: tuple[str, TopicSpec, int]) -> tuple[TopicPartition, int]:
     root, spec, partition = args
-    storage, path = Storage.for_url(root)
+    storage, path = open_storage(root)
     tp = TopicPartition(spec.name, partition)
     return tp, generate_partition(storage, path, tp, spec, seed=11)
 
@@ -73,7 +73,7 @@ def generate(root: Path, spec: TopicSpec) -> None:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2) as pool:
         ends = dict(pool.map(_generate_one, [(str(root), spec, p) for p in range(spec.partitions)]))
-    storage, path = Storage.for_url(str(root))
+    storage, path = open_storage(str(root))
     write_root_checkpoints(storage, path, ends)
     (root / "_complete").write_text(json.dumps({str(k): v for k, v in ends.items()}))
     print(f"generated {dir_bytes(root) / 1e9:.2f} GB in {time.perf_counter() - t0:.0f} s at {root}")

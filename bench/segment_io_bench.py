@@ -17,11 +17,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from segment_io.batch import Codec, build_v2_batch  # noqa: E402
-from segment_io.compression import compress, decompress  # noqa: E402
-from segment_io.records import RecordColumns  # noqa: E402
-from segment_io.segment import SegmentLimits, SegmentReader, SegmentWriter, scan_buffer  # noqa: E402
-from segment_io.storage import Storage  # noqa: E402
+from segment_io.format.batch import build_v2_batch  # noqa: E402
+from segment_io.format.compression import compress, decompress  # noqa: E402
+from segment_io.format.constants import Codec  # noqa: E402
+from segment_io.format.records import RecordColumns  # noqa: E402
+from segment_io.segment.reader import SegmentReader  # noqa: E402
+from segment_io.segment.scan import scan_buffer  # noqa: E402
+from segment_io.segment.writer import SegmentLimits, SegmentWriter  # noqa: E402
+from segment_io.storage import Storage, open_storage  # noqa: E402
 
 PER_BATCH = 200
 TS = 1_700_000_000_000
@@ -82,7 +85,7 @@ def main() -> None:
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
     sections = make_sections(args.records)
     data_dir = ROOT / "bench" / "data" / "segment_io"
-    storage, _ = Storage.for_url(str(data_dir))
+    storage, _ = open_storage(str(data_dir))
     print(
         f"{args.records} records of ~{len(sections[0][0]) // PER_BATCH} bytes, {PER_BATCH} per batch, one core"
     )

@@ -44,13 +44,13 @@ def build(path: Path) -> None:
     from pipelines.config import JobConfig
     from pipelines.session import get_context
     from segment_io.generate import generate_log_dir
-    from segment_io.storage import Storage
+    from segment_io.storage import open_storage
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        storage, src = Storage.for_url(str(Path(tmp) / "src"))
+        storage, src = open_storage(str(Path(tmp) / "src"))
         generate_log_dir(storage, src)
         sc = get_context(
             "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {QUIET}"}

@@ -30,12 +30,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from pipelines.commit import DestinationRefused, require_destination
     from pipelines.config import ConfigError, JobConfig
     from pipelines.session import get_context, interrupt_cancels_jobs, spark_settings, stop_before_exit
-    from segment_io.storage import Storage
+    from segment_io.storage import open_storage
 
     try:
         text = None
         if args.config:
-            storage, path = Storage.for_url(args.config)
+            storage, path = open_storage(args.config)
             try:
                 text = storage.read(path).decode()
             except OSError as exc:

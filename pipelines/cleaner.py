@@ -19,18 +19,15 @@ from pipelines.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
 from pipelines.report import PartitionMetrics, RunReport
 from pipelines.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
 from pipelines.worker_errors import segment_error_in
-from segment_io.layout import (
-    ROOT_CHECKPOINTS,
-    LogDirListing,
-    TopicPartition,
+from segment_io.checkpoints import (
     format_leader_epoch_checkpoint,
     format_offset_checkpoint,
-    list_log_dir,
     parse_leader_epoch_checkpoint,
-    segment_file_name,
 )
-from segment_io.segment import SegmentScan, check_segment_ranges
-from segment_io.storage import Storage, transfer
+from segment_io.layout import ROOT_CHECKPOINTS, LogDirListing, list_log_dir, segment_file_name
+from segment_io.segment.scan import SegmentScan, check_segment_ranges
+from segment_io.storage import Storage, open_storage, transfer
+from segment_io.topic_partition import TopicPartition
 
 BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
@@ -94,7 +91,7 @@ def _clean(
         require_destination(src, dst)
     started = time.perf_counter()
     stages: dict[str, float] = {}
-    src_storage, src_path = Storage.for_url(src)
+    src_storage, src_path = open_storage(src)
     src_url = src_storage.url(src_path)
     listing = list_log_dir(src_storage, src_path)
     if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
@@ -165,7 +162,7 @@ def _clean(
         staging.abort()
         raise
     if report_path:
-        out, path = Storage.for_url(report_path)
+        out, path = open_storage(report_path)
         out.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
     for p in report.partitions:
         log(p.cleaner_line())
@@ -324,9 +321,9 @@ def _copy_tasks(
 
 
 def _run_copies(pack: list[CopyTask], staging_url: str) -> None:
-    dst, root = Storage.for_url(staging_url)
+    dst, root = open_storage(staging_url)
     for task in pack:
-        src, _ = Storage.for_url(task.src_url)
+        src, _ = open_storage(task.src_url)
         transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
 
 

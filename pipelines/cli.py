@@ -23,9 +23,9 @@ def _b64(value: bytes | None) -> str | None:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
-    from segment_io.storage import Storage
+    from segment_io.storage import open_storage
 
-    storage, path = Storage.for_url(args.path)
+    storage, path = open_storage(args.path)
     listing, reports = inspect_log_dir(storage, path, verify_crc=not args.no_crc)
     ok = all(r.ok for r in reports)
     if args.json:
@@ -128,10 +128,10 @@ def _record_docs(rb: Any, decode_internal: bool) -> Iterator[dict[str, Any]]:
 
 def cmd_dump(args: argparse.Namespace) -> int:
     from segment_io.layout import list_log_dir
-    from segment_io.segment import SegmentReader
-    from segment_io.storage import Storage
+    from segment_io.segment.reader import SegmentReader
+    from segment_io.storage import open_storage
 
-    storage, path = Storage.for_url(args.path)
+    storage, path = open_storage(args.path)
     listing = list_log_dir(storage, path)
     printed = 0
     out = sys.stdout
@@ -171,9 +171,9 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from segment_io.generate import TopicSpec, default_specs, generate_log_dir
-    from segment_io.storage import Storage
+    from segment_io.storage import open_storage
 
-    storage, path = Storage.for_url(args.dst)
+    storage, path = open_storage(args.dst)
     if storage.list(path):
         print(f"error: {args.dst} is not empty", file=sys.stderr)
         return 2

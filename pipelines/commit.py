@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from segment_io.storage import Storage
+from segment_io.storage import Storage, open_storage
 
 META_DIR = "_segpipe"
 INCOMPLETE = "INCOMPLETE"
@@ -37,14 +37,14 @@ class DestinationInsideSource(DestinationRefused):
 
 def require_empty(dst_url: str) -> None:
     """Refuse a destination that already holds anything (segpipe never overwrites output)."""
-    storage, final = Storage.for_url(dst_url)
+    storage, final = open_storage(dst_url)
     if storage.exists(final) and storage.list(final):
         raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
 
 
 def _location(url: str) -> tuple[str, str]:
-    storage, path = Storage.for_url(url)
-    return storage.protocol, os.path.realpath(path) if storage.is_local else path
+    storage, path = open_storage(url)
+    return storage.protocol, storage.canonical(path)
 
 
 def require_destination(src_url: str, dst_url: str) -> None:
@@ -72,9 +72,9 @@ class Staging:
     @classmethod
     def create(cls, dst_url: str) -> Staging:
         require_empty(dst_url)
-        storage, final = Storage.for_url(dst_url)
+        storage, final = open_storage(dst_url)
         run_id = uuid.uuid4().hex[:12]
-        if storage.is_local:
+        if storage.renames_directories:
             parent = os.path.dirname(os.path.abspath(final))
             os.makedirs(parent, exist_ok=True)
             path = os.path.join(parent, f".{os.path.basename(final)}.segpipe-staging-{run_id}")
@@ -93,24 +93,23 @@ class Staging:
     def publish(self, manifest: dict[str, Any]) -> None:
         """Write the manifest last, then make the output visible in one step."""
         self.write_meta(MANIFEST, manifest)
-        if self.storage.is_local:
-            if os.path.isdir(self.final_path):
-                try:
-                    os.rmdir(self.final_path)  # empty at start; only another writer can have filled it
-                except OSError:
-                    raise DestinationNotEmpty(
-                        f"destination {self.final_path} was filled while this run worked"
-                    ) from None
-            os.rename(self.path, self.final_path)
+        if self.storage.renames_directories:
+            try:
+                # DST was absent or empty at start; only another writer can have filled it.
+                self.storage.rename_directory(self.path, self.final_path)
+            except OSError:
+                raise DestinationNotEmpty(
+                    f"destination {self.final_path} was filled while this run worked"
+                ) from None
         else:
             self.storage.remove(posixpath.join(self.path, META_DIR, INCOMPLETE))
 
     def abort(self) -> None:
         """Remove a local staging directory; an object-store DST stays marked incomplete."""
-        if self.storage.is_local:
+        if self.storage.renames_directories:
             self.storage.remove(self.path)
 
 
 def is_incomplete(dst_url: str) -> bool:
-    storage, path = Storage.for_url(dst_url)
+    storage, path = open_storage(dst_url)
     return storage.exists(posixpath.join(path, META_DIR, INCOMPLETE))

@@ -15,21 +15,17 @@ import numpy as np
 from pipelines.config import TopicConfig
 from pipelines.keymap import NullKeys, Survivors, Tombstones
 from pipelines.plan import DELETE, RETAIN_EMPTY, GroupPlan
-from segment_io import records as rec
-from segment_io.batch import (
-    CODEC_MASK,
-    DELETE_HORIZON_MASK,
-    TIMESTAMP_TYPE_MASK,
-    Codec,
-    build_empty_batch,
-    build_v2_batch,
-    parse_v2_header,
-)
-from segment_io.compression import CompressionLevels, compress
+from segment_io.format import records as rec
+from segment_io.format.batch import build_empty_batch, build_v2_batch, parse_v2_header
+from segment_io.format.compression import CompressionLevels, compress
+from segment_io.format.constants import CODEC_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, Codec
 from segment_io.index import AbortedTxn
 from segment_io.layout import SegmentFiles
-from segment_io.segment import Arena, Framed, SegmentLimits, SegmentReader, SegmentWriter, chunk_batches
-from segment_io.storage import Storage
+from segment_io.segment.framing import Framed, chunk_batches
+from segment_io.segment.reader import SegmentReader
+from segment_io.segment.sections import Arena
+from segment_io.segment.writer import SegmentLimits, SegmentWriter
+from segment_io.storage import open_storage
 
 # ---------------------------------------------------------------------------------------------
 # Rewrite
@@ -109,8 +105,8 @@ def rewrite_group(
     report)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
-    src, _ = Storage.for_url(ctx.src_url)
-    out, out_root = Storage.for_url(ctx.staging_url)
+    src, _ = open_storage(ctx.src_url)
+    out, out_root = open_storage(ctx.staging_url)
     stats = GroupStats(plan.gid, plan.partition_dir, plan.base_offset)
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
     writer = SegmentWriter(out, posixpath.join(out_root, plan.partition_dir), limits)

@@ -46,9 +46,9 @@ class KafkaSegmentsReader(DataSourceReader):
 
     def partitions(self) -> list[SegmentPartition]:
         from segment_io.layout import list_log_dir
-        from segment_io.storage import Storage
+        from segment_io.storage import open_storage
 
-        storage, path = Storage.for_url(self.url)
+        storage, path = open_storage(self.url)
         out = []
         for part in list_log_dir(storage, path).partitions:
             if self.topic and part.tp.topic != self.topic:
@@ -62,12 +62,12 @@ class KafkaSegmentsReader(DataSourceReader):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from segment_io.segment import SegmentReader
-        from segment_io.storage import Storage
+        from segment_io.segment.reader import SegmentReader
+        from segment_io.storage import open_storage
 
         assert isinstance(partition, SegmentPartition)
 
-        storage, _ = Storage.for_url(partition.url)
+        storage, _ = open_storage(partition.url)
         reader = SegmentReader(storage, partition.path, partition.base_offset)
         yield from reader.record_batches(partition.topic, partition.partition)
 

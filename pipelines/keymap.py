@@ -18,9 +18,12 @@ import numpy as np
 from numba import njit
 
 from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
+from segment_io.buffers import grow
 from segment_io.layout import SegmentFiles
-from segment_io.segment import Arena, SegmentReader, chunk_batches, grow
-from segment_io.storage import Storage
+from segment_io.segment.framing import chunk_batches
+from segment_io.segment.reader import SegmentReader
+from segment_io.segment.sections import Arena
+from segment_io.storage import open_storage
 
 # A map task sends what it holds on when it passes this many rows (bounded memory).
 FLUSH_ROWS = 2_000_000
@@ -87,7 +90,7 @@ def extract_keys(
     clean: list[KeyRows] = []  # rows of the clean section
     held_rows = 0  # rows in `held` and `clean`
     for task in tasks:
-        storage, _ = Storage.for_url(task.url)
+        storage, _ = open_storage(task.url)
         reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
         table = reader.scan().table
         selected = np.zeros(len(table), dtype=np.bool_)

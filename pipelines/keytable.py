@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from segment_io.records import gather
-from segment_io.segment import grow
+from segment_io.buffers import grow
+from segment_io.format.records import gather
 
 EMPTY = -1
 

@@ -14,8 +14,8 @@ import numpy as np
 from pipelines.config import TopicConfig
 from pipelines.retention import RetentionSegment, apply_retention
 from pipelines.scan import EMPTY_CONTROL, ScannedSegment
-from segment_io.batch import ControlType
-from segment_io.layout import TopicPartition
+from segment_io.format.constants import ControlType
+from segment_io.topic_partition import TopicPartition
 
 INT32_MAX = 2**31 - 1
 

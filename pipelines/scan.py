@@ -7,10 +7,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from segment_io.index import OFFSET_ENTRY, TIME_ENTRY, read_time_index, read_txn_index
+from segment_io.format.constants import OFFSET_ENTRY, TIME_ENTRY
+from segment_io.index import read_time_index, read_txn_index
 from segment_io.layout import LogDirListing, SegmentFiles
-from segment_io.segment import BatchTable, SegmentReader
-from segment_io.storage import Storage
+from segment_io.segment.reader import SegmentReader
+from segment_io.segment.scan import BatchTable
+from segment_io.storage import Storage, open_storage
 
 NOT_CONTROL = -1
 EMPTY_CONTROL = -2
@@ -110,6 +112,6 @@ class ScannedSegment:
 
 def run_scan_task(task: SegmentTask) -> ScannedSegment:
     """Executed on a worker: one segment's metadata (small: one row per batch)."""
-    storage, _ = Storage.for_url(task.url)
+    storage, _ = open_storage(task.url)
     meta, table, controls = scan_segment(storage, task.files)
     return ScannedSegment(replace(meta, segment_id=task.segment_id), table, controls)

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from segment_io.batch import (
+from segment_io.checkpoints import format_leader_epoch_checkpoint, format_offset_checkpoint
+from segment_io.format.batch import build_legacy_message, build_v2_batch
+from segment_io.format.compression import compress, lz4_legacy_frame
+from segment_io.format.constants import (
     CONTROL_MASK,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -23,15 +26,12 @@ from segment_io.batch import (
     TRANSACTIONAL_MASK,
     Codec,
     ControlType,
-    build_legacy_message,
-    build_v2_batch,
 )
-from segment_io.compression import compress, lz4_legacy_frame
+from segment_io.format.records import RecordColumns, gather
 from segment_io.index import AbortedTxn
-from segment_io.layout import TopicPartition, format_leader_epoch_checkpoint, format_offset_checkpoint
-from segment_io.records import RecordColumns, gather
-from segment_io.segment import SegmentLimits, SegmentWriter
+from segment_io.segment.writer import SegmentLimits, SegmentWriter
 from segment_io.storage import Storage
+from segment_io.topic_partition import TopicPartition
 
 DEFAULT_START_MS = 1_700_000_000_000
 _WORDS = (

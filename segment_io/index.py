@@ -1,4 +1,5 @@
-"""Offset, time and transaction indexes (format §7–§9): read, build by Kafka 4.x rules, verify."""
+"""Offset, time and transaction indexes: read, build by Kafka 4.x rules, verify
+(docs/log-format.md#offset-index and the two sections after it)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from segment_io.errors import CorruptIndex
+from segment_io.format.constants import INT32_MAX, OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY
 
-OFFSET_ENTRY = 8
-TIME_ENTRY = 12
-TXN_ENTRY = 34
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 
@@ -146,7 +145,7 @@ def verify_offset_index(
     prev_rel, prev_pos = -1, -1
     for i, (rel, pos) in enumerate(entries.tolist()):
         at = i * OFFSET_ENTRY
-        if rel < 0 or rel > 2**31 - 1:
+        if rel < 0 or rel > INT32_MAX:
             raise CorruptIndex(path, at, f"relative offset {rel} out of range")
         if rel <= prev_rel or pos <= prev_pos:
             raise CorruptIndex(path, at, "entries are not strictly increasing")

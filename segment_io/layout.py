@@ -1,12 +1,15 @@
-"""Partition directory and segment file names, listing rules and checkpoint text files."""
+"""Partition directory and segment file names, and the rules by which a log directory is listed
+(docs/log-format.md#log-directory)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from segment_io.errors import BadSegmentName, CorruptCheckpoint, LogDirNotFound
+from segment_io.checkpoints import parse_offset_checkpoint
+from segment_io.errors import BadSegmentName, LogDirNotFound
 from segment_io.storage import FileInfo, Storage
+from segment_io.topic_partition import TopicPartition
 
 OFFSET_DIGITS = 20
 SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
@@ -25,19 +28,6 @@ _FILE_RE = re.compile(
     r"(?:\.(?P<suffix>deleted|cleaned|swap))?$"
 )
 _DIR_RE = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-f]{32})-(?P<suffix>delete|future|stray)$")
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    @property
-    def dir_name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    def __str__(self) -> str:
-        return self.dir_name
 
 
 def segment_file_name(base_offset: int, kind: str) -> str:
@@ -197,58 +187,3 @@ def list_log_dir(storage: Storage, path: str) -> LogDirListing:
         partitions.append(list_partition(storage, info.path, child))
     partitions.sort(key=lambda p: p.tp)
     return LogDirListing(path, tuple(partitions), checkpoints, tuple(ignored))
-
-
-def parse_offset_checkpoint(data: bytes, path: str) -> dict[TopicPartition, int]:
-    """Parse an offset-checkpoint file: version 0, entry count, `topic partition offset` lines."""
-    lines = data.decode("utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) < 2:
-        raise CorruptCheckpoint(path, 0, "missing version or entry count line")
-    if lines[0].strip() != "0":
-        raise CorruptCheckpoint(path, 0, f"unknown checkpoint version {lines[0]!r}")
-    try:
-        count = int(lines[1].strip())
-    except ValueError:
-        raise CorruptCheckpoint(path, len(lines[0]) + 1, f"bad entry count {lines[1]!r}") from None
-    entries = lines[2:]
-    if count != len(entries):
-        raise CorruptCheckpoint(path, None, f"entry count {count} but {len(entries)} entries")
-    out: dict[TopicPartition, int] = {}
-    position = len(lines[0]) + len(lines[1]) + 2
-    for line in entries:
-        fields = line.split()
-        if len(fields) != 3 or not fields[1].lstrip("-").isdigit():
-            raise CorruptCheckpoint(path, position, f"bad entry {line!r}")
-        out[TopicPartition(fields[0], int(fields[1]))] = int(fields[2])
-        position += len(line) + 1
-    return out
-
-
-def format_offset_checkpoint(entries: dict[TopicPartition, int]) -> bytes:
-    lines = ["0", str(len(entries))]
-    lines += [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(entries.items())]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def parse_leader_epoch_checkpoint(data: bytes, path: str) -> list[tuple[int, int]]:
-    """Parse `leader-epoch-checkpoint`: version 0, count, `epoch startOffset` lines."""
-    lines = [line for line in data.decode("utf-8").split("\n") if line.strip()]
-    if len(lines) < 2 or lines[0].strip() != "0":
-        raise CorruptCheckpoint(path, 0, "bad leader-epoch-checkpoint header")
-    count = int(lines[1])
-    if count != len(lines) - 2:
-        raise CorruptCheckpoint(path, None, f"entry count {count} but {len(lines) - 2} entries")
-    out = []
-    for line in lines[2:]:
-        fields = line.split()
-        if len(fields) != 2:
-            raise CorruptCheckpoint(path, None, f"bad entry {line!r}")
-        out.append((int(fields[0]), int(fields[1])))
-    return out
-
-
-def format_leader_epoch_checkpoint(entries: list[tuple[int, int]]) -> bytes:
-    lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    return ("\n".join(lines) + "\n").encode()

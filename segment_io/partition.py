@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from segment_io.batch import CODEC_MASK, Codec
 from segment_io.errors import CorruptIndex, SegmentError
+from segment_io.format.constants import CODEC_MASK, Codec
 from segment_io.index import (
     read_offset_index,
     read_time_index,
@@ -16,7 +16,8 @@ from segment_io.index import (
     verify_time_index,
 )
 from segment_io.layout import LogDirListing, PartitionListing, SegmentFiles, list_log_dir
-from segment_io.segment import SegmentReader, SegmentScan, check_segment_ranges
+from segment_io.segment.reader import SegmentReader
+from segment_io.segment.scan import SegmentScan, check_segment_ranges
 from segment_io.storage import Storage
 
 

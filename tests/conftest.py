@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".venv" / "numba-cache"))
 
 from segment_io.generate import generate_log_dir
-from segment_io.storage import Storage
+from segment_io.storage import Storage, open_storage
 
 FIXED_NOW_MS = 1_701_000_000_000
 
@@ -19,14 +19,14 @@ FIXED_NOW_MS = 1_701_000_000_000
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default generated set (every feature), written once per test run."""
     root = tmp_path_factory.mktemp("samples") / "logs"
-    storage, path = Storage.for_url(str(root))
+    storage, path = open_storage(str(root))
     generate_log_dir(storage, path)
     return root
 
 
 @pytest.fixture
 def local(tmp_path: Path) -> tuple[Storage, str]:
-    return Storage.for_url(str(tmp_path))
+    return open_storage(str(tmp_path))
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segment_io.batch import Codec, build_v2_batch
-from segment_io.compression import compress
-from segment_io.records import RecordColumns
+from segment_io.format.batch import build_v2_batch
+from segment_io.format.compression import compress
+from segment_io.format.constants import Codec
+from segment_io.format.records import RecordColumns
 
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
@@ -59,15 +60,16 @@ def write_log(
     """
     import numpy as np
 
-    from segment_io.segment import SegmentLimits, SegmentWriter, scan_buffer
-    from segment_io.storage import Storage
+    from segment_io.segment.scan import scan_buffer
+    from segment_io.segment.writer import SegmentLimits, SegmentWriter
+    from segment_io.storage import open_storage
 
     def header(b: bytes) -> tuple[int, int, int]:
         t = scan_buffer("batch", 0, np.frombuffer(b, dtype=np.uint8)).table
         last = int(t.last_offset[0])
         return (int(t.base_offset[0]) if t.base_offset[0] >= 0 else last), last, int(t.max_timestamp[0])
 
-    storage, _ = Storage.for_url(str(root))
+    storage, _ = open_storage(str(root))
     writer = SegmentWriter(storage, str(root / partition_dir), SegmentLimits(segment_bytes=2**40))
     next_offset = 0
     for batches in segments:
@@ -82,11 +84,12 @@ def write_log(
 
 def read_log(root: Path, partition_dir: str) -> list[dict]:
     """Every record of a partition (deep scan), segment by segment."""
-    from segment_io.layout import TopicPartition, list_partition
-    from segment_io.segment import SegmentReader
-    from segment_io.storage import Storage
+    from segment_io.layout import list_partition
+    from segment_io.segment.reader import SegmentReader
+    from segment_io.storage import open_storage
+    from segment_io.topic_partition import TopicPartition
 
-    storage, path = Storage.for_url(str(root / partition_dir))
+    storage, path = open_storage(str(root / partition_dir))
     topic, _, part = partition_dir.rpartition("-")
     listing = list_partition(storage, path, TopicPartition(topic, int(part)))
     rows = []
@@ -99,11 +102,12 @@ def read_log(root: Path, partition_dir: str) -> list[dict]:
 
 def read_batches(root: Path, partition_dir: str) -> list[tuple[int, bytes]]:
     """(segment base offset, raw batch bytes) of every batch of a partition."""
-    from segment_io.layout import TopicPartition, list_partition
-    from segment_io.segment import SegmentReader
-    from segment_io.storage import Storage
+    from segment_io.layout import list_partition
+    from segment_io.segment.reader import SegmentReader
+    from segment_io.storage import open_storage
+    from segment_io.topic_partition import TopicPartition
 
-    storage, path = Storage.for_url(str(root / partition_dir))
+    storage, path = open_storage(str(root / partition_dir))
     topic, _, part = partition_dir.rpartition("-")
     out = []
     for seg in list_partition(storage, path, TopicPartition(topic, int(part))).segments:

@@ -16,7 +16,7 @@ import pipelines
 from pipelines.config import JobConfig
 from segment_io.generate import DEFAULT_START_MS, TopicSpec, generate_log_dir
 from segment_io.partition import inspect_log_dir
-from segment_io.storage import Storage
+from segment_io.storage import open_storage
 from tests.helpers import read_log
 
 pytestmark = pytest.mark.spark
@@ -123,7 +123,7 @@ def view(rows: list[dict]) -> list[tuple]:
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("diff")
-    storage, src = Storage.for_url(str(base / "src"))
+    storage, src = open_storage(str(base / "src"))
     generate_log_dir(storage, src, SPECS, seed=11)
     pipelines.clean(spark, str(base / "src"), str(base / "out1"), CONFIG, now_ms=NOW1)
     pipelines.clean(spark, str(base / "out1"), str(base / "out2"), CONFIG, now_ms=NOW2)
@@ -176,7 +176,7 @@ def test_second_pass_removes_expired_tombstones(runs: tuple[Path, Path, Path], p
 
 def test_kafka_python_reads_every_output_batch_and_indexes_validate(runs: tuple[Path, Path, Path]) -> None:
     for root in runs[1:]:
-        storage, path = Storage.for_url(str(root))
+        storage, path = open_storage(str(root))
         _, reports = inspect_log_dir(storage, path)
         assert reports and all(r.ok for r in reports), [r.errors for r in reports]
         for log in root.glob("*/*.log"):

@@ -12,9 +12,10 @@ import pytest
 
 import pipelines
 from pipelines.config import JobConfig
-from segment_io.batch import Codec, build_v2_batch
 from segment_io.errors import CorruptBatch, CrcMismatch
-from segment_io.segment import scan_buffer
+from segment_io.format.batch import build_v2_batch
+from segment_io.format.constants import Codec
+from segment_io.segment.scan import scan_buffer
 from tests.helpers import v2_batch, write_log
 
 pytestmark = pytest.mark.spark

@@ -15,9 +15,10 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import pipelines
 from pipelines.config import JobConfig
-from segment_io.batch import CONTROL_MASK, TRANSACTIONAL_MASK, Codec, parse_v2_header
+from segment_io.checkpoints import parse_leader_epoch_checkpoint, parse_offset_checkpoint
+from segment_io.format.batch import parse_v2_header
+from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK, Codec
 from segment_io.index import read_txn_index
-from segment_io.layout import parse_leader_epoch_checkpoint, parse_offset_checkpoint
 from tests.helpers import read_batches, read_log, v2_batch, write_log
 
 pytestmark = pytest.mark.spark
@@ -306,9 +307,9 @@ def test_open_transaction_bounds_the_cleanable_range(out: Path) -> None:
 
 def test_source_is_untouched_and_output_validates(src: Path, out: Path) -> None:
     from segment_io.partition import inspect_log_dir
-    from segment_io.storage import Storage
+    from segment_io.storage import open_storage
 
-    storage, path = Storage.for_url(str(out))
+    storage, path = open_storage(str(out))
     _, reports = inspect_log_dir(storage, path)
     assert all(r.ok for r in reports), [r.errors for r in reports]
     assert read_batches(src, "sup-0")[0][1] == A["B0"]

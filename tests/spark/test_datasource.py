@@ -9,14 +9,14 @@ import pytest
 from chispa import assert_df_equality
 
 from segment_io.layout import list_log_dir
-from segment_io.segment import SegmentReader
-from segment_io.storage import Storage
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import open_storage
 
 pytestmark = pytest.mark.spark
 
 
 def deep_scan(root: Path, topic: str | None = None) -> pa.Table:
-    storage, path = Storage.for_url(str(root))
+    storage, path = open_storage(str(root))
     batches = []
     for part in list_log_dir(storage, path).partitions:
         if topic and part.tp.topic != topic:

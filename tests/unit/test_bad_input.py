@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from segment_io.batch import Codec
 from segment_io.errors import (
     BadLength,
     BadSegmentName,
@@ -23,10 +22,11 @@ from segment_io.errors import (
     UnknownMagic,
     UnsupportedCodec,
 )
+from segment_io.format.constants import Codec
 from segment_io.layout import list_log_dir
 from segment_io.partition import inspect_partition, scan_partition
-from segment_io.segment import SegmentReader
-from segment_io.storage import Storage
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import open_storage
 from tests.helpers import v2_batch, write_segment
 
 pytestmark = pytest.mark.unit
@@ -40,7 +40,7 @@ def two_batches(codec: Codec = Codec.NONE) -> tuple[bytes, bytes]:
 
 
 def reader_for(path: Path, base: int = 0) -> SegmentReader:
-    storage, p = Storage.for_url(str(path))
+    storage, p = open_storage(str(path))
     return SegmentReader(storage, p, base)
 
 
@@ -77,9 +77,9 @@ def test_bad_crc(tmp_path: Path) -> None:
 def test_the_first_bad_crc_in_the_file_is_named_with_or_without_the_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
 ) -> None:
-    import segment_io.segment as segment
-    from segment_io.batch import build_legacy_message
-    from segment_io.checksums import NATIVE_CRC32C
+    import segment_io.segment.scan as segment
+    from segment_io.format.batch import build_legacy_message
+    from segment_io.format.checksums import NATIVE_CRC32C
 
     if native and not NATIVE_CRC32C:
         pytest.fail("this machine's crc32c package should have its hardware function")
@@ -177,7 +177,7 @@ def test_overlapping_segments(tmp_path: Path) -> None:
     a, b = two_batches()
     write_segment(tmp_path / "t-0", 0, a + b)
     write_segment(tmp_path / "t-0", 1, b)  # offsets 0..2 of the first segment reach base 1
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     listing = list_log_dir(storage, path)
     with pytest.raises(OverlappingSegments) as err:
         scan_partition(storage, listing.partitions[0])
@@ -187,7 +187,7 @@ def test_overlapping_segments(tmp_path: Path) -> None:
 def test_batch_below_its_segment_base(tmp_path: Path) -> None:
     a, _ = two_batches()
     write_segment(tmp_path / "t-0", 5, a)
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     with pytest.raises(OverlappingSegments, match="below the segment base offset 5"):
         scan_partition(storage, list_log_dir(storage, path).partitions[0])
 
@@ -195,7 +195,7 @@ def test_batch_below_its_segment_base(tmp_path: Path) -> None:
 def test_misnamed_segment(tmp_path: Path) -> None:
     (tmp_path / "t-0").mkdir()
     (tmp_path / "t-0" / "123.log").write_bytes(b"")
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     with pytest.raises(BadSegmentName) as err:
         list_log_dir(storage, path)
     assert err.value.path.endswith("123.log")
@@ -205,7 +205,7 @@ def test_index_pointing_outside_the_log(tmp_path: Path) -> None:
     a, b = two_batches()
     log = write_segment(tmp_path / "t-0", 0, a + b)
     log.with_suffix(".index").write_bytes(struct.pack(">ii", 2, 10_000))
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     report = inspect_partition(storage, list_log_dir(storage, path).partitions[0])
     assert not report.ok
     [err] = report.errors
@@ -217,21 +217,21 @@ def test_index_entry_not_at_a_batch_start(tmp_path: Path) -> None:
     a, b = two_batches()
     log = write_segment(tmp_path / "t-0", 0, a + b)
     log.with_suffix(".index").write_bytes(struct.pack(">ii", 2, len(a) + 3))
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     [err] = inspect_partition(storage, list_log_dir(storage, path).partitions[0]).errors
     assert isinstance(err, CorruptIndex) and "not the start of a batch" in err.detail
 
 
 def test_zero_length_log_is_an_empty_segment_not_an_error(tmp_path: Path) -> None:
     write_segment(tmp_path / "t-0", 0, b"")
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     report = inspect_partition(storage, list_log_dir(storage, path).partitions[0])
     assert report.ok and report.segments[0].batches == 0
 
 
 def test_zero_length_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "replication-offset-checkpoint").write_bytes(b"")
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     with pytest.raises(CorruptCheckpoint) as err:
         list_log_dir(storage, path)
     assert err.value.path.endswith("replication-offset-checkpoint") and err.value.position == 0
@@ -258,7 +258,7 @@ def test_every_error_is_a_segment_error() -> None:
 
 
 def test_missing_log_dir_is_an_error_not_an_empty_log(tmp_path: Path) -> None:
-    storage, path = Storage.for_url(str(tmp_path / "typo"))
+    storage, path = open_storage(str(tmp_path / "typo"))
     with pytest.raises(LogDirNotFound) as caught:
         list_log_dir(storage, path)
     assert caught.value.path == path and caught.value.position is None

@@ -11,10 +11,12 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segment_io.batch import Codec, build_v2_batch
-from segment_io.codec_kernels import decompress_sections, native_codecs
-from segment_io.compression import compress, decompress
-from segment_io.segment import Arena, read_sections, scan_buffer
+from segment_io.format.batch import build_v2_batch
+from segment_io.format.codec_kernels import decompress_sections, native_codecs
+from segment_io.format.compression import compress, decompress
+from segment_io.format.constants import Codec
+from segment_io.segment.scan import scan_buffer
+from segment_io.segment.sections import Arena, read_sections
 
 pytestmark = pytest.mark.unit
 
@@ -169,7 +171,7 @@ def test_zstd_frames_the_streaming_decoder_refuses_are_left_pending() -> None:
 def test_descriptor_checksum_hash_is_xxhash32() -> None:
     import xxhash
 
-    from segment_io.codec_kernels import xxh32_short
+    from segment_io.format.codec_kernels import xxh32_short
 
     for n in range(16):
         data = bytes(range(7, 7 + n))
@@ -179,7 +181,7 @@ def test_descriptor_checksum_hash_is_xxhash32() -> None:
 def test_a_missing_library_is_stood_in_for_by_a_function_that_fails() -> None:
     from numba import njit, types
 
-    from segment_io.native import native
+    from segment_io.format.native import native
 
     ptr = types.uintp
     frame_size, present = native(None, "test_missing_symbol", ptr(ptr, ptr), 2**64 - 1)

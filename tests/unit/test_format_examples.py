@@ -7,9 +7,12 @@ import struct
 import numpy as np
 import pytest
 
-from segment_io.batch import CONTROL_MASK, TRANSACTIONAL_MASK, build_v2_batch, last_sequence, parse_v2_header
-from segment_io.records import RecordColumns, encode_records
-from segment_io.segment import frame_records, read_sections, scan_buffer
+from segment_io.format.batch import build_v2_batch, last_sequence, parse_v2_header
+from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK
+from segment_io.format.records import RecordColumns, encode_records
+from segment_io.segment.framing import frame_records
+from segment_io.segment.scan import scan_buffer
+from segment_io.segment.sections import read_sections
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +34,7 @@ def _deep(buf: bytes) -> list[dict]:
     framed = frame_records(
         "mem.log", scan.table, read_sections("mem.log", arr, scan.table, np.arange(len(scan.table)))
     )
-    from segment_io.segment import framed_to_arrow
+    from segment_io.segment.arrow import framed_to_arrow
 
     return framed_to_arrow(framed, scan.table, "t", 0, 0).to_pylist()
 

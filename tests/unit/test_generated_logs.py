@@ -16,8 +16,8 @@ from segment_io.generate import TopicSpec, generate_log_dir
 from segment_io.index import IndexBuilder, build_indexes, read_txn_index
 from segment_io.layout import list_log_dir
 from segment_io.partition import inspect_log_dir, scan_partition
-from segment_io.segment import SegmentReader
-from segment_io.storage import Storage
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import Storage, open_storage
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +32,7 @@ def all_records(storage: Storage, path: str) -> pa.Table:
 
 
 def test_generated_set_is_valid(sample_dir: Path) -> None:
-    storage, path = Storage.for_url(str(sample_dir))
+    storage, path = open_storage(str(sample_dir))
     listing, reports = inspect_log_dir(storage, path)
     assert [f"{r.topic}-{r.partition}" for r in reports] == [
         "clicks-0",
@@ -46,7 +46,7 @@ def test_generated_set_is_valid(sample_dir: Path) -> None:
 
 
 def test_generated_set_exercises_every_feature(sample_dir: Path) -> None:
-    storage, path = Storage.for_url(str(sample_dir))
+    storage, path = open_storage(str(sample_dir))
     t = all_records(storage, path)
     assert set(t["codec"].to_pylist()) == {"none", "gzip", "snappy", "lz4", "zstd"}
     assert set(t["magic"].to_pylist()) == {1, 2}
@@ -68,7 +68,7 @@ def test_generated_set_exercises_every_feature(sample_dir: Path) -> None:
 
 
 def test_indexes_are_byte_identical_to_a_rebuild(sample_dir: Path) -> None:
-    storage, path = Storage.for_url(str(sample_dir))
+    storage, path = open_storage(str(sample_dir))
     checked = with_entries = 0
     for part in list_log_dir(storage, path).partitions:
         for seg, scan in zip(part.segments, scan_partition(storage, part), strict=True):
@@ -97,7 +97,7 @@ def test_index_rules_by_hand() -> None:
 
 
 def test_txn_index_lists_aborted_transactions_at_their_markers(sample_dir: Path) -> None:
-    storage, path = Storage.for_url(str(sample_dir))
+    storage, path = open_storage(str(sample_dir))
     part = next(p for p in list_log_dir(storage, path).partitions if p.tp.topic == "orders")
     aborted = 0
     for seg in part.segments:
@@ -119,7 +119,7 @@ def test_txn_index_lists_aborted_transactions_at_their_markers(sample_dir: Path)
 
 
 def test_kafka_python_reads_every_generated_batch(sample_dir: Path) -> None:
-    storage, path = Storage.for_url(str(sample_dir))
+    storage, path = open_storage(str(sample_dir))
     for part in list_log_dir(storage, path).partitions:
         for seg in part.segments:
             reader = SegmentReader(storage, seg.log.path, seg.base_offset)
@@ -140,7 +140,7 @@ def test_generate_is_deterministic_and_works_on_memory_urls() -> None:
     spec = [TopicSpec("m", partitions=1, records=300, segment_bytes=8192)]
     outputs = []
     for name in ("a", "b"):
-        storage, path = Storage.for_url(f"memory://gen-{name}")
+        storage, path = open_storage(f"memory://gen-{name}")
         generate_log_dir(storage, path, spec, seed=3)
         outputs.append({f.name: storage.read(f.path) for f in storage.walk_files(path)})
         _, reports = inspect_log_dir(storage, path)
@@ -149,7 +149,7 @@ def test_generate_is_deterministic_and_works_on_memory_urls() -> None:
 
 
 def test_ranged_reads(tmp_path: Path) -> None:
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     storage.write_atomic(f"{path}/f.bin", bytes(range(100)))
     assert storage.read(f"{path}/f.bin", 10, 20) == bytes(range(10, 20))
     assert np.array_equal(storage.read_array(f"{path}/f.bin")[:5], np.arange(5, dtype=np.uint8))

@@ -11,8 +11,11 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from segment_io.batch import CONTROL_MASK, TRANSACTIONAL_MASK, Codec
-from segment_io.segment import Arena, frame_records, framed_to_arrow, read_sections, scan_buffer, verify_crcs
+from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK, Codec
+from segment_io.segment.arrow import framed_to_arrow
+from segment_io.segment.framing import frame_records
+from segment_io.segment.scan import scan_buffer, verify_crcs
+from segment_io.segment.sections import Arena, read_sections
 from tests.helpers import v2_batch
 
 pytestmark = pytest.mark.unit

@@ -118,7 +118,7 @@ def test_map_side_dedupe_stops_where_keys_barely_repeat(tmp_path) -> None:  # ty
     are; the latest offset per key after the reduce side's dedupe is the same either way."""
     from pipelines.keymap import KeyTask, extract_keys
     from segment_io.layout import list_log_dir
-    from segment_io.storage import Storage
+    from segment_io.storage import open_storage
     from tests.helpers import v2_batch, write_log
 
     keys = [b"d%d" % i for i in range(300)] + [b"hot%d" % (i % 3) for i in range(300)]
@@ -128,7 +128,7 @@ def test_map_side_dedupe_stops_where_keys_barely_repeat(tmp_path) -> None:  # ty
         for b in range(len(keys) // 20)
     ]
     write_log(tmp_path, "t-0", [batches])
-    storage, root = Storage.for_url(str(tmp_path))
+    storage, root = open_storage(str(tmp_path))
     files = list_log_dir(storage, root).partitions[0].segments[0]
     task = KeyTask(0, 0, root, files, np.arange(len(batches)), 0, len(keys))
     latest = {k: 2 * o for o, k in enumerate(keys)}  # tagged offsets: offset · 2, no tombstones

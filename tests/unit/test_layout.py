@@ -6,19 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from segment_io.errors import CorruptCheckpoint
-from segment_io.layout import (
-    TopicPartition,
+from segment_io.checkpoints import (
     format_leader_epoch_checkpoint,
     format_offset_checkpoint,
-    ignored_dir_reason,
-    list_log_dir,
     parse_leader_epoch_checkpoint,
     parse_offset_checkpoint,
-    parse_topic_partition,
-    segment_file_name,
 )
-from segment_io.storage import Storage
+from segment_io.errors import CorruptCheckpoint
+from segment_io.layout import ignored_dir_reason, list_log_dir, parse_topic_partition, segment_file_name
+from segment_io.storage import open_storage
+from segment_io.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.unit
 UUID = "0123456789abcdef0123456789abcdef"
@@ -50,7 +47,7 @@ def test_listing_ignores_transient_files(tmp_path: Path) -> None:
     (tmp_path / f"orders-1.{UUID}-delete").mkdir()
     (tmp_path / "__cluster_metadata-0").mkdir()
     (tmp_path / "cleaner-offset-checkpoint").write_text("0\n1\norders 0 10\n")
-    storage, path = Storage.for_url(str(tmp_path))
+    storage, path = open_storage(str(tmp_path))
     listing = list_log_dir(storage, path)
     [p] = listing.partitions
     assert [s.base_offset for s in p.segments] == [0, 10]

@@ -2,7 +2,7 @@
 
 The kernel calls the hardware CRC-32C function of the `crc32c` package (SSE 4.2), which that
 package's own `crc32c()` uses, so the scan costs no Python work per batch. It is used only where
-the package says it runs on hardware; otherwise `segment.verify_crcs` checks batch by batch.
+the package says it runs on hardware; otherwise `segment.scan.verify_crcs` checks batch by batch.
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import crc32c
 import numpy as np
 from numba import njit, types
 
-from segment_io.native import native, package_library
-
-# v2 batches: the CRC covers everything after its own field (attributes onwards, format §2).
-V2_CRC_FROM = 21
+from segment_io.format.constants import ATTRIBUTES_OFFSET
+from segment_io.format.native import native, package_library
 
 _c_crc32c, _present = native(
     package_library("crc32c", "_crc32c*.so"),
@@ -35,8 +33,8 @@ def first_bad_v2_crc(
     base = buf.ctypes.data
     for j in range(position.shape[0]):
         if magic[j] == 2:
-            lo = position[j] + V2_CRC_FROM
-            actual = _c_crc32c(np.uint32(0xFFFFFFFF), base + lo, size[j] - V2_CRC_FROM) ^ np.uint32(
+            lo = position[j] + ATTRIBUTES_OFFSET
+            actual = _c_crc32c(np.uint32(0xFFFFFFFF), base + lo, size[j] - ATTRIBUTES_OFFSET) ^ np.uint32(
                 0xFFFFFFFF
             )
             if np.int64(actual) != stored[j]:

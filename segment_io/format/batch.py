@@ -4,68 +4,32 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
 import crc32c
 
-LOG_OVERHEAD = 12  # int64 offset + int32 size, common to every magic
-V2_HEADER_SIZE = 61
-V2_EMPTY_BATCH_LENGTH = 49  # batchLength of a batch with no records section
-MIN_ENTRY_SIZE = 14  # smallest legal size field of any magic (a v0 message)
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
-INT32_MAX = 2**31 - 1
+from segment_io.format.constants import (
+    ATTRIBUTES_OFFSET,
+    CODEC_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_MASK,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    V2_EMPTY_BATCH_LENGTH,
+    V2_HEADER_SIZE,
+    Codec,
+    TimestampType,
+)
 
 _V2 = struct.Struct(">qiibIhiqqqhii")
 _LEGACY = struct.Struct(">qiIbb")
-
-
-class Codec(IntEnum):
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-    @classmethod
-    def parse(cls, name: str) -> Codec:
-        try:
-            return cls[name.upper()]
-        except KeyError:
-            raise ValueError(f"unknown codec {name!r}; use none, gzip, snappy, lz4 or zstd") from None
-
-
-class TimestampType(IntEnum):
-    NO_TIMESTAMP_TYPE = -1
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-    @property
-    def label(self) -> str:
-        return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[int(self)]
-
-
-class ControlType(IntEnum):
-    ABORT = 0
-    COMMIT = 1
-    LEADER_CHANGE = 2
-    SNAPSHOT_HEADER = 3
-    SNAPSHOT_FOOTER = 4
-    KRAFT_VERSION = 5
-    KRAFT_VOTERS = 6
 
 
 @dataclass(frozen=True)
@@ -193,7 +157,7 @@ def build_v2_batch(
 
 
 def build_empty_batch(header: BatchHeader) -> bytes:
-    """The header-only batch the cleaner keeps for an active producer (format §3.8)."""
+    """The header-only batch the cleaner keeps for an active producer (docs/log-format.md#empty-batches)."""
     keep = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
     return build_v2_batch(
         base_offset=header.base_offset,

@@ -14,8 +14,8 @@ import lz4.frame
 import numpy as np
 import zstandard
 
-from segment_io.batch import Codec
-from segment_io.codec_kernels import xxh32_short
+from segment_io.format.codec_kernels import xxh32_short
+from segment_io.format.constants import Codec
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)

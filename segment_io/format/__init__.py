@@ -1,0 +1,1 @@
+"""The Kafka log format: constants, batches, records, codecs, checksums (no files, no Spark)."""

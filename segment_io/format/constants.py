@@ -1,0 +1,89 @@
+"""Every number and label of the Kafka log format, in one place (docs/log-format.md)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+# Framing common to every magic: int64 offset + int32 size, then the magic byte at 16.
+LOG_OVERHEAD = 12
+MAGIC_OFFSET = 16
+MIN_ENTRY_SIZE = 14  # smallest legal size field of any magic (a v0 message)
+
+# Magic 2 batch header.
+V2_HEADER_SIZE = 61
+V2_EMPTY_BATCH_LENGTH = 49  # batch length of a batch with no records section
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the v2 CRC-32C covers this byte to the end of the batch
+
+# Attribute bits (only the low byte of the int16 means anything).
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+# Offsets relative to a segment's (or a batch's) base are int32: a segment spans at most this many.
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+# Index entry sizes: offset index (relative offset, position), time index (timestamp, relative
+# offset), transaction index (version, producer id, first, last, last stable offset).
+OFFSET_ENTRY = 8
+TIME_ENTRY = 12
+TXN_ENTRY = 34
+
+
+class Codec(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, name: str) -> Codec:
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            raise ValueError(f"unknown codec {name!r}; use none, gzip, snappy, lz4 or zstd") from None
+
+
+class TimestampType(IntEnum):
+    NO_TIMESTAMP_TYPE = -1  # magic 0
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def label(self) -> str:
+        return "".join(word.capitalize() for word in self.name.split("_"))
+
+
+class ControlType(IntEnum):
+    """The type in a control record's key."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+    @classmethod
+    def label_of(cls, value: int) -> str:
+        return cls(value).name if value in cls._value2member_map_ else f"UNKNOWN({value})"
+
+
+CODEC_LABELS = tuple(c.label for c in Codec)
+# Indexed by timestamp type + 1 (NoTimestampType, CreateTime, LogAppendTime).
+TIMESTAMP_TYPE_LABELS = tuple(t.label for t in TimestampType)

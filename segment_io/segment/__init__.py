@@ -1,0 +1,1 @@
+"""One segment: shallow scan, decompressed sections, record framing, Arrow, reader, writer."""

@@ -1,0 +1,79 @@
+"""Per-record framing of records sections (numba kernels of format.records), and log chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from segment_io.errors import CorruptBatch
+from segment_io.format import records as rec
+from segment_io.format.constants import V2_HEADER_SIZE
+from segment_io.segment.scan import BatchTable
+from segment_io.segment.sections import Sections
+
+
+@dataclass(frozen=True)
+class Framed:
+    """Per-record framing of `Sections` (positions into `sections.data`)."""
+
+    sections: Sections
+    record_batch: np.ndarray  # index into sections arrays
+    offset: np.ndarray
+    timestamp: np.ndarray
+    key_start: np.ndarray
+    key_len: np.ndarray
+    value_start: np.ndarray
+    value_len: np.ndarray
+    header_start: np.ndarray
+    header_count: np.ndarray
+    record_start: np.ndarray
+    body_start: np.ndarray
+    record_end: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.offset.shape[0])
+
+
+def frame_records(path: str, table: BatchTable, sections: Sections) -> Framed:
+    """Run the framing kernel; malformed records raise CorruptBatch at the batch's position."""
+    n = int(sections.count.sum())
+    arrays = [np.empty(n, dtype=np.int64) for _ in range(11)]
+    status, b, at = rec.parse_records(
+        sections.data,
+        sections.start,
+        sections.end,
+        sections.count,
+        sections.base_offset,
+        sections.base_timestamp,
+        sections.max_timestamp,
+        sections.log_append,
+        *arrays,
+    )
+    if status:
+        batch = int(sections.batch_index[b])
+        pos = int(table.position[batch])
+        compressed = table.codec[batch] != 0 or table.magic[batch] != 2
+        if not compressed:
+            pos = pos + V2_HEADER_SIZE + int(at - sections.start[b])
+        raise CorruptBatch(path, pos, rec.ERR_MESSAGES[status])
+    record_batch = np.repeat(np.arange(len(sections.count), dtype=np.int64), sections.count)
+    return Framed(sections, record_batch, *arrays)
+
+
+# About 1 MB of log per chunk: its decompressed sections (a few MB) stay in the CPU caches while
+# they are framed and their keys read, where 4 MB chunks went to memory in between (measured: a
+# third less time per byte for decompression and framing together).
+CHUNK_BYTES = 1024 * 1024
+
+
+def chunk_batches(table: BatchTable, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
+    """Consecutive batch index ranges of about `chunk_bytes` of log data each."""
+    n = len(table)
+    i = 0
+    while i < n:
+        j = int(np.searchsorted(table.position, table.position[i] + chunk_bytes, side="left"))
+        j = max(j, i + 1)
+        yield np.arange(i, j, dtype=np.int64)
+        i = j

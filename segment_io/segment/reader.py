@@ -1,0 +1,56 @@
+"""SegmentReader: one `.log` file's header table, CRCs, and records as Arrow batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from segment_io.segment.arrow import framed_to_arrow
+from segment_io.segment.framing import Framed, chunk_batches, frame_records
+from segment_io.segment.scan import SegmentScan, scan_buffer, verify_crcs
+from segment_io.segment.sections import Arena, read_sections
+from segment_io.storage import Storage
+
+
+class SegmentReader:
+    """Reads one `.log` file: header table, CRCs, and records as Arrow batches."""
+
+    def __init__(self, storage: Storage, path: str, base_offset: int) -> None:
+        self.storage = storage
+        self.path = path
+        self.base_offset = base_offset
+        self._buf: np.ndarray | None = None
+        self._scan: SegmentScan | None = None
+
+    @property
+    def buffer(self) -> np.ndarray:
+        if self._buf is None:
+            self._buf = self.storage.read_array(self.path)
+        return self._buf
+
+    def scan(self) -> SegmentScan:
+        if self._scan is None:
+            self._scan = scan_buffer(self.path, self.base_offset, self.buffer)
+        return self._scan
+
+    def verify_crcs(self) -> None:
+        verify_crcs(self.path, self.buffer, self.scan().table)
+
+    def batch_bytes(self, i: int) -> memoryview:
+        table = self.scan().table
+        pos = int(table.position[i])
+        return self.buffer.data[pos : pos + int(table.size[i])]
+
+    def frame(self, index: np.ndarray, arena: Arena | None = None) -> Framed:
+        """Records of batches `index`; with an `arena`, valid until its next use (see Arena)."""
+        table = self.scan().table
+        return frame_records(self.path, table, read_sections(self.path, self.buffer, table, index, arena))
+
+    def record_batches(
+        self, topic: str, partition: int, chunk_bytes: int = 16 * 1024 * 1024
+    ) -> Iterator[pa.RecordBatch]:
+        table = self.scan().table
+        for index in chunk_batches(table, chunk_bytes):
+            yield framed_to_arrow(self.frame(index), table, topic, partition, self.base_offset)

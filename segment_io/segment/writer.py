@@ -1,0 +1,136 @@
+"""SegmentWriter: appends batches and rolls segments like Kafka, writing trimmed indexes."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from segment_io.format.constants import INT32_MAX
+from segment_io.index import AbortedTxn, IndexBuilder
+from segment_io.layout import segment_file_name
+from segment_io.storage import PendingFile, Storage
+
+
+@dataclass(frozen=True)
+class SegmentLimits:
+    """Roll limits of output segments (Kafka's segment.bytes, segment.index.bytes, ...)."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+
+
+@dataclass(frozen=True)
+class WrittenSegment:
+    base_offset: int
+    log_path: str
+    size: int
+    batches: int
+    aborted: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass
+class _Open:
+    base_offset: int
+    log_path: str
+    file: PendingFile
+    index: IndexBuilder
+    size: int = 0
+    batches: int = 0
+    last_offset: int = -1
+    aborted: list[AbortedTxn] = field(default_factory=list)
+
+
+class SegmentWriter:
+    """Appends batches to `<dir>/<base>.log`, rolling like Kafka: by segment.bytes, full indexes
+    and the 32-bit relative offset; each closed segment gets trimmed `.index`/`.timeindex` files
+    (and a `.txnindex` when it indexed an aborted transaction), published whole."""
+
+    def __init__(self, storage: Storage, directory: str, limits: SegmentLimits = SegmentLimits()) -> None:
+        self.storage = storage
+        self.directory = directory
+        self.limits = limits
+        self.written: list[WrittenSegment] = []
+        self._open: _Open | None = None
+        storage.makedirs(directory)
+
+    def _start(self, base_offset: int) -> _Open:
+        log_path = posixpath.join(self.directory, segment_file_name(base_offset, "log"))
+        pending = self.storage.open_write(log_path)
+        return _Open(
+            base_offset,
+            log_path,
+            pending,
+            IndexBuilder(base_offset, self.limits.index_interval_bytes, self.limits.segment_index_bytes),
+        )
+
+    def roll(self, base_offset: int, mtime_ms: int | None = None) -> None:
+        """Close the current segment (if any) and start a new one at `base_offset`."""
+        self.close_segment(mtime_ms)
+        self._open = self._start(base_offset)
+
+    def _needs_roll(self, seg: _Open, size: int, last_offset: int) -> bool:
+        if seg.size > 0 and seg.size + size > self.limits.segment_bytes:
+            return True
+        if seg.index.offset_index_full or seg.index.time_index_full:
+            return True
+        return last_offset - seg.base_offset > INT32_MAX
+
+    def append(
+        self,
+        batch: bytes | memoryview,
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        segment_base_offset: int | None = None,
+    ) -> None:
+        """Append one complete batch; a new segment starts at `segment_base_offset` (default: the
+        batch's base offset) when none is open or a roll limit is reached."""
+        size = len(batch)
+        seg = self._open
+        if seg is None or self._needs_roll(seg, size, last_offset):
+            self.roll(base_offset if seg is not None or segment_base_offset is None else segment_base_offset)
+            seg = self._open
+            assert seg is not None
+        seg.index.append(seg.size, size, last_offset, max_timestamp)
+        seg.file.write(batch)
+        seg.size += size
+        seg.batches += 1
+        seg.last_offset = last_offset
+
+    def append_aborted(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the open segment (its ABORT marker was just appended)."""
+        assert self._open is not None
+        self._open.aborted.append(txn)
+
+    def close_segment(self, mtime_ms: int | None = None) -> None:
+        seg = self._open
+        if seg is None:
+            return
+        self._open = None
+        index, time_index = seg.index.finish()
+        seg.file.commit(mtime_ms)
+        stem = seg.log_path[: -len(".log")]
+        self.storage.write_atomic(stem + ".index", index, mtime_ms)
+        self.storage.write_atomic(stem + ".timeindex", time_index, mtime_ms)
+        if seg.aborted:
+            self.storage.write_atomic(
+                stem + ".txnindex", b"".join(t.to_bytes() for t in seg.aborted), mtime_ms
+            )
+        self.written.append(
+            WrittenSegment(
+                seg.base_offset,
+                seg.log_path,
+                seg.size,
+                seg.batches,
+                len(seg.aborted),
+                seg.last_offset,
+                seg.index.max_timestamp,
+            )
+        )
+
+    def close(self, mtime_ms: int | None = None) -> list[WrittenSegment]:
+        self.close_segment(mtime_ms)
+        return self.written

@@ -1,0 +1,114 @@
+"""The small interface every storage offers: list, read, write whole or streamed, copy, remove.
+
+Paths are given in full, in the storage's own form (what `open_storage` returns and `list`
+lists); `url(path)` maps one back to a URL that `open_storage` understands.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One listed file: full path (in the storage's own form), size and mtime in epoch ms."""
+
+    path: str
+    name: str
+    size: int
+    mtime_ms: int
+    is_dir: bool
+
+
+class PendingFile(ABC):
+    """A file being written: nothing is visible at its path until `commit`, and nothing is left
+    behind by `discard`."""
+
+    @abstractmethod
+    def write(self, data: bytes | memoryview) -> None: ...
+
+    @abstractmethod
+    def commit(self, mtime_ms: int | None = None) -> None:
+        """Publish the file whole, with `mtime_ms` where the storage keeps it."""
+
+    @abstractmethod
+    def discard(self) -> None: ...
+
+
+class Storage(ABC):
+    """A file system rooted nowhere in particular (a local disk, an object store)."""
+
+    protocol: str
+    # Whether a directory can be renamed into place in one step (what publication relies on).
+    renames_directories: bool = False
+
+    @abstractmethod
+    def url(self, path: str) -> str:
+        """A URL that `open_storage` maps back to `path` on this storage."""
+
+    def canonical(self, path: str) -> str:
+        """`path` in a form that compares equal for equal locations (symlinks resolved locally)."""
+        return path
+
+    @abstractmethod
+    def list(self, path: str) -> list[FileInfo]:
+        """Direct children of `path`, sorted by name; empty when `path` does not exist."""
+
+    def walk_files(self, path: str) -> Iterator[FileInfo]:
+        for entry in self.list(path):
+            if entry.is_dir:
+                yield from self.walk_files(entry.path)
+            else:
+                yield entry
+
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes [start, end) of a file (to its end when `end` is None): a ranged read."""
+
+    def read_array(self, path: str) -> np.ndarray:
+        """The whole file as a read-only uint8 array."""
+        return np.frombuffer(self.read(path), dtype=np.uint8)
+
+    @abstractmethod
+    def open_read(self, path: str) -> Iterator[bytes]:
+        """The file's bytes in chunks of bounded size."""
+
+    @abstractmethod
+    def open_write(self, path: str) -> PendingFile:
+        """A streaming writer for `path` that publishes nothing until its `commit`."""
+
+    @abstractmethod
+    def makedirs(self, path: str) -> None: ...
+
+    def write_atomic(self, path: str, data: bytes | memoryview, mtime_ms: int | None = None) -> None:
+        """Write a whole file so readers see either nothing or all of it."""
+        pending = self.open_write(path)
+        try:
+            pending.write(data)
+        except BaseException:
+            pending.discard()
+            raise
+        pending.commit(mtime_ms)
+
+    @abstractmethod
+    def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
+        """Copy one file within this storage, keeping `mtime_ms` where the storage allows."""
+
+    def rename_directory(self, src: str, dst: str) -> None:
+        """Move a directory into place in one step (only where `renames_directories`)."""
+        raise NotImplementedError(f"{self.protocol} storage cannot rename a directory atomically")
+
+    @abstractmethod
+    def remove(self, path: str) -> None:
+        """Remove a file or a whole directory; nothing happens when it does not exist."""
+
+    def parent_of(self, path: str) -> str:
+        return posixpath.dirname(path)

@@ -1,0 +1,124 @@
+"""Local disk: memory-mapped reads, writes through a temporary name renamed into place."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import IO
+
+import numpy as np
+
+from segment_io.storage.base import FileInfo, PendingFile, Storage
+
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def _set_mtime(path: str, mtime_ms: int | None) -> None:
+    if mtime_ms is not None and mtime_ms >= 0:
+        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+
+def temporary_name(path: str) -> str:
+    """A sibling of `path` that listings ignore (`.tmp`) and no other writer picks."""
+    return f"{path}.{uuid.uuid4().hex}.tmp"
+
+
+class _LocalPending(PendingFile):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp = temporary_name(path)
+        self.handle: IO[bytes] = open(self.tmp, "wb")  # noqa: SIM115 (closed by commit/discard)
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.handle.write(data)
+
+    def commit(self, mtime_ms: int | None = None) -> None:
+        self.handle.close()
+        _set_mtime(self.tmp, mtime_ms)
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.handle.close()
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
+class LocalStorage(Storage):
+    protocol = "file"
+    renames_directories = True
+
+    def url(self, path: str) -> str:
+        return path
+
+    def canonical(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def list(self, path: str) -> list[FileInfo]:
+        try:
+            entries = list(os.scandir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for entry in entries:
+            stat = entry.stat()
+            is_dir = entry.is_dir()
+            out.append(
+                FileInfo(
+                    path=posixpath.join(path, entry.name),
+                    name=entry.name,
+                    size=0 if is_dir else stat.st_size,
+                    mtime_ms=int(stat.st_mtime * 1000),
+                    is_dir=is_dir,
+                )
+            )
+        return sorted(out, key=lambda f: f.name)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            return handle.read() if end is None else handle.read(max(0, end - start))
+
+    def read_array(self, path: str) -> np.ndarray:
+        """Memory-mapped: a shallow scan touches only the pages that hold batch headers."""
+        if os.path.getsize(path) == 0:
+            return np.zeros(0, dtype=np.uint8)
+        return np.asarray(np.memmap(path, dtype=np.uint8, mode="r"))
+
+    def open_read(self, path: str) -> Iterator[bytes]:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(CHUNK_BYTES):
+                yield chunk
+
+    def open_write(self, path: str) -> PendingFile:
+        self.makedirs(posixpath.dirname(path))
+        return _LocalPending(path)
+
+    def makedirs(self, path: str) -> None:
+        if path:
+            os.makedirs(path, exist_ok=True)
+
+    def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
+        self.makedirs(posixpath.dirname(dst))
+        tmp = temporary_name(dst)
+        shutil.copyfile(src, tmp)
+        _set_mtime(tmp, mtime_ms)
+        os.replace(tmp, dst)
+
+    def rename_directory(self, src: str, dst: str) -> None:
+        """Rename `src` to `dst`; an empty `dst` directory is replaced, a non-empty one refused
+        with OSError (only another writer can have filled it)."""
+        if os.path.isdir(dst):
+            os.rmdir(dst)
+        os.rename(src, dst)
+
+    def remove(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)

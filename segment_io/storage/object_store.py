@@ -1,0 +1,117 @@
+"""Object stores and any other fsspec file system (`s3://`, `memory://`, ...).
+
+A PUT publishes an object whole, so writes need no temporary name; there is no atomic rename of
+a prefix (publication marks an incomplete output instead).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from datetime import datetime
+from typing import IO, Any
+
+import fsspec
+
+from segment_io.storage.base import FileInfo, PendingFile, Storage
+
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def _mtime_ms(info: dict[str, Any]) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        return int(float(value) * 1000)
+    return -1
+
+
+class _ObjectPending(PendingFile):
+    """Buffered by the file system's writer (multipart on S3); the object appears on commit."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str) -> None:
+        self.fs = fs
+        self.path = path
+        self.handle: IO[bytes] = fs.open(path, "wb")
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.handle.write(data)
+
+    def commit(self, mtime_ms: int | None = None) -> None:
+        del mtime_ms  # an object's time is when it was written
+        self.handle.close()
+
+    def discard(self) -> None:
+        discard = getattr(self.handle, "discard", None)  # aborts a multipart upload
+        if discard is not None:
+            discard()
+        else:
+            self.handle.close()
+            if self.fs.exists(self.path):
+                self.fs.rm(self.path)
+
+
+class ObjectStorage(Storage):
+    def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
+        self.fs = fs
+        self.protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+    def url(self, path: str) -> str:
+        if self.protocol == "memory":
+            return f"memory://{path}"
+        return f"{self.protocol}://{path.lstrip('/')}"
+
+    def list(self, path: str) -> list[FileInfo]:
+        if not self.fs.exists(path):
+            return []
+        out = []
+        for info in self.fs.ls(path, detail=True):
+            full = info["name"].rstrip("/")
+            out.append(
+                FileInfo(
+                    path=full,
+                    name=posixpath.basename(full),
+                    size=int(info.get("size") or 0),
+                    mtime_ms=_mtime_ms(info),
+                    is_dir=info.get("type") == "directory",
+                )
+            )
+        return sorted(out, key=lambda f: f.name)
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        if start == 0 and end is None:
+            return bytes(self.fs.cat_file(path))
+        return bytes(self.fs.cat_file(path, start=start, end=end))
+
+    def open_read(self, path: str) -> Iterator[bytes]:
+        with self.fs.open(path, "rb") as reader:
+            while chunk := reader.read(CHUNK_BYTES):
+                yield chunk
+
+    def open_write(self, path: str) -> PendingFile:
+        self.makedirs(posixpath.dirname(path))
+        return _ObjectPending(self.fs, path)
+
+    def makedirs(self, path: str) -> None:
+        if path:
+            self.fs.makedirs(path, exist_ok=True)
+
+    def write_atomic(self, path: str, data: bytes | memoryview, mtime_ms: int | None = None) -> None:
+        del mtime_ms
+        self.makedirs(posixpath.dirname(path))
+        self.fs.pipe_file(path, bytes(data))
+
+    def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
+        del mtime_ms
+        self.makedirs(posixpath.dirname(dst))
+        self.fs.copy(src, dst)
+
+    def remove(self, path: str) -> None:
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
