@@ -188,9 +188,9 @@ def steady_state(src: Path, dst: Path, master: str, extra: list[str], runs: int)
     """Runs in one started session, the figures once Spark is up: a first run, which also starts
     the session's Python workers, then `runs` timed ones. Returns (seconds, seconds by stage) per
     run, the first run's first."""
-    from pipelines.cleaner import clean
     from pipelines.config import JobConfig
-    from pipelines.session import get_spark
+    from pipelines.jobs.clean import clean
+    from pipelines.runtime.session import get_spark
 
     os.environ.setdefault("PYSPARK_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
     spark = get_spark(master)

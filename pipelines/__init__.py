@@ -4,7 +4,7 @@
     report = pipelines.clean(spark, "/var/lib/kafka-archive", "/tmp/cleaned", config)
     report.to_dataframe(spark).show()     # one metrics row per partition
 
-`clean` is loaded on first use so `segpipe inspect`/`dump` never import the Spark jobs.
+Jobs are loaded on first use, so the Spark-free commands (`inspect`, `dump`, ...) never import them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name == "clean":
-        from pipelines.cleaner import clean
+        from pipelines.jobs.clean import clean
 
         return clean
+    if name == "get_spark":
+        from pipelines.runtime.session import get_spark
+
+        return get_spark
     raise AttributeError(f"module 'pipelines' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Typed errors for bad segment data: every one names the file and the byte position."""
+"""The root of every error segpipe raises, and the typed errors for bad segment data: every data
+error names the file and the byte position."""
 
 from __future__ import annotations
 
@@ -9,8 +10,15 @@ _LOCATED = re.compile(r"(?P<path>.*?) at byte (?P<position>\d+): (?P<detail>.*)"
 _UNLOCATED = re.compile(r"(?P<path>.*?): (?P<detail>.*)", re.DOTALL)
 
 
-class SegmentError(Exception):
-    """Base of every data error segpipe raises; `path` and `position` locate the problem."""
+class SegpipeError(Exception):
+    """Root of every error segpipe raises on purpose; the command line exits with `exit_code`
+    and prints the message (never a traceback)."""
+
+    exit_code = 2
+
+
+class SegmentError(SegpipeError):
+    """Base of every data error; `path` and `position` locate the problem."""
 
     kind = "segment error"
 

@@ -140,8 +140,8 @@ def verify_offset_index(
     last_offsets: np.ndarray,
     log_size: int,
 ) -> None:
-    """Check format §7.4: entries point at batch starts inside the log, are strictly increasing,
-    and every batch before an entry's position ends below the entry's offset."""
+    """Check (docs/log-format.md#offset-index): entries point at batch starts inside the log, are
+    strictly increasing, and every batch before an entry's position ends below the entry's offset."""
     prev_rel, prev_pos = -1, -1
     for i, (rel, pos) in enumerate(entries.tolist()):
         at = i * OFFSET_ENTRY
@@ -169,8 +169,9 @@ def verify_time_index(
     last_offsets: np.ndarray,
     max_timestamps: np.ndarray,
 ) -> None:
-    """Check format §8.2: strictly increasing timestamps, non-decreasing offsets inside the
-    segment, each `(T, O)` at least the max timestamp up to O, and the last entry = segment max."""
+    """Check (docs/log-format.md#time-index): strictly increasing timestamps, non-decreasing
+    offsets inside the segment, each `(T, O)` at least the max timestamp up to O, and the last
+    entry = segment max."""
     seg_max = int(max_timestamps.max()) if len(max_timestamps) else -1
     prev_ts, prev_rel = -1, 0
     running = np.maximum.accumulate(max_timestamps) if len(max_timestamps) else max_timestamps

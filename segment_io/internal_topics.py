@@ -1,4 +1,5 @@
-"""Decoding of `__consumer_offsets` and `__transaction_state` keys and values (spec §7), for dump.
+"""Decoding of `__consumer_offsets` and `__transaction_state` keys and values (the schemas Kafka
+writes them in), for dump.
 
 Compaction never needs this (it works on raw key bytes); unknown versions decode to None.
 """
@@ -24,7 +25,7 @@ TXN_STATUS = (
 
 
 class _Reader:
-    """Kafka protocol primitives, non-flexible and flexible (compact) forms (format §2.3)."""
+    """Kafka protocol primitives, non-flexible and flexible (compact) forms ."""
 
     def __init__(self, data: bytes, flexible: bool = False) -> None:
         self.data = data

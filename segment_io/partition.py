@@ -57,7 +57,8 @@ class PartitionReport:
 def _verify_indexes(
     storage: Storage, files: SegmentFiles, scan: SegmentScan, next_base: int | None
 ) -> list[str]:
-    """Index checks of format §7.4, §8.2, §9.2; returns warnings, raises CorruptIndex."""
+    """Index checks (docs/log-format.md#offset-index and the two sections after it); returns
+    warnings, raises CorruptIndex."""
     warnings = []
     table = scan.table
     if files.index is None:

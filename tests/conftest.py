@@ -32,7 +32,7 @@ def local(tmp_path: Path) -> tuple[Storage, str]:
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     """One local[2] SparkSession per test run."""
-    from pipelines.session import get_spark
+    from pipelines.runtime.session import get_spark
 
     session = get_spark("local[2]", app_name="segpipe-tests")
     yield session

@@ -92,9 +92,9 @@ def xxh32_short(b: np.ndarray, lo: int, hi: int) -> int:
 
 @njit(cache=True, nogil=True)
 def _lz4_frame(buf: np.ndarray, lo: int, hi: int, out: np.ndarray, at: int) -> int:
-    """Decode a Kafka lz4 frame (format §4.3: independent blocks, no checksums) from buf[lo:hi]
-    into out[at:]; bytes written, or −1 to leave it to the Python path. The frame rules are those
-    of compression._lz4_checked, which names what breaks them."""
+    """Decode a Kafka lz4 frame (independent blocks, no checksums: docs/log-format.md#compression)
+    from buf[lo:hi] into out[at:]; bytes written, or −1 to leave it to the Python path. The frame
+    rules are those of compression._lz4_checked, which names what breaks them."""
     if hi - lo < 7 or _u32le(buf, lo) != 0x184D2204:
         return -1
     flg, bd = np.int64(buf[lo + 4]), np.int64(buf[lo + 5])

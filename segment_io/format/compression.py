@@ -1,5 +1,5 @@
-"""The four Kafka codecs with Kafka's framing rules (format §4); errors are plain ValueError
-with a reason, which callers wrap into a CorruptBatch naming the file and position."""
+"""The four Kafka codecs with Kafka's framing rules (docs/log-format.md#compression); errors are
+plain ValueError with a reason, which callers wrap into a CorruptBatch naming the file and position."""
 
 from __future__ import annotations
 
@@ -182,7 +182,8 @@ def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
 
 
 def _lz4_checked(data: bytes | memoryview, magic: int) -> bytes | memoryview:
-    """The frame after Kafka's checks (format §4.3), its magic-0 header checksum repaired."""
+    """The frame after Kafka's checks (docs/log-format.md#compression), its magic-0 header
+    checksum repaired."""
     if len(data) < 7 or data[:4] != LZ4_MAGIC:
         raise ValueError("lz4 stream does not start with the frame magic")
     flg, bd = data[4], data[5]
@@ -202,7 +203,8 @@ def _lz4_checked(data: bytes | memoryview, magic: int) -> bytes | memoryview:
 
 
 def lz4_legacy_frame(data: bytes) -> bytes:
-    """An LZ4 frame with the magic-0 quirk: HC computed from byte 0 of the frame (format §4.3)."""
+    """An LZ4 frame with the magic-0 quirk: HC computed from byte 0 of the frame
+    (docs/log-format.md#compression)."""
     frame = bytearray(compress(Codec.LZ4, data))
     frame[6] = _descriptor_checksum(bytes(frame[:6]))
     return bytes(frame)

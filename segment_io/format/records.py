@@ -1,4 +1,4 @@
-"""Record framing (format §3.5) as numba kernels that fill numpy/Arrow buffers directly.
+"""Record framing (docs/log-format.md#records) as numba kernels that fill numpy/Arrow buffers directly.
 
 No Python object is created per record: kernels walk concatenated records sections and write
 column arrays; Arrow arrays are then assembled from those buffers without copying them again.
@@ -251,7 +251,8 @@ def encode_records(
     hvalue_data: np.ndarray,
     hvalue_null: np.ndarray,
 ) -> np.ndarray:
-    """Serialise records (format §3.5) from Arrow-style columns into one uncompressed section."""
+    """Serialise records (docs/log-format.md#records) from Arrow-style columns into one
+    uncompressed section."""
     n = offset_delta.shape[0]
     bodies = np.empty(n, dtype=np.int64)
     total = 0

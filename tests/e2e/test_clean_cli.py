@@ -119,7 +119,7 @@ def test_corrupt_source_exits_2_with_file_and_position(tmp_path: Path, sample_di
 def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Path) -> None:
     submit = Path(sys.executable).parent / "spark-submit"
     proc = subprocess.run(
-        [str(submit), "--master", "local[1]", "pipelines/cli.py", "clean", str(sample_dir), str(tmp_path / "out"),
+        [str(submit), "--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir), str(tmp_path / "out"),
          "--config", "conf/samples.yaml", "--now-ms", str(NOW)],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.commit import DestinationInsideSource, DestinationNotEmpty, Staging, require_destination
+from pipelines.errors import DestinationInsideSource, DestinationNotEmpty
+from pipelines.output.destination import require_destination
+from pipelines.output.staging import Staging
 
 pytestmark = pytest.mark.unit
 

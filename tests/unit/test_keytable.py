@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.keymap import Survivors
-from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
+from pipelines.jobs.clean.keymap import Survivors
+from pipelines.jobs.clean.keytable import KeyRows, LatestOffsets, hash_keys
 
 pytestmark = pytest.mark.unit
 
@@ -116,7 +116,7 @@ def test_dense_survivors_fold_into_a_bitmap() -> None:
 def test_map_side_dedupe_stops_where_keys_barely_repeat(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Past the probe, a map task whose keys were nearly all distinct ships its dirty rows as they
     are; the latest offset per key after the reduce side's dedupe is the same either way."""
-    from pipelines.keymap import KeyTask, extract_keys
+    from pipelines.jobs.clean.keymap import KeyTask, extract_keys
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
     from tests.helpers import v2_batch, write_log

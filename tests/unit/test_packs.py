@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.cleaner import _packs
+from pipelines.runtime.tasks import packs as _packs
 
 pytestmark = pytest.mark.unit
 

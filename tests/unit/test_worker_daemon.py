@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.worker_daemon import quiet_on_hang_up
+from pipelines.jobs.clean import WORKER_MODULES
+from pipelines.runtime.worker_daemon import quiet_on_hang_up
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_preloading_the_worker_modules_leaves_one_thread() -> None:
-    code = "import pipelines.worker_daemon as w; w._preload(); print(w._threads())"
+def test_preloading_the_clean_jobs_worker_modules_leaves_one_thread() -> None:
+    code = (
+        "import pipelines.runtime.worker_daemon as w; w.hold_to_one_thread(); "
+        f"w._preload({list(WORKER_MODULES)!r}); print(w._threads())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"

@@ -1,8 +1,10 @@
-"""The driver JVM's class-data archive: the Spark classes a `clean` run loads, stored once so
+"""The driver JVM's class-data archive: the Spark classes segpipe's jobs load, stored once so
 later JVMs map them instead of loading and verifying each one again (seconds of start-up).
 
-`python -m pipelines.class_archive` (run by scripts/bootstrap) builds it for this install by
-running `clean` on a small generated log directory with the JVM told to archive at exit.
+`python -m pipelines.runtime.class_archive` (run by scripts/bootstrap) builds it for this install
+by running a small core-engine workload with the JVM told to archive at exit. segpipe's jobs run
+on the core engine only (parallelize, Python map tasks, hash shuffles, broadcasts, collect), so
+the workload touches what they touch without knowing any job.
 `session.get_context` uses it when present; a stale or foreign archive is ignored by the JVM.
 Set SEGPIPE_CLASS_ARCHIVE to use another file, or to an empty value to use none.
 """
@@ -11,8 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
 
 ENV = "SEGPIPE_CLASS_ARCHIVE"
 # A foreign or stale archive only costs the speed-up: the JVM would say so on stdout.
@@ -37,32 +39,41 @@ def java_options() -> str | None:
     return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
+def _workload(sc: Any) -> None:
+    """The core-engine operations segpipe's jobs use, through Python workers."""
+    shared = sc.broadcast({"k": 1})
+    rows = (
+        sc.parallelize([[i, i + 1] for i in range(64)], 4)
+        .flatMap(lambda pack: [(x % 8, x) for x in pack])
+        .partitionBy(8, lambda key: key)
+        .mapPartitionsWithIndex(lambda b, items: [(b, sum(v for _, v in items) + shared.value["k"])])
+        .partitionBy(2, lambda key: key % 2)
+        .mapPartitions(lambda items: [sum(v for _, v in items)])
+        .collect()
+    )
+    assert sum(rows) > 0
+    sc.parallelize(range(8), 2).foreach(lambda _: None)
+    shared.unpersist()
+
+
 def build(path: Path) -> None:
-    """Run a small `clean` with the JVM archiving the classes it loaded; publish the archive
-    only once the JVM has exited (it writes the file on its way out)."""
-    from pipelines.cleaner import clean
-    from pipelines.config import JobConfig
-    from pipelines.session import get_context
-    from segment_io.generate import generate_log_dir
-    from segment_io.storage import open_storage
+    """Run the workload with the JVM archiving the classes it loaded; publish the archive only
+    once the JVM has exited (it writes the file on its way out)."""
+    from pipelines.runtime.session import get_context
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        storage, src = open_storage(str(Path(tmp) / "src"))
-        generate_log_dir(storage, src)
-        sc = get_context(
-            "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {QUIET}"}
-        )
-        jvm = sc._gateway.proc
-        try:
-            clean(sc, src, str(Path(tmp) / "dst"), JobConfig.build({"cleanup.policy": "compact,delete"}),
-                  now_ms=1_700_700_000_000, log=lambda *_: None)  # fmt: skip
-        finally:
-            sc.stop()
-            jvm.stdin.close()  # the gateway JVM exits when its stdin closes
-            status = jvm.wait(timeout=300)
+    sc = get_context(
+        "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {QUIET}"}
+    )
+    jvm = sc._gateway.proc
+    try:
+        _workload(sc)
+    finally:
+        sc.stop()
+        jvm.stdin.close()  # the gateway JVM exits when its stdin closes
+        status = jvm.wait(timeout=300)
     if status != 0 or not partial.is_file():  # a failed dump may leave a partial file behind
         partial.unlink(missing_ok=True)
         raise RuntimeError(f"the JVM exited with {status} and wrote no complete class archive")

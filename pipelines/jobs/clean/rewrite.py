@@ -1,6 +1,7 @@
-"""Pass 2 of compaction: recopy one output group (spec §3.3–§3.5), given the group's surviving
-keyed offsets from the key map (pipelines.keymap). Plain Python over segment_io; batches in
-which no record survives are dropped from their headers alone, without decompression."""
+"""Recopying one output group (docs/cleaning-rules.md#record-verdicts and the sections after
+it), given the group's surviving keyed offsets from the key map (keymap.py). Plain Python over
+segment_io; batches in which no record survives are dropped from their headers alone, without
+decompression."""
 
 from __future__ import annotations
 
@@ -8,21 +9,20 @@ import posixpath
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from pipelines.config import TopicConfig
-from pipelines.keymap import NullKeys, Survivors, Tombstones
-from pipelines.plan import DELETE, RETAIN_EMPTY, GroupPlan
+from pipelines.jobs.clean.keymap import NullKeys, Survivors, Tombstones
+from pipelines.jobs.clean.plan import BatchRetention, GroupPlan
 from segment_io.format import records as rec
 from segment_io.format.batch import build_empty_batch, build_v2_batch, parse_v2_header
 from segment_io.format.compression import CompressionLevels, compress
-from segment_io.format.constants import CODEC_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, Codec
-from segment_io.index import AbortedTxn
+from segment_io.format.constants import CODEC_MASK, DELETE_HORIZON_MASK, INT32_MAX, TIMESTAMP_TYPE_MASK, Codec
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
+from segment_io.segment.scan import BatchTable
 from segment_io.segment.sections import Arena
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
 from segment_io.storage import open_storage
@@ -67,6 +67,26 @@ class GroupStats:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Output:
+    """The output segment of one group and what writing any of its batches needs."""
+
+    writer: SegmentWriter
+    plan: GroupPlan
+    stats: GroupStats
+    levels: CompressionLevels
+    horizon_new: int  # the delete horizon a batch stamped now gets
+
+
+@dataclass(frozen=True)
+class _Input:
+    """The `k`-th input segment of the group, as its chunks are written."""
+
+    k: int
+    reader: SegmentReader
+    table: BatchTable
+
+
 def _levels(config: TopicConfig) -> CompressionLevels:
     return CompressionLevels(gzip=config.gzip_level, lz4=config.lz4_level, zstd=config.zstd_level)
 
@@ -98,7 +118,7 @@ def rewrite_groups(
 def rewrite_group(
     plan: GroupPlan, kept: Survivors, tombstones: Survivors, null_keys: int, ctx: RewriteContext
 ) -> GroupStats:
-    """Recopy one group of input segments into one output segment (spec §3.3–§3.5).
+    """Recopy one group of input segments into one output segment.
 
     `kept`: the group's keyed records that the key map keeps, `tombstones`: which of them are
     tombstones; `null_keys`: how many null-key records the key map saw in the group (for the
@@ -106,13 +126,12 @@ def rewrite_group(
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
     src, _ = open_storage(ctx.src_url)
-    out, out_root = open_storage(ctx.staging_url)
+    dst, dst_root = open_storage(ctx.staging_url)
     stats = GroupStats(plan.gid, plan.partition_dir, plan.base_offset)
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
-    writer = SegmentWriter(out, posixpath.join(out_root, plan.partition_dir), limits)
+    writer = SegmentWriter(dst, posixpath.join(dst_root, plan.partition_dir), limits)
     writer.roll(plan.base_offset)
-    levels = _levels(config)
-    horizon_new = ctx.now_ms + config.delete_retention_ms
+    out = _Output(writer, plan, stats, _levels(config), ctx.now_ms + config.delete_retention_ms)
     skipped_records = 0
     null_keys_decoded = 0
     arena = Arena()
@@ -120,6 +139,7 @@ def rewrite_group(
         files = ctx.segments[sid]
         reader = SegmentReader(src, files.log.path, files.base_offset)
         table = reader.scan().table
+        src_segment = _Input(k, reader, table)
         is_control = table.is_control
         records = np.maximum(table.records_count, 0)
         stats.bytes_in += files.size
@@ -133,31 +153,35 @@ def rewrite_group(
         # wrappers are always decoded to learn their offsets.
         v2_data = (table.magic == 2) & ~is_control & ~plan.discard_records[k]
         whole = v2_data & (records > 0) & (surviving == records) & (tombstones.count_in(lo, hi) == 0)
-        read = whole | (surviving > 0) | is_control | (actions == RETAIN_EMPTY) | (table.magic < 2)
+        read = (
+            whole
+            | (surviving > 0)
+            | is_control
+            | (actions == BatchRetention.RETAIN_EMPTY)
+            | (table.magic < 2)
+        )
         for index in chunk_batches(table):
             act = actions[index]
-            dropped = index[act == DELETE]
-            skipped = index[(act != DELETE) & ~read[index]]
+            dropped = index[act == BatchRetention.DELETE]
+            skipped = index[(act != BatchRetention.DELETE) & ~read[index]]
             aborted, superseded = int(records[dropped].sum()), int(records[skipped].sum())
             stats.aborted += aborted
             skipped_records += superseded
             stats.records_in += aborted + superseded
             stats.batches_dropped += len(dropped) + len(skipped)
-            live = index[(act != DELETE) & read[index]]
+            live = index[(act != BatchRetention.DELETE) & read[index]]
             if len(live) == 0:
                 continue
             kept_whole = whole[live]
             framed = reader.frame(live[~kept_whole], arena)
-            keep, reasons = _record_verdicts(framed, table, live[~kept_whole], kept, plan, k, ctx.now_ms)
+            keep, reasons = _record_verdicts(framed, src_segment, live[~kept_whole], kept, plan, ctx.now_ms)
             stats.records_in += len(framed) + int(records[live[kept_whole]].sum())
             stats.superseded += reasons["superseded"]
             null_keys_decoded += reasons["null_key"]
             stats.tombstones += reasons["tombstone"]
             stats.markers += reasons["marker"]
             stats.aborted += reasons["aborted"]
-            _write_chunk(
-                writer, reader, table, live, kept_whole, framed, keep, plan, k, stats, levels, horizon_new
-            )
+            _write_chunk(out, src_segment, live, kept_whole, framed, keep)
     # Null-key records of skipped batches are known only from the key map's count.
     stats.null_keys = max(null_keys, null_keys_decoded)
     stats.superseded += skipped_records - (stats.null_keys - null_keys_decoded)
@@ -170,19 +194,15 @@ def rewrite_group(
 def _relative(offsets: np.ndarray, plan: GroupPlan) -> np.ndarray:
     """Offsets relative to the group's base, as int32 like the key map's (clipped: a legacy
     wrapper's unknown base offset is −1)."""
-    return np.clip(offsets - plan.base_offset, -1, 2**31 - 1).astype(np.int32)
+    return np.clip(offsets - plan.base_offset, -1, INT32_MAX).astype(np.int32)
 
 
 def _record_verdicts(
-    framed: Framed,
-    table: Any,
-    live: np.ndarray,
-    kept: Survivors,
-    plan: GroupPlan,
-    k: int,
-    now_ms: int,
+    framed: Framed, src: _Input, live: np.ndarray, kept: Survivors, plan: GroupPlan, now_ms: int
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """Spec §3.3.3 for every record of the framed batches, vectorised."""
+    """Which records of the framed batches stay, and why the others go, vectorised
+    (docs/cleaning-rules.md#record-verdicts)."""
+    table, k = src.table, src.k
     rb = framed.record_batch
     batch = live[rb]
     control = table.is_control[batch]
@@ -214,23 +234,15 @@ def _kept_per_batch(mask: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 
 def _write_chunk(
-    writer: SegmentWriter,
-    reader: SegmentReader,
-    table: Any,
-    live: np.ndarray,
-    whole: np.ndarray,
-    framed: Framed,
-    keep: np.ndarray,
-    plan: GroupPlan,
-    k: int,
-    stats: GroupStats,
-    levels: CompressionLevels,
-    horizon_new: int,
+    out: _Output, src: _Input, live: np.ndarray, whole: np.ndarray, framed: Framed, keep: np.ndarray
 ) -> None:
-    """Copy, rewrite, empty or drop each batch of `live` in log order (spec §3.4); `framed` holds
-    the records of the batches not known to be kept `whole`. Decisions are vectorised over the
-    chunk and every rewritten batch's records are re-based in one kernel call; per batch there is
-    only the codec, the header and the append."""
+    """Copy, rewrite, empty or drop each batch of `live` in log order
+    (docs/cleaning-rules.md#writing-kept-batches); `framed` holds the records of the batches not
+    known to be kept `whole`, `keep` their verdicts. Decisions are vectorised over the chunk and
+    every rewritten batch's records are re-based in one kernel call; per batch there is only the
+    codec, the header and the append."""
+    writer, plan, stats = out.writer, out.plan, out.stats
+    reader, table, k = src.reader, src.table, src.k
     # Record ranges per batch of `live` (empty for whole batches, which were not framed).
     bounds = np.searchsorted(np.flatnonzero(~whole)[framed.record_batch], np.arange(len(live) + 1))
     records = np.where(whole, table.records_count[live], np.diff(bounds))
@@ -239,8 +251,8 @@ def _write_chunk(
     tombs = np.where(control, 0, _kept_per_batch(keep & (framed.value_len < 0), bounds))
     v2 = table.magic[live] == 2
     horizon_set = table.has_delete_horizon[live]
-    # Spec §3.4: a kept v2 batch gets a delete horizon when it keeps a tombstone or is a marker
-    # that can later go, unless it has one; then it is rewritten even if every record stays.
+    # A kept v2 batch gets a delete horizon when it keeps a tombstone or is a marker that can
+    # later go, unless it has one; then it is rewritten even if every record stays.
     stamp = v2 & ~horizon_set & ((tombs > 0) | plan.discardable[k][live]) & (kept > 0)
     verbatim = v2 & (kept > 0) & (kept == records) & ~stamp
     rewrite = v2 & (kept > 0) & ~verbatim
@@ -249,18 +261,18 @@ def _write_chunk(
     sections, section_bounds, base_ts, largest_ts = rec.rebase_batches(
         framed.sections.data, framed.record_start, framed.body_start, framed.record_end, framed.timestamp,
         keep, bounds[chosen], bounds[chosen + 1],
-        np.where(horizon_set, table.base_timestamp[live], horizon_new)[chosen], with_horizon[chosen],
+        np.where(horizon_set, table.base_timestamp[live], out.horizon_new)[chosen], with_horizon[chosen],
     )  # fmt: skip
     stats.records_out += int(kept.sum())
     stats.horizons_stamped += int(stamp.sum())
-    txn_by_marker = {e[2]: e for e in plan.txn_entries}
+    txn_by_marker = {t.last_offset: t for t in plan.txn_entries}
     cols = {name: getattr(table, name)[live].tolist() for name in _HEADER_COLUMNS}
     log_append = table.log_append_time[live].tolist()
     slot = np.cumsum(rewrite) - 1
     for j, i in enumerate(live.tolist()):
         base, last = cols["base_offset"][j], cols["last_offset"][j]
         if kept[j] == 0:
-            if plan.actions[k][i] != RETAIN_EMPTY or not v2[j]:
+            if plan.actions[k][i] != BatchRetention.RETAIN_EMPTY or not v2[j]:
                 stats.batches_dropped += 1
                 continue
             header = parse_v2_header(reader.batch_bytes(i))
@@ -276,7 +288,7 @@ def _write_chunk(
             section = sections[section_bounds[s] : section_bounds[s + 1]]
             batch = build_v2_batch(
                 base_offset=base,
-                records=compress(Codec(attrs & CODEC_MASK), section, levels),
+                records=compress(Codec(attrs & CODEC_MASK), section, out.levels),
                 records_count=int(kept[j]),
                 last_offset_delta=last - base,
                 base_timestamp=int(base_ts[s]),
@@ -291,13 +303,15 @@ def _write_chunk(
             stats.batches_rewritten += 1
         else:  # a kept legacy entry becomes a v2 batch (4.x)
             r0, r1 = int(bounds[j]), int(bounds[j + 1])
-            horizon = horizon_new if tombs[j] else None
+            horizon = out.horizon_new if tombs[j] else None
             stats.horizons_stamped += int(tombs[j] > 0)
-            batch, base, last, max_ts = convert_legacy(table, i, framed, r0, r1, keep[r0:r1], horizon, levels)
+            batch, base, last, max_ts = convert_legacy(
+                table, i, framed, r0, r1, keep[r0:r1], horizon, out.levels
+            )
             writer.append(batch, base, last, max_ts)
             stats.batches_rewritten += 1
         if control[j] and last in txn_by_marker:
-            writer.append_aborted(AbortedTxn(*txn_by_marker[last]))
+            writer.append_aborted(txn_by_marker[last])
             stats.txn_indexed += 1
 
 
@@ -308,7 +322,7 @@ _HEADER_COLUMNS = (
 
 
 def convert_legacy(
-    table: Any,
+    table: BatchTable,
     i: int,
     framed: Framed,
     r0: int,
@@ -317,7 +331,8 @@ def convert_legacy(
     horizon: int | None,
     levels: CompressionLevels,
 ) -> tuple[bytes, int, int, int]:
-    """Spec §3.4, 4.x (KAFKA-13093): a kept v0/v1 entry becomes a v2 batch of its kept records."""
+    """A kept v0/v1 entry becomes a v2 batch of its kept records, as Kafka 4.x converts them
+    (docs/cleaning-rules.md#writing-kept-batches)."""
     data = framed.sections.data
     rows = np.flatnonzero(kmask) + r0
     offsets = framed.offset[rows]

@@ -1,11 +1,12 @@
-"""Segment deletion by Kafka's retention rules (spec §4.2), on segment metadata only."""
+"""Segment deletion by Kafka's retention rules, on segment metadata only
+(docs/cleaning-rules.md#retention)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipelines.config import TopicConfig
+from pipelines.config.topic import TopicConfig
 
 Predicate = Callable[[int, int, bool], bool]  # (position among survivors, segment index, is last)
 
@@ -14,7 +15,7 @@ Predicate = Callable[[int, int, bool], bool]  # (position among survivors, segme
 class RetentionSegment:
     base_offset: int
     size: int
-    largest_timestamp: int  # last time-index entry, else the .log mtime (format §8.4)
+    largest_timestamp: int  # last time-index entry, else the .log mtime
 
 
 @dataclass(frozen=True)

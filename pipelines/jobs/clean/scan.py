@@ -1,4 +1,5 @@
-"""Pass 0: segment and batch metadata (headers only, plus the few marker keys), in parallel."""
+"""The scan stage's task: one segment's batch headers, CRCs and metadata (plus the few marker
+keys), read by a Spark task; the driver plans from what it returns."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from segment_io.format.constants import OFFSET_ENTRY, TIME_ENTRY
-from segment_io.index import read_time_index, read_txn_index
+from segment_io.index import AbortedTxn, read_time_index, read_txn_index
 from segment_io.layout import LogDirListing, SegmentFiles
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable
@@ -30,7 +31,8 @@ class SegmentTask:
 
 @dataclass(frozen=True)
 class SegmentMeta:
-    """What planning needs about a segment (format §7–§9 sizes, §8.4 largest timestamp)."""
+    """What planning needs about a segment: its index sizes (grouping), its largest timestamp
+    (docs/log-format.md#time-index) and its aborted transactions."""
 
     segment_id: int
     base_offset: int
@@ -39,7 +41,7 @@ class SegmentMeta:
     index_bytes: int
     timeindex_bytes: int
     largest_timestamp: int
-    aborted: tuple[tuple[int, int, int, int], ...]  # .txnindex entries (pid, first, last, lso)
+    aborted: tuple[AbortedTxn, ...]  # the segment's .txnindex entries
 
 
 def control_types(reader: SegmentReader) -> np.ndarray:
@@ -76,12 +78,9 @@ def scan_segment(storage: Storage, files: SegmentFiles) -> tuple[SegmentMeta, Ba
     if files.timeindex is not None and files.timeindex.size:
         ts, _ = read_time_index(storage.read(files.timeindex.path))
         largest = int(ts[-1]) if len(ts) else -1
-    aborted: tuple[tuple[int, int, int, int], ...] = ()
+    aborted: tuple[AbortedTxn, ...] = ()
     if files.txnindex is not None and files.txnindex.size:
-        aborted = tuple(
-            (t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
-            for t in read_txn_index(storage.read(files.txnindex.path), files.txnindex.path)
-        )
+        aborted = tuple(read_txn_index(storage.read(files.txnindex.path), files.txnindex.path))
     meta = SegmentMeta(
         segment_id=-1,
         base_offset=files.base_offset,

@@ -6,9 +6,16 @@ session (DataFrames, the `kafka-segments` source), which costs several seconds m
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
+
+from pipelines.errors import ConfigError
+from pipelines.runtime.worker_daemon import PRELOAD_ENV
 
 # segpipe's JVM only moves bytes between Python workers and shuffle files: code from the quick
 # compiler is fast enough, and the optimising compiler's threads would take cores from the
@@ -35,7 +42,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
         "spark.sql.shuffle.partitions": str(max(2, (os.cpu_count() or 2) * 2)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
-        "spark.python.daemon.module": "pipelines.worker_daemon",
+        "spark.python.daemon.module": "pipelines.runtime.worker_daemon",
         # The JVM talks to its Python workers over Unix domain sockets: on loopback TCP every
         # task waited about 40 ms for a delayed ACK (measured: 28 → 7 ms per task).
         "spark.python.unix.domain.socket.enabled": "true",
@@ -44,7 +51,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
         "spark.sql.adaptive.enabled": "true",
     }
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the driver JVM is not started yet
-        from pipelines.class_archive import java_options
+        from pipelines.runtime.class_archive import java_options
 
         defaults["spark.driver.extraJavaOptions"] = " ".join(filter(None, [QUICK_JIT, java_options()]))
     defaults.update({k: str(v) for k, v in conf.items()})
@@ -57,8 +64,6 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
 def spark_settings(pairs: list[str]) -> dict[str, str]:
     """`--conf NAME=VALUE` flags as Spark settings; anything else is refused before work starts
     (Spark itself would only warn and ignore a name outside `spark.`)."""
-    from pipelines.config import ConfigError
-
     settings: dict[str, str] = {}
     for pair in pairs:
         name, eq, value = pair.partition("=")
@@ -88,12 +93,33 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
     """A SparkSession over `get_context`'s context, with the `kafka-segments` source registered."""
     from pyspark.sql import SparkSession
 
-    from pipelines.datasource import register
+    from pipelines.sources.kafka_segments import register
 
     get_context(master, app_name, **conf)
     spark = SparkSession.builder.getOrCreate()  # takes the running context
     register(spark)
     return spark
+
+
+def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
+    """Python workers forked after this start with `modules` imported (a job names the modules
+    its tasks run; see runtime.worker_daemon). Workers of one preload list share one daemon."""
+    sc.environment[PRELOAD_ENV] = ",".join(modules)
+
+
+@contextmanager
+def spark_for_command(job_module: str, master: str | None, settings: dict[str, str]) -> Iterator[Any]:
+    """The SparkContext of one command-line run: the JVM starts (seconds) while this thread
+    imports the job's module; Ctrl-C cancels running jobs; Spark stops before the process ends."""
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(get_context, master, **settings)
+        importlib.import_module(job_module)
+        sc = starting.result()
+    interrupt_cancels_jobs(sc)
+    try:
+        yield sc
+    finally:
+        stop_before_exit(sc)
 
 
 def stop_before_exit(sc: Any) -> None:

@@ -1,4 +1,4 @@
-"""The key map (spec §3.1, §3.3.3): which keyed records of the recopied prefix survive.
+"""The key map: which keyed records of the recopied prefix survive (docs/cleaning-rules.md#key-map).
 
 Map side (one task per few input segments): decode keys and offsets only, reduce the dirty part to
 one row per key in an exact-key hash table (pipelines.keytable), and split the rows into buckets
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from pipelines.keytable import KeyRows, LatestOffsets, hash_keys
+from pipelines.jobs.clean.keytable import KeyRows, LatestOffsets, hash_keys
 from segment_io.buffers import grow
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import chunk_batches
@@ -47,7 +47,8 @@ class KeyTask:
 
 @dataclass(frozen=True)
 class NullKeys:
-    """How many null-key records a map task saw in its group (they are dropped, spec §3.3.3)."""
+    """How many null-key records a map task saw in its group (they are dropped:
+    docs/cleaning-rules.md#record-verdicts)."""
 
     gid: int
     count: int

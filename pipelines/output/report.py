@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -95,3 +98,23 @@ class RunReport:
         types = {"partition": "string", "cleanup_policy": "string", "seconds": "double"}
         ddl = ", ".join(f"{f.name} {types.get(f.name, 'long')}" for f in fields(PartitionMetrics))
         return spark.createDataFrame([tuple(row.values()) for row in self.rows()], ddl)
+
+
+class StageTimer:
+    """Seconds per stage of a run, in the order the stages ran (`with timer.stage("scan"): ...`)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = time.perf_counter() - t0
+
+    @property
+    def total(self) -> float:
+        return time.perf_counter() - self.started

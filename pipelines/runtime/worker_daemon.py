@@ -1,9 +1,11 @@
-"""PySpark's Python worker daemon, started with segpipe's worker modules already loaded.
+"""PySpark's Python worker daemon, started with a job's worker modules already loaded.
 
 Spark forks every Python worker from this daemon. Importing numpy, pyarrow, numba and segpipe
 and loading numba's compiler back end costs a worker about a second; done here once, every
-forked worker starts with them. Forking is only safe from a process with a single thread (the
-reason PySpark's own daemon imports nothing): numpy is held to one BLAS thread and pyarrow's
+forked worker starts with them. Which modules is the job's to say: it lists them in the
+workers' environment (`session.preload_in_workers`), and this module knows no job. Forking is
+only safe from a process with a single thread (the reason PySpark's own daemon imports
+nothing): numpy is held to one BLAS thread and pyarrow's
 allocator to no background thread, and the thread count is checked after the imports. Where it
 cannot be checked or is not one, the plain PySpark daemon runs instead.
 """
@@ -15,9 +17,9 @@ import os
 import sys
 from collections.abc import Callable
 from socket import socket
+from typing import Any
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+PRELOAD_ENV = "SEGPIPE_WORKER_PRELOAD"  # comma-separated module names
 
 
 def _threads() -> int | None:
@@ -28,15 +30,20 @@ def _threads() -> int | None:
         return None
 
 
-def _preload() -> None:
+def _sum(values: Any) -> Any:
+    return values.sum()
+
+
+def _preload(modules: list[str]) -> None:
+    import importlib
+
     import numpy as np
     import pyspark.worker  # noqa: F401
+    from numba import njit
 
-    import pipelines.cleaner  # noqa: F401  (the modules the workers' tasks run)
-    from pipelines.keytable import hash_keys
-
-    one = np.ones(1, dtype=np.int64)
-    hash_keys(np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint8), one - 1, one)  # numba back end
+    for name in modules:
+        importlib.import_module(name)
+    njit(cache=True, nogil=True)(_sum)(np.ones(1, dtype=np.int64))  # numba's back end, once for all
     # PySpark's worker loop runs a full gc.collect() after every task; with numba and pyarrow
     # loaded that walks a few hundred thousand objects (tens of ms per task). What is loaded
     # here lives as long as the process: frozen, the collector no longer walks it.
@@ -65,9 +72,17 @@ def quiet_on_hang_up(worker: _Worker) -> _Worker:
     return run
 
 
+def hold_to_one_thread() -> None:
+    """Before anything imports numpy or pyarrow: no BLAS threads, no allocator thread."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+
+
 def main() -> None:
+    hold_to_one_thread()
+    modules = [m for m in os.environ.get(PRELOAD_ENV, "").split(",") if m]
     if _threads() == 1:
-        _preload()
+        _preload(modules)
         if _threads() != 1:  # something started a thread: fork from a clean process instead
             os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     from pyspark import daemon

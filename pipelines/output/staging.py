@@ -9,53 +9,18 @@ only after the manifest is written; readers (and `segpipe`) treat a marked DST a
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.errors import DestinationNotEmpty
+from pipelines.output.destination import require_empty
 from segment_io.storage import Storage, open_storage
 
 META_DIR = "_segpipe"
 INCOMPLETE = "INCOMPLETE"
 MANIFEST = "manifest.json"
-
-
-class DestinationRefused(RuntimeError):
-    """A destination segpipe will not write: not empty or inside the source (both checked before
-    any work starts), or filled by another writer while the run worked (checked at publication)."""
-
-
-class DestinationNotEmpty(DestinationRefused):
-    pass
-
-
-class DestinationInsideSource(DestinationRefused):
-    pass
-
-
-def require_empty(dst_url: str) -> None:
-    """Refuse a destination that already holds anything (segpipe never overwrites output)."""
-    storage, final = open_storage(dst_url)
-    if storage.exists(final) and storage.list(final):
-        raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
-
-
-def _location(url: str) -> tuple[str, str]:
-    storage, path = open_storage(url)
-    return storage.protocol, storage.canonical(path)
-
-
-def require_destination(src_url: str, dst_url: str) -> None:
-    """Refuse a destination inside the source (its output and staging would modify SRC, and a
-    log directory holding a non-partition directory is one Kafka refuses to load) or not empty."""
-    (src_fs, src), (dst_fs, dst) = _location(src_url), _location(dst_url)
-    if src_fs == dst_fs and (dst == src or dst.startswith(src.rstrip("/") + "/")):
-        raise DestinationInsideSource(
-            f"destination {dst_url} is inside the source {src_url}, which is never modified"
-        )
-    require_empty(dst_url)
 
 
 @dataclass(frozen=True)
@@ -75,9 +40,9 @@ class Staging:
         storage, final = open_storage(dst_url)
         run_id = uuid.uuid4().hex[:12]
         if storage.renames_directories:
-            parent = os.path.dirname(os.path.abspath(final))
-            os.makedirs(parent, exist_ok=True)
-            path = os.path.join(parent, f".{os.path.basename(final)}.segpipe-staging-{run_id}")
+            # A hidden sibling on the same file system, so that publication is one rename.
+            parent = posixpath.dirname(final)
+            path = posixpath.join(parent, f".{posixpath.basename(final)}.segpipe-staging-{run_id}")
             storage.makedirs(path)
         else:
             path = final

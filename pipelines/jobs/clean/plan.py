@@ -7,22 +7,27 @@ Inputs are per-segment header tables; outputs are small, JSON-able plans that wo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from pipelines.config import TopicConfig
-from pipelines.retention import RetentionSegment, apply_retention
-from pipelines.scan import EMPTY_CONTROL, ScannedSegment
-from segment_io.format.constants import ControlType
+from pipelines.jobs.clean.retention import RetentionSegment, apply_retention
+from pipelines.jobs.clean.scan import EMPTY_CONTROL, ScannedSegment
+from pipelines.jobs.clean.transactions import Producer, aborted_data_batches, producer_state
+from segment_io.format.constants import INT32_MAX, ControlType
+from segment_io.index import AbortedTxn
 from segment_io.topic_partition import TopicPartition
 
-INT32_MAX = 2**31 - 1
 
-# Batch actions (spec §3.3.2).
-DELETE = 0  # drop the whole batch
-DELETE_EMPTY = 1  # filter records; drop the batch if none survives
-RETAIN_EMPTY = 2  # filter records; keep an empty header if none survives
+class BatchRetention(IntEnum):
+    """What happens to a batch of a recopied segment, as Kafka names it
+    (docs/cleaning-rules.md#batch-actions); plans hold these as int8 arrays."""
+
+    DELETE = 0  # drop the whole batch unread
+    DELETE_EMPTY = 1  # filter records; drop the batch if none survives
+    RETAIN_EMPTY = 2  # filter records; keep an empty header if none survives
 
 
 @dataclass(frozen=True)
@@ -34,12 +39,12 @@ class GroupPlan:
     base_offset: int
     segment_ids: tuple[int, ...]
     mtime_ms: int
-    actions: tuple[np.ndarray, ...]  # per input segment, per batch: DELETE / DELETE_EMPTY / RETAIN_EMPTY
+    actions: tuple[np.ndarray, ...]  # per input segment, per batch: a BatchRetention
     discard_records: tuple[np.ndarray, ...]
     discardable: tuple[np.ndarray, ...]  # control batches that carry (or get) a delete horizon
     key_batches: tuple[np.ndarray, ...]  # batches whose keyed records take part in the key map
     retain_legacy_deletes: tuple[bool, ...]
-    txn_entries: tuple[tuple[int, int, int, int], ...]  # aborted txns indexed in the output
+    txn_entries: tuple[AbortedTxn, ...]  # aborted transactions indexed in the output, in marker order
 
 
 @dataclass(frozen=True)
@@ -98,62 +103,6 @@ def log_end_offset(segments: list[ScannedSegment]) -> int:
     return leo
 
 
-@dataclass
-class _Producer:
-    epoch: int = -1
-    last_data_offset: int | None = None
-    last_timestamp: int = -1
-    open_txn_first: int | None = None
-
-
-def producer_state(segments: list[ScannedSegment]) -> dict[int, _Producer]:
-    """Replay every batch with a producer id in offset order (spec §5)."""
-    state: dict[int, _Producer] = {}
-    for s in segments:
-        t = s.table
-        for pid, epoch, control, last, base, ts, txn in zip(
-            t.producer_id.tolist(),
-            t.producer_epoch.tolist(),
-            t.is_control.tolist(),
-            t.last_offset.tolist(),
-            t.base_offset.tolist(),
-            t.max_timestamp.tolist(),
-            t.is_transactional.tolist(),
-            strict=True,
-        ):
-            if pid < 0:
-                continue
-            p = state.setdefault(pid, _Producer())
-            if epoch != p.epoch:
-                p.last_data_offset = None
-                p.epoch = epoch
-            p.last_timestamp = ts
-            if control:
-                p.open_txn_first = None
-            else:
-                p.last_data_offset = last
-                if txn and p.open_txn_first is None:
-                    p.open_txn_first = base
-    return state
-
-
-def _aborted_data(segments: list[ScannedSegment]) -> list[np.ndarray]:
-    """Per segment, per batch: a transactional data batch whose producer's next marker is ABORT."""
-    out = [np.zeros(len(s.table), dtype=np.bool_) for s in segments]
-    next_marker: dict[int, int] = {}
-    for k in range(len(segments) - 1, -1, -1):
-        t = segments[k].table
-        controls = segments[k].controls
-        control = t.is_control
-        for i in np.flatnonzero(t.is_transactional & (t.producer_id >= 0))[::-1].tolist():
-            pid = int(t.producer_id[i])
-            if control[i]:
-                next_marker[pid] = int(controls[i])
-            elif next_marker.get(pid) == ControlType.ABORT:
-                out[k][i] = True
-    return out
-
-
 def _segment_containing(segments: list[ScannedSegment], offset: int) -> int:
     bases = [s.meta.base_offset for s in segments]
     return max(0, int(np.searchsorted(bases, offset, side="right")) - 1)
@@ -167,7 +116,8 @@ def first_uncleanable_offset(
     config: TopicConfig,
     now_ms: int,
 ) -> int:
-    """Spec §2.2: min(LSO, active segment base, min.compaction.lag bound), snapped to a segment."""
+    """min(LSO, active segment base, min.compaction.lag bound), snapped down to a segment base
+    (docs/cleaning-rules.md#first-uncleanable-offset)."""
     bound = min(lso, leo)
     non_active = segments if config.last_segment_sealed else segments[:-1]
     if not config.last_segment_sealed and segments:
@@ -184,7 +134,7 @@ def first_uncleanable_offset(
 
 
 def group_segments(segments: list[ScannedSegment], end_offset: int, config: TopicConfig) -> list[list[int]]:
-    """Spec §3.2: greedy groups of consecutive segments below `end_offset`."""
+    """Greedy groups of consecutive segments below `end_offset` (docs/cleaning-rules.md#grouping)."""
     recopy = [k for k, s in enumerate(segments) if s.meta.base_offset < end_offset]
     groups: list[list[int]] = []
     for pos, k in enumerate(recopy):
@@ -258,15 +208,15 @@ def plan_partition(
     plan.copied = [s.meta.segment_id for k, s in enumerate(alive) if k not in recopied]
     decisions = _batch_decisions(alive, sorted(recopied), state, upper, config, now_ms)
     legacy_horizon = _legacy_horizon(alive, first_dirty, config)
-    txn_meta = {(e[0], e[2]): e for s in alive for e in s.meta.aborted}
+    indexed = {(t.producer_id, t.last_offset): t for s in alive for t in s.meta.aborted}
     group_plans: list[GroupPlan] = []
     for g in groups:
         segs = [alive[k] for k in g]
         entries = []
         for k in g:
             for marker_offset, pid, first_data in decisions.indexed_aborts.get(k, []):
-                meta = txn_meta.get((pid, marker_offset), (pid, first_data, marker_offset, marker_offset + 1))
-                entries.append(meta)
+                derived = AbortedTxn(pid, first_data, marker_offset, marker_offset + 1)
+                entries.append(indexed.get((pid, marker_offset), derived))
         group_plans.append(
             GroupPlan(
                 gid=next_gid + len(group_plans),
@@ -298,13 +248,14 @@ class _Decisions:
 def _batch_decisions(
     segments: list[ScannedSegment],
     recopied: list[int],
-    state: dict[int, _Producer],
+    state: dict[int, Producer],
     upper: int,
     config: TopicConfig,
     now_ms: int,
 ) -> _Decisions:
-    """The recopy tracker of spec §3.3.1 and the batch-level rules of §3.3.2, in offset order."""
-    aborted = _aborted_data(segments)
+    """The transaction tracker and the batch actions, in offset order
+    (docs/cleaning-rules.md#transactions, #batch-actions)."""
+    aborted = aborted_data_batches(segments)
     active = {
         pid: p
         for pid, p in state.items()
@@ -324,7 +275,7 @@ def _batch_decisions(
         control = t.is_control
         transactional = t.is_transactional
         horizon_set = t.has_delete_horizon
-        actions = np.full(n, DELETE_EMPTY, dtype=np.int8)
+        actions = np.full(n, BatchRetention.DELETE_EMPTY, dtype=np.int8)
         discard_records = aborted[k].copy()
         discardable = np.zeros(n, dtype=np.bool_)
         # Last batch of an active producer whose last data offset is known: vectorised.
@@ -334,7 +285,7 @@ def _batch_decisions(
             if len(active_pids)
             else np.zeros(n, dtype=np.bool_)
         )
-        # The transaction tracker (§3.3.1) only concerns transactional batches and markers.
+        # The transaction tracker only concerns transactional batches and markers.
         for i in np.flatnonzero(control | (transactional & (t.producer_id >= 0))).tolist():
             pid = int(t.producer_id[i])
             last = int(t.last_offset[i])
@@ -356,12 +307,12 @@ def _batch_decisions(
                     known[i] = True
             else:
                 pending.setdefault(pid, []).append(int(t.base_offset[i]))
-        actions[discard_records] = DELETE
-        actions[known | (t.last_offset + 1 == upper)] = RETAIN_EMPTY
+        actions[discard_records] = BatchRetention.DELETE
+        actions[known | (t.last_offset + 1 == upper)] = BatchRetention.RETAIN_EMPTY
         out.actions[k] = actions
         out.discard_records[k] = discard_records
         out.discardable[k] = discardable
-        out.key_batches[k] = np.flatnonzero(~control & ~discard_records & (actions != DELETE))
+        out.key_batches[k] = np.flatnonzero(~control & ~discard_records & (actions != BatchRetention.DELETE))
     return out
 
 
@@ -370,7 +321,8 @@ def _or_minus_one(value: int | None) -> int:
 
 
 def _legacy_horizon(segments: list[ScannedSegment], first_dirty: int, config: TopicConfig) -> int:
-    """Spec §3.3.4 legacy rule: mtime of the last segment entirely below firstDirty − retention."""
+    """mtime of the last segment entirely below the first dirty offset − delete.retention.ms
+    (docs/cleaning-rules.md#delete-horizons, the legacy rule)."""
     horizon = 0
     for k, s in enumerate(segments):
         nxt = segments[k + 1].meta.base_offset if k + 1 < len(segments) else None

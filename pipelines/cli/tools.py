@@ -1,4 +1,4 @@
-"""`segpipe` command line: inspect, dump, generate, clean. Also the spark-submit entry point."""
+"""The Spark-free commands: `inspect`, `dump` (like kafka-dump-log) and `generate`."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import argparse
 import base64
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
+from pipelines.errors import EXIT_INVALID, EXIT_OK, DestinationNotEmpty
 from segment_io.errors import SegmentError
 
 
@@ -21,7 +22,7 @@ def _b64(value: bytes | None) -> str | None:
 # inspect
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
+def run_inspect(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
     from segment_io.storage import open_storage
 
@@ -50,7 +51,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             ],
         }
         print(json.dumps(doc, indent=2))
-        return 0 if ok else 1
+        return EXIT_OK if ok else EXIT_INVALID
     for name, reason in listing.ignored:
         print(f"ignored {name}: {reason}")
     for r in reports:
@@ -78,7 +79,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             if not any(str(err) in s.errors for s in r.segments):
                 print(f"  error: {err}")
     print("valid" if ok else "INVALID: see errors above")
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_INVALID
 
 
 def _error_doc(e: SegmentError) -> dict[str, Any]:
@@ -90,10 +91,9 @@ def _error_doc(e: SegmentError) -> dict[str, Any]:
 
 
 def _record_docs(rb: Any, decode_internal: bool) -> Iterator[dict[str, Any]]:
+    from segment_io.format.constants import ControlType
     from segment_io.internal_topics import decode_key, decode_value
 
-    control_names = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                     5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}  # fmt: skip
     for row in rb.to_pylist():
         key, value = row["key"], row["value"]
         doc = {
@@ -119,14 +119,14 @@ def _record_docs(rb: Any, decode_internal: bool) -> Iterator[dict[str, Any]]:
         }
         if row["is_control"] and key is not None and len(key) >= 4:
             ctype = int.from_bytes(key[2:4], "big", signed=True)
-            doc["control_type"] = control_names.get(ctype, f"UNKNOWN({ctype})")
+            doc["control_type"] = ControlType.label_of(ctype)
         if decode_internal:
             doc["decoded_key"] = decode_key(row["topic"], key)
             doc["decoded_value"] = decode_value(row["topic"], key, value)
         yield doc
 
 
-def cmd_dump(args: argparse.Namespace) -> int:
+def run_dump(args: argparse.Namespace) -> int:
     from segment_io.layout import list_log_dir
     from segment_io.segment.reader import SegmentReader
     from segment_io.storage import open_storage
@@ -154,29 +154,28 @@ def cmd_dump(args: argparse.Namespace) -> int:
                     out.write(json.dumps(row) + "\n")
                     printed += 1
                     if args.limit is not None and printed >= args.limit:
-                        return 0
+                        return EXIT_OK
                 continue
             for rb in reader.record_batches(part.tp.topic, part.tp.partition):
                 for doc in _record_docs(rb, args.decode_internal):
                     out.write(json.dumps(doc) + "\n")
                     printed += 1
                     if args.limit is not None and printed >= args.limit:
-                        return 0
-    return 0
+                        return EXIT_OK
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------
 # generate
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def run_generate(args: argparse.Namespace) -> int:
     from segment_io.generate import TopicSpec, default_specs, generate_log_dir
     from segment_io.storage import open_storage
 
     storage, path = open_storage(args.dst)
     if storage.list(path):
-        print(f"error: {args.dst} is not empty", file=sys.stderr)
-        return 2
+        raise DestinationNotEmpty(f"destination {args.dst} exists and is not empty")
     overrides = {
         k: v
         for k, v in {
@@ -211,21 +210,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     ends = generate_log_dir(storage, path, specs, seed=args.seed)
     for tp, leo in sorted(ends.items()):
         print(f"{tp}: log end offset {leo}")
-    return 0
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="segpipe", description="Kafka log archive maintenance")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_parsers(sub: Any) -> None:
     p = sub.add_parser("inspect", help="list and validate partitions, segments and indexes")
     p.add_argument("path", help="log directory, partition directory, or fsspec URL")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
-    p.set_defaults(func=cmd_inspect)
+    p.set_defaults(func=run_inspect)
 
     p = sub.add_parser("dump", help="records (or batches) as JSON lines, like kafka-dump-log")
     p.add_argument("path")
@@ -237,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", type=int)
     p.add_argument("--limit", type=int, help="stop after this many lines")
     p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
-    p.set_defaults(func=cmd_dump)
+    p.set_defaults(func=run_dump)
 
     p = sub.add_parser("generate", help="write a realistic synthetic log directory")
     p.add_argument("dst")
@@ -261,24 +257,4 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start-ms", type=int)
     p.add_argument("--segment-bytes", type=int)
     p.add_argument("--seed", type=int, default=7)
-    p.set_defaults(func=cmd_generate)
-
-    from pipelines.clean_cli import add_clean_parser
-
-    add_clean_parser(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except SegmentError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    p.set_defaults(func=run_generate)

@@ -2,7 +2,7 @@
 
     spark.read.format("kafka-segments").load("/var/lib/kafka/data")   # or s3://..., memory://...
 
-Columns are those of the deep scan (segment_io.segment.RECORD_SCHEMA); each segment is one
+Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA); each segment is one
 input partition and is read in Arrow batches, so memory stays bounded by the chunk size.
 """
 
@@ -16,13 +16,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 NAME = "kafka-segments"
 
-SPARK_SCHEMA = (
-    "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, "
-    "value binary, headers array<struct<key: string, value: binary>>, segment_base_offset long, "
-    "batch_position long, batch_base_offset long, batch_last_offset long, magic tinyint, codec string, "
-    "is_transactional boolean, is_control boolean, producer_id long, producer_epoch smallint, "
-    "base_sequence int, partition_leader_epoch int, delete_horizon_ms long"
-)
+
+def spark_schema() -> Any:
+    """The Spark form of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from segment_io.segment.arrow import RECORD_SCHEMA
+
+    return from_arrow_schema(RECORD_SCHEMA)
 
 
 class SegmentPartition(InputPartition):
@@ -79,8 +80,8 @@ class KafkaSegmentsDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> str:
-        return SPARK_SCHEMA
+    def schema(self) -> Any:
+        return spark_schema()
 
     def reader(self, schema: Any) -> KafkaSegmentsReader:
         del schema

@@ -1,0 +1,30 @@
+"""`segpipe config describe`: every topic config segpipe honours, with type, default and meaning."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pipelines.errors import EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("config", help="the topic configs segpipe honours")
+    actions = p.add_subparsers(dest="action", required=True)
+    d = actions.add_parser("describe", help="name, type, default and meaning of every topic config")
+    d.add_argument("--json", action="store_true", help="machine-readable list")
+    d.set_defaults(func=run_describe)
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    from pipelines.config import describe
+
+    rows = describe()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for row in rows:
+        print(f"{row['name']}  ({row['type']}, default {row['default']})")
+        print(f"    {row['doc']}")
+    return EXIT_OK

@@ -1,0 +1,164 @@
+"""Topic configuration by Kafka's own names, types and Kafka 4.x's defaults.
+
+One table (`TOPIC_CONFIGS`) says, for every config segpipe honours, its Kafka name, the field of
+`TopicConfig` it sets, its type, its validator and a one-line meaning; defaults live once, on
+`TopicConfig`. The parser, `segpipe config describe` and the README's list all read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pipelines.errors import ConfigError
+from segment_io.format.constants import LONG_MAX, TimestampType
+
+
+def _policy(value: Any) -> frozenset[str]:
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    policy = frozenset(str(v).strip().lower() for v in items if str(v).strip())
+    if not policy or not policy <= {"compact", "delete"}:
+        raise ValueError("must be delete, compact or compact,delete")
+    return policy
+
+
+def _long(minimum: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError("must be an integer")
+        number = int(str(value).strip())
+        if number < minimum:
+            raise ValueError(f"must be ≥ {minimum}")
+        return number
+
+    return parse
+
+
+_TIMESTAMP_TYPES = (TimestampType.CREATE_TIME.label, TimestampType.LOG_APPEND_TIME.label)
+
+
+def _ts_type(value: Any) -> str:
+    text = str(value).strip()
+    if text not in _TIMESTAMP_TYPES:
+        raise ValueError(f"must be {' or '.join(_TIMESTAMP_TYPES)}")
+    return text
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError("must be true or false")
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One topic config: its Kafka name, the TopicConfig field, type, validator and meaning."""
+
+    name: str
+    attr: str
+    type: str
+    parse: Callable[[Any], Any]
+    doc: str
+
+
+TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
+    ConfigDef("cleanup.policy", "cleanup_policy", "list", _policy,
+              "delete (retention only), compact (compaction; retention by log start offset only) or both"),
+    ConfigDef("retention.ms", "retention_ms", "long ≥ -1", _long(-1),
+              "delete a segment once its largest timestamp is older than this; -1: never by time"),
+    ConfigDef("retention.bytes", "retention_bytes", "long ≥ -1", _long(-1),
+              "delete the oldest segments while the partition stays at least this large; -1: no limit"),
+    ConfigDef("delete.retention.ms", "delete_retention_ms", "long ≥ 0", _long(0),
+              "how long tombstones and transaction markers stay after their first compaction"),
+    ConfigDef("min.compaction.lag.ms", "min_compaction_lag_ms", "long ≥ 0", _long(0),
+              "records newer than this are not compacted yet"),
+    ConfigDef("max.compaction.lag.ms", "max_compaction_lag_ms", "long ≥ 1", _long(1),
+              "accepted for compatibility; segpipe compacts every partition it is given"),
+    ConfigDef("segment.bytes", "segment_bytes", "long ≥ 14", _long(14),
+              "largest output segment: input segments are grouped up to this size"),
+    ConfigDef("segment.index.bytes", "segment_index_bytes", "long ≥ 8", _long(8),
+              "largest offset or time index of an output segment"),
+    ConfigDef("index.interval.bytes", "index_interval_bytes", "long ≥ 0", _long(0),
+              "bytes of log between two offset-index entries"),
+    ConfigDef("producer.id.expiration.ms", "producer_id_expiration_ms", "long ≥ 1", _long(1),
+              "a producer idle this long loses the empty batch that keeps its last sequence"),
+    ConfigDef("message.timestamp.type", "message_timestamp_type", "string", _ts_type,
+              "CreateTime or LogAppendTime (accepted; batches keep the type they were written with)"),
+    ConfigDef("compression.gzip.level", "gzip_level", "int ≥ -1", _long(-1),
+              "level for gzip batches that compaction rewrites"),
+    ConfigDef("compression.lz4.level", "lz4_level", "int ≥ 0", _long(0),
+              "level for lz4 batches that compaction rewrites"),
+    ConfigDef("compression.zstd.level", "zstd_level", "int ≥ -131072", _long(-131072),
+              "level for zstd batches that compaction rewrites"),
+    ConfigDef("segpipe.last.segment.sealed", "last_segment_sealed", "boolean", _bool,
+              "segpipe's own: treat the last segment as inactive (archives from tiered storage or "
+              "backups have no active segment), so it is cleaned too"),
+)  # fmt: skip
+_BY_NAME = {d.name: d for d in TOPIC_CONFIGS}
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """One topic's effective configuration; the defaults are Kafka 4.x's."""
+
+    cleanup_policy: frozenset[str] = frozenset({"delete"})
+    retention_ms: int = 604_800_000
+    retention_bytes: int = -1
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    segment_bytes: int = 1_073_741_824
+    segment_index_bytes: int = 10_485_760
+    index_interval_bytes: int = 4096
+    producer_id_expiration_ms: int = 86_400_000
+    message_timestamp_type: str = TimestampType.CREATE_TIME.label
+    gzip_level: int = 6
+    lz4_level: int = 0
+    zstd_level: int = 3
+    last_segment_sealed: bool = False
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    def with_values(self, values: Mapping[str, Any], where: str) -> TopicConfig:
+        changes = {}
+        for name, raw in values.items():
+            definition = _BY_NAME.get(name)
+            if definition is None:
+                known = ", ".join(sorted(_BY_NAME))
+                raise ConfigError(f"{where}: unknown topic config {name!r} (known: {known})")
+            try:
+                changes[definition.attr] = definition.parse(raw)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"{where}: {name}={raw!r} {exc}") from None
+        result = replace(self, **changes)
+        if result.max_compaction_lag_ms < result.min_compaction_lag_ms:
+            raise ConfigError(f"{where}: max.compaction.lag.ms must be ≥ min.compaction.lag.ms")
+        return result
+
+    def to_kafka(self) -> dict[str, Any]:
+        """Kafka name → value, as a Kafka topic config would hold it."""
+        out: dict[str, Any] = {}
+        for d in TOPIC_CONFIGS:
+            value = getattr(self, d.attr)
+            out[d.name] = ",".join(sorted(value)) if isinstance(value, frozenset) else value
+        return out
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every topic config segpipe honours: name, type, default and meaning."""
+    defaults = TopicConfig().to_kafka()
+    return [
+        {"name": d.name, "type": d.type, "default": defaults[d.name], "doc": d.doc} for d in TOPIC_CONFIGS
+    ]

@@ -1,0 +1,49 @@
+"""Every error segpipe raises on purpose descends from one root (`SegpipeError`, defined next to
+the data errors in segment_io) and carries the exit code the command line ends with:
+
+    0  success
+    1  a check found the data invalid (`inspect`)
+    2  refused: bad input data, configuration, arguments or destination (nothing published)
+"""
+
+from __future__ import annotations
+
+from segment_io.errors import SegmentError, SegpipeError
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_REFUSED = 2
+
+__all__ = [
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "ConfigError",
+    "DestinationInsideSource",
+    "DestinationNotEmpty",
+    "DestinationRefused",
+    "SegmentError",
+    "SegpipeError",
+]
+
+
+class ConfigError(SegpipeError):
+    """A configuration name or value, or a command-line argument, that segpipe refuses (raised
+    before any work starts)."""
+
+    exit_code = EXIT_REFUSED
+
+
+class DestinationRefused(SegpipeError):
+    """A destination segpipe will not write: not empty or inside the source (both checked before
+    any work starts), or filled by another writer while the run worked (checked at publication)."""
+
+    exit_code = EXIT_REFUSED
+
+
+class DestinationNotEmpty(DestinationRefused):
+    pass
+
+
+class DestinationInsideSource(DestinationRefused):
+    pass

@@ -1,0 +1,285 @@
+"""`clean`: retention and compaction of a log directory into a new one, as Spark jobs over
+segment_io. Stages: scan (headers, in parallel) → plan (driver, pure) → compact (key map shuffle,
+then one rewrite task per output group) → copy (untouched segments, side files) → publish."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipelines.config import JobConfig
+from pipelines.jobs.clean.copy import copy_tasks, run_copies
+from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
+from pipelines.jobs.clean.metrics import partition_metrics
+from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
+from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
+from pipelines.jobs.clean.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
+from pipelines.output.destination import require_destination
+from pipelines.output.report import RunReport, StageTimer
+from pipelines.output.staging import Staging
+from pipelines.runtime.remote_errors import segment_error_in
+from pipelines.runtime.session import preload_in_workers
+from pipelines.runtime.tasks import packed
+from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
+from segment_io.segment.scan import SegmentScan, check_segment_ranges
+from segment_io.storage import Storage, open_storage
+from segment_io.topic_partition import TopicPartition
+
+# The modules this job's tasks run: Python workers start with them imported.
+WORKER_MODULES = (
+    "pipelines.jobs.clean.scan",
+    "pipelines.jobs.clean.keymap",
+    "pipelines.jobs.clean.rewrite",
+    "pipelines.jobs.clean.copy",
+)
+# A key-map bucket holds at most this many rows even when every key is distinct, so a reduce
+# task's memory is bounded whatever the key count.
+BUCKET_ROWS = 2_000_000
+MAX_BUCKETS = 4096
+# Tasks per core for the scan (and copy) and the key map's map side: a few per core balance
+# the cores; each more costs a PySpark task's fixed overhead (tens of milliseconds here).
+SCAN_TASKS_PER_CORE = 2
+MAP_TASKS_PER_CORE = 3
+
+Log = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """What the scan stage learnt of SRC: its listing, one task per segment, and per partition
+    the scanned segments in offset order."""
+
+    storage: Storage
+    url: str
+    listing: LogDirListing
+    tasks: list[SegmentTask]
+    segments: dict[TopicPartition, list[ScannedSegment]]
+
+    def files(self) -> dict[int, SegmentFiles]:
+        return {t.segment_id: t.files for t in self.tasks}
+
+    def scanned_by_id(self) -> dict[int, ScannedSegment]:
+        return {s.meta.segment_id: s for segs in self.segments.values() for s in segs}
+
+
+def clean(
+    spark: Any,
+    src: str,
+    dst: str,
+    config: JobConfig | None = None,
+    now_ms: int | None = None,
+    dry_run: bool = False,
+    report_path: str | None = None,
+    log: Log = print,
+) -> RunReport:
+    """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
+
+    `spark` is a SparkSession or a SparkContext (only the core engine is used). SRC is only
+    read. DST must be absent or empty; it appears complete or not at all. `now_ms` is the
+    "now" of every time rule (default: the clock). Returns the run report
+    (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
+    """
+    try:
+        return _clean(spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log)
+    except Exception as exc:
+        typed = segment_error_in(exc)
+        if typed is None or typed is exc:
+            raise
+        raise typed from None
+
+
+def _clean(
+    spark: Any,
+    src: str,
+    dst: str,
+    config: JobConfig,
+    now_ms: int | None,
+    dry_run: bool,
+    report_path: str | None,
+    log: Log,
+) -> RunReport:
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    if not dry_run:
+        require_destination(src, dst)
+    timer = StageTimer()
+    sc = getattr(spark, "sparkContext", spark)
+    preload_in_workers(sc, WORKER_MODULES)
+    # Scan and plan read SRC only; nothing is created at DST until the plan stands.
+    with timer.stage("scan"):
+        scanned = _scan(sc, src, log)
+    with timer.stage("plan"):
+        plans = _plan(scanned, config, now)
+    if dry_run:
+        report = RunReport(src, dst, now, "dry-run", dry_run=True)
+        report.partitions = [partition_metrics(p, scanned.segments[p.tp], []) for p in plans]
+        report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
+        log(json.dumps({"now_ms": now, "partitions": [p.summary() for p in plans]}, indent=2))
+        return report
+
+    staging = Staging.create(dst)
+    report = RunReport(src, dst, now, staging.run_id)
+    try:
+        with timer.stage("compact"):
+            stats = _compact(sc, plans, scanned, staging.url, now)
+        with timer.stage("copy"):
+            _copy(sc, plans, scanned, staging)
+        by_dir: dict[str, list[GroupStats]] = {}
+        for s in stats:
+            by_dir.setdefault(s.partition_dir, []).append(s)
+        report.partitions = [
+            partition_metrics(p, scanned.segments[p.tp], by_dir.get(p.tp.dir_name, [])) for p in plans
+        ]
+        report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
+        staging.write_meta("report.json", report.to_dict())
+        staging.publish(
+            {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": [p.summary() for p in plans]}
+        )
+    except BaseException:
+        staging.abort()
+        raise
+    if report_path:
+        out, path = open_storage(report_path)
+        out.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
+    for p in report.partitions:
+        log(p.cleaner_line())
+    return report
+
+
+def _scan(sc: Any, src: str, log: Log) -> Scanned:
+    """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack."""
+    storage, path = open_storage(src)
+    url = storage.url(path)
+    listing = list_log_dir(storage, path)
+    if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
+        log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
+    tasks = scan_tasks(listing, url)
+    results: list[ScannedSegment] = (
+        packed(sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE)
+        .flatMap(lambda pack: [run_scan_task(t) for t in pack])
+        .collect()
+        if tasks
+        else []
+    )
+    by_id = {s.meta.segment_id: s for s in results}
+    segments: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}
+    for t in tasks:
+        segments[listing.partitions[t.partition_id].tp].append(by_id[t.segment_id])
+    for part in listing.partitions:
+        check_segment_ranges(
+            [
+                SegmentScan(f.log.path, f.base_offset, f.size, s.table)
+                for f, s in zip(part.segments, segments[part.tp], strict=True)
+            ]
+        )
+    return Scanned(storage, url, listing, tasks, segments)
+
+
+def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:
+    """Every partition's plan, from its segments' metadata and the root checkpoints."""
+    cps = scanned.listing.checkpoints
+    plans = []
+    gid = 0  # output group ids are unique across the run
+    for part in scanned.listing.partitions:
+        tp = part.tp
+        checkpoints = Checkpoints(
+            log_start=cps.get("log-start-offset-checkpoint", {}).get(tp),
+            high_watermark=cps.get("replication-offset-checkpoint", {}).get(tp),
+            cleaner=cps.get("cleaner-offset-checkpoint", {}).get(tp),
+        )
+        plan = plan_partition(tp, scanned.segments[tp], checkpoints, config.for_topic(tp.topic), now, gid)
+        if plan.compaction:
+            gid += len(plan.compaction.groups)
+        plans.append(plan)
+    return plans
+
+
+def _key_tasks(plans: list[PartitionPlan], scanned: Scanned) -> list[KeyTask]:
+    """One key-map task per input segment of a group that has batches taking part."""
+    files, by_id = scanned.files(), scanned.scanned_by_id()
+    tasks = []
+    for tp_index, plan in enumerate(plans):
+        if plan.compaction is None:
+            continue
+        for g in plan.compaction.groups:
+            for k, sid in enumerate(g.segment_ids):
+                batches = g.key_batches[k]
+                if len(batches):
+                    records = int(by_id[sid].table.records_count[batches].sum())
+                    first_dirty = plan.compaction.first_dirty
+                    tasks.append(
+                        KeyTask(tp_index, g.gid, scanned.url, files[sid], batches, first_dirty, records)
+                    )
+    return tasks
+
+
+def _group_bounds(plans: list[PartitionPlan]) -> GroupBounds:
+    bases, gids = {}, {}
+    for tp_index, plan in enumerate(plans):
+        if plan.compaction is not None:
+            groups = plan.compaction.groups
+            bases[tp_index] = np.array([g.base_offset for g in groups], dtype=np.int64)
+            gids[tp_index] = np.array([g.gid for g in groups], dtype=np.int64)
+    return GroupBounds(bases, gids)
+
+
+def _compact(
+    sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
+) -> list[GroupStats]:
+    """Key map (map per few input segments → shuffle by key hash → reduce per bucket), then a
+    second shuffle by output group that feeds one rewrite task per group."""
+    groups: dict[int, GroupPlan] = {
+        g.gid: g for plan in plans if plan.compaction is not None for g in plan.compaction.groups
+    }
+    if not groups:
+        return []
+    configs = {plan.tp.dir_name: plan.config for plan in plans}
+    ctx = RewriteContext(scanned.url, staging_url, scanned.files(), now, configs)
+    shared = sc.broadcast(groups)
+    slots = {gid: i for i, gid in enumerate(sorted(groups))}
+    key_tasks = _key_tasks(plans, scanned)
+    if key_tasks:
+        bounds = _group_bounds(plans)
+        buckets = _bucket_count(key_tasks, sc.defaultParallelism)
+        # Every group gets a rewrite task, also one the key map sends nothing to: the reduce task
+        # of bucket `gid % buckets` announces it.
+        per_group = (
+            packed(sc, key_tasks, [t.files.size for t in key_tasks], MAP_TASKS_PER_CORE)
+            .flatMap(lambda pack: map_keys(pack, buckets))
+            .partitionBy(buckets, lambda b: b)
+            .mapPartitionsWithIndex(
+                lambda b, items: reduce_keys(items, bounds, [g for g in slots if g % buckets == b])
+            )
+        )
+    else:
+        per_group = sc.parallelize([(gid, None) for gid in slots], 1)
+    rows = (
+        per_group.partitionBy(len(slots), lambda gid: slots[gid])
+        .mapPartitions(lambda items: rewrite_groups(items, shared.value, ctx))
+        .collect()
+    )
+    shared.unpersist()
+    return list(rows)
+
+
+def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
+    rows = sum(t.records for t in key_tasks)
+    return max(parallelism, min(MAX_BUCKETS, -(-rows // BUCKET_ROWS)))
+
+
+def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Staging) -> None:
+    """Untouched segments (in parallel), then the partition files and root checkpoints."""
+    copies = copy_tasks(plans, scanned.files(), scanned.url)
+    if copies:
+        staging_url = staging.url
+        packed(sc, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE).foreach(
+            lambda pack: run_copies(pack, staging_url)
+        )
+    for part, plan in zip(scanned.listing.partitions, plans, strict=True):
+        write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging)
+    write_root_checkpoints(scanned.listing, plans, scanned.segments, staging)

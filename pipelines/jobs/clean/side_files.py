@@ -1,0 +1,98 @@
+"""The files beside the segments in the output: producer snapshots, partition files and the
+root checkpoints, carried over and updated as retention and compaction require
+(docs/cleaning-rules.md#after-deletion)."""
+
+from __future__ import annotations
+
+import posixpath
+
+from pipelines.jobs.clean.plan import PartitionPlan
+from pipelines.jobs.clean.scan import ScannedSegment
+from pipelines.output.staging import Staging
+from segment_io.checkpoints import (
+    format_leader_epoch_checkpoint,
+    format_offset_checkpoint,
+    parse_leader_epoch_checkpoint,
+)
+from segment_io.layout import ROOT_CHECKPOINTS, LogDirListing, PartitionListing, segment_file_name
+from segment_io.storage import Storage, transfer
+from segment_io.topic_partition import TopicPartition
+
+
+def _bases(segments: list[ScannedSegment], ids: list[int]) -> list[int]:
+    by_id = {s.meta.segment_id: s.meta.base_offset for s in segments}
+    return [by_id[i] for i in ids]
+
+
+def write_partition_files(
+    src: Storage,
+    part: PartitionListing,
+    plan: PartitionPlan,
+    segments: list[ScannedSegment],
+    staging: Staging,
+) -> None:
+    """Producer snapshots of surviving segments, the other partition files (the leader-epoch
+    checkpoint truncated to the log start offset), and an empty segment where retention removed
+    every segment."""
+    out_dir = posixpath.join(staging.path, plan.tp.dir_name)
+    staging.storage.makedirs(out_dir)
+    deleted_bases = set(_bases(segments, [sid for sid, _ in plan.deleted]))
+    for snap in part.snapshots:
+        if int(snap.name.split(".")[0]) not in deleted_bases:
+            transfer(src, snap.path, staging.storage, posixpath.join(out_dir, snap.name), snap.mtime_ms)
+    for other in part.other_files:
+        target = posixpath.join(out_dir, other.name)
+        if other.name == "leader-epoch-checkpoint":
+            entries = parse_leader_epoch_checkpoint(src.read(other.path), other.path)
+            staging.storage.write_atomic(
+                target, format_leader_epoch_checkpoint(truncate_epochs(entries, plan.log_start_offset))
+            )
+        else:
+            transfer(src, other.path, staging.storage, target, other.mtime_ms)
+    if plan.roll_empty_at is not None:
+        for kind in ("log", "index", "timeindex"):
+            staging.storage.write_atomic(
+                posixpath.join(out_dir, segment_file_name(plan.roll_empty_at, kind)), b""
+            )
+
+
+def truncate_epochs(entries: list[tuple[int, int]], log_start: int) -> list[tuple[int, int]]:
+    """Remove entries starting at or below the log start; re-add the last removed epoch at it."""
+    removed = [e for e in entries if e[1] <= log_start]
+    kept = [e for e in entries if e[1] > log_start]
+    return ([(removed[-1][0], log_start)] if removed else []) + kept
+
+
+def write_root_checkpoints(
+    listing: LogDirListing,
+    plans: list[PartitionPlan],
+    segments: dict[TopicPartition, list[ScannedSegment]],
+    staging: Staging,
+) -> None:
+    """Root checkpoints carried over; log start offsets and cleaner offsets updated."""
+    cps = {name: dict(v) for name, v in listing.checkpoints.items()}
+    log_start = cps.get("log-start-offset-checkpoint", {})
+    cleaner = cps.get("cleaner-offset-checkpoint", {})
+    recovery = cps.get("recovery-point-offset-checkpoint")
+    for plan in plans:
+        surviving = _bases(segments[plan.tp], plan.copied)
+        if plan.compaction is not None:
+            surviving += [g.base_offset for g in plan.compaction.groups]
+        first_base = plan.roll_empty_at if plan.roll_empty_at is not None else min(surviving, default=0)
+        # Kafka keeps an entry only where the log start offset is above the first segment's base.
+        if plan.log_start_offset > first_base:
+            log_start[plan.tp] = plan.log_start_offset
+        else:
+            log_start.pop(plan.tp, None)
+        if plan.compaction is not None:
+            cleaner[plan.tp] = plan.compaction.end_offset
+        if recovery is not None and plan.tp in recovery:
+            recovery[plan.tp] = min(recovery[plan.tp], plan.log_end_offset)
+    cps["log-start-offset-checkpoint"] = log_start
+    cps["cleaner-offset-checkpoint"] = cleaner
+    for name in ROOT_CHECKPOINTS:
+        entries = cps.get(name)
+        if entries or name in listing.checkpoints:
+            staging.storage.write_atomic(
+                posixpath.join(staging.path, name), format_offset_checkpoint(entries or {})
+            )

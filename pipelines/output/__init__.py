@@ -1,0 +1,1 @@
+"""Where a job's output goes: destination checks, staging and publication, the run report."""

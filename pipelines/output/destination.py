@@ -1,0 +1,29 @@
+"""Which destinations a job may write: absent or empty, and never inside its source."""
+
+from __future__ import annotations
+
+from pipelines.errors import DestinationInsideSource, DestinationNotEmpty
+from segment_io.storage import open_storage
+
+
+def require_empty(dst_url: str) -> None:
+    """Refuse a destination that already holds anything (segpipe never overwrites output)."""
+    storage, final = open_storage(dst_url)
+    if storage.exists(final) and storage.list(final):
+        raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
+
+
+def _location(url: str) -> tuple[str, str]:
+    storage, path = open_storage(url)
+    return storage.protocol, storage.canonical(path)
+
+
+def require_destination(src_url: str, dst_url: str) -> None:
+    """Refuse a destination inside the source (its output and staging would modify SRC, and a
+    log directory holding a non-partition directory is one Kafka refuses to load) or not empty."""
+    (src_fs, src), (dst_fs, dst) = _location(src_url), _location(dst_url)
+    if src_fs == dst_fs and (dst == src or dst.startswith(src.rstrip("/") + "/")):
+        raise DestinationInsideSource(
+            f"destination {dst_url} is inside the source {src_url}, which is never modified"
+        )
+    require_empty(dst_url)

@@ -1,0 +1,1 @@
+"""Spark data sources (`kafka-segments`)."""
