@@ -169,6 +169,40 @@ def run_dump(args: argparse.Namespace) -> int:
 # generate
 
 
+def _pair(text: str) -> tuple[int, int]:
+    low, _, high = text.partition(",")
+    if not (low.strip().isdigit() and high.strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"expected MIN,MAX, got {text!r}")
+    return int(low), int(high)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(text.split(","))
+
+
+# `segpipe generate` flags: the TopicSpec field each sets, its type and its help.
+_SPEC_FLAGS: dict[str, tuple[Any, str | None]] = {
+    "partitions": (int, None),
+    "records": (int, "records per partition"),
+    "keys": (int, "distinct keys per partition"),
+    "key_skew": (float, None),
+    "value_min": (int, None),
+    "value_max": (int, None),
+    "records_per_batch": (_pair, "MIN,MAX"),
+    "tombstone_ratio": (float, None),
+    "null_key_ratio": (float, None),
+    "header_ratio": (float, None),
+    "codecs": (_names, "comma-separated: none,gzip,snappy,lz4,zstd"),
+    "transactional_ratio": (float, None),
+    "abort_ratio": (float, None),
+    "idempotent_ratio": (float, None),
+    "log_append_time": (bool, None),
+    "span_ms": (int, None),
+    "start_ms": (int, None),
+    "segment_bytes": (int, None),
+}
+
+
 def run_generate(args: argparse.Namespace) -> int:
     from segment_io.generate import TopicSpec, default_specs, generate_log_dir
     from segment_io.storage import open_storage
@@ -176,32 +210,7 @@ def run_generate(args: argparse.Namespace) -> int:
     storage, path = open_storage(args.dst)
     if storage.list(path):
         raise DestinationNotEmpty(f"destination {args.dst} exists and is not empty")
-    overrides = {
-        k: v
-        for k, v in {
-            "partitions": args.partitions,
-            "records": args.records,
-            "keys": args.keys,
-            "key_skew": args.key_skew,
-            "value_min": args.value_min,
-            "value_max": args.value_max,
-            "tombstone_ratio": args.tombstone_ratio,
-            "null_key_ratio": args.null_key_ratio,
-            "header_ratio": args.header_ratio,
-            "codecs": tuple(args.codecs.split(",")) if args.codecs else None,
-            "transactional_ratio": args.transactional_ratio,
-            "abort_ratio": args.abort_ratio,
-            "idempotent_ratio": args.idempotent_ratio,
-            "log_append_time": True if args.log_append_time else None,
-            "span_ms": args.span_ms,
-            "start_ms": args.start_ms,
-            "segment_bytes": args.segment_bytes,
-            "records_per_batch": tuple(int(x) for x in args.records_per_batch.split(","))
-            if args.records_per_batch
-            else None,
-        }.items()
-        if v is not None
-    }
+    overrides = {name: getattr(args, name) for name in _SPEC_FLAGS if getattr(args, name) is not None}
     if args.topics is None and not overrides:
         specs = default_specs()
     else:
@@ -238,23 +247,11 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("generate", help="write a realistic synthetic log directory")
     p.add_argument("dst")
     p.add_argument("--topics", help="comma-separated topic names (default: the sample set)")
-    p.add_argument("--partitions", type=int)
-    p.add_argument("--records", type=int, help="records per partition")
-    p.add_argument("--keys", type=int, help="distinct keys per partition")
-    p.add_argument("--key-skew", type=float)
-    p.add_argument("--value-min", type=int)
-    p.add_argument("--value-max", type=int)
-    p.add_argument("--records-per-batch", help="MIN,MAX")
-    p.add_argument("--tombstone-ratio", type=float)
-    p.add_argument("--null-key-ratio", type=float)
-    p.add_argument("--header-ratio", type=float)
-    p.add_argument("--codecs", help="comma-separated: none,gzip,snappy,lz4,zstd")
-    p.add_argument("--transactional-ratio", type=float)
-    p.add_argument("--abort-ratio", type=float)
-    p.add_argument("--idempotent-ratio", type=float)
-    p.add_argument("--log-append-time", action="store_true")
-    p.add_argument("--span-ms", type=int)
-    p.add_argument("--start-ms", type=int)
-    p.add_argument("--segment-bytes", type=int)
+    for name, (kind, text) in _SPEC_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        if kind is bool:
+            p.add_argument(flag, action="store_const", const=True, help=text)
+        else:
+            p.add_argument(flag, type=kind, help=text)
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=run_generate)

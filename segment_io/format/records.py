@@ -225,6 +225,16 @@ def _put_varint(out: np.ndarray, pos: int, value: int) -> int:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _put_field(out: np.ndarray, pos: int, data: np.ndarray, start: int, end: int, null: bool) -> int:
+    """A length-prefixed field (−1 for null) holding data[start:end]."""
+    if null:
+        return _put_varint(out, pos, -1)
+    pos = _put_varint(out, pos, end - start)
+    out[pos : pos + end - start] = data[start:end]
+    return pos + end - start
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _varint_size(value: int) -> int:
     u = np.uint64((value << 1) ^ (value >> 63))
     size = 1
@@ -278,39 +288,14 @@ def encode_records(
         pos += 1
         pos = _put_varint(out, pos, timestamp_delta[i])
         pos = _put_varint(out, pos, offset_delta[i])
-        if key_null[i]:
-            pos = _put_varint(out, pos, -1)
-        else:
-            k0 = key_offsets[i]
-            k1 = key_offsets[i + 1]
-            pos = _put_varint(out, pos, k1 - k0)
-            out[pos : pos + k1 - k0] = key_data[k0:k1]
-            pos += k1 - k0
-        if value_null[i]:
-            pos = _put_varint(out, pos, -1)
-        else:
-            v0 = value_offsets[i]
-            v1 = value_offsets[i + 1]
-            pos = _put_varint(out, pos, v1 - v0)
-            out[pos : pos + v1 - v0] = value_data[v0:v1]
-            pos += v1 - v0
+        pos = _put_field(out, pos, key_data, key_offsets[i], key_offsets[i + 1], key_null[i])
+        pos = _put_field(out, pos, value_data, value_offsets[i], value_offsets[i + 1], value_null[i])
         h0 = header_offsets[i]
         h1 = header_offsets[i + 1]
         pos = _put_varint(out, pos, h1 - h0)
         for h in range(h0, h1):
-            a = hkey_offsets[h]
-            z = hkey_offsets[h + 1]
-            pos = _put_varint(out, pos, z - a)
-            out[pos : pos + z - a] = hkey_data[a:z]
-            pos += z - a
-            if hvalue_null[h]:
-                pos = _put_varint(out, pos, -1)
-            else:
-                a = hvalue_offsets[h]
-                z = hvalue_offsets[h + 1]
-                pos = _put_varint(out, pos, z - a)
-                out[pos : pos + z - a] = hvalue_data[a:z]
-                pos += z - a
+            pos = _put_field(out, pos, hkey_data, hkey_offsets[h], hkey_offsets[h + 1], False)
+            pos = _put_field(out, pos, hvalue_data, hvalue_offsets[h], hvalue_offsets[h + 1], hvalue_null[h])
     return out
 
 
