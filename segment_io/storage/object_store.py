@@ -7,6 +7,7 @@ a prefix (publication marks an incomplete output instead).
 from __future__ import annotations
 
 import posixpath
+import tempfile
 from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Any
@@ -29,13 +30,17 @@ def _mtime_ms(info: dict[str, Any]) -> int:
     return -1
 
 
-class _ObjectPending(PendingFile):
-    """Buffered by the file system's writer (multipart on S3); the object appears on commit."""
+# Object stores whose writers publish nothing until close (a PUT, or a completed multipart
+# upload): their writers stream. Other fsspec file systems (memory://, ...) may show a file as
+# soon as it is opened, so their writes are held back and written whole on commit.
+PUBLISH_ON_CLOSE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az"})
+
+
+class _StreamingPending(PendingFile):
+    """Buffered by the store's own writer (multipart on S3); the object appears on commit."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, path: str) -> None:
-        self.fs = fs
-        self.path = path
-        self.handle: IO[bytes] = fs.open(path, "wb")
+        self.handle: Any = fs.open(path, "wb")
 
     def write(self, data: bytes | memoryview) -> None:
         self.handle.write(data)
@@ -45,13 +50,31 @@ class _ObjectPending(PendingFile):
         self.handle.close()
 
     def discard(self) -> None:
-        discard = getattr(self.handle, "discard", None)  # aborts a multipart upload
-        if discard is not None:
-            discard()
-        else:
-            self.handle.close()
-            if self.fs.exists(self.path):
-                self.fs.rm(self.path)
+        self.handle.discard()  # aborts a multipart upload under way; nothing was published
+        self.handle.closed = True  # and closing must not publish what was buffered
+
+
+class _HeldPending(PendingFile):
+    """Held in a spool (memory, then a temporary file) and written whole on commit."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str) -> None:
+        self.fs = fs
+        self.path = path
+        self.spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=CHUNK_BYTES)  # noqa: SIM115
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.spool.write(data)
+
+    def commit(self, mtime_ms: int | None = None) -> None:
+        del mtime_ms
+        self.spool.seek(0)
+        with self.fs.open(self.path, "wb") as out:
+            while chunk := self.spool.read(CHUNK_BYTES):
+                out.write(chunk)
+        self.spool.close()
+
+    def discard(self) -> None:
+        self.spool.close()
 
 
 class ObjectStorage(Storage):
@@ -96,7 +119,9 @@ class ObjectStorage(Storage):
 
     def open_write(self, path: str) -> PendingFile:
         self.makedirs(posixpath.dirname(path))
-        return _ObjectPending(self.fs, path)
+        if self.protocol in PUBLISH_ON_CLOSE:
+            return _StreamingPending(self.fs, path)
+        return _HeldPending(self.fs, path)
 
     def makedirs(self, path: str) -> None:
         if path:

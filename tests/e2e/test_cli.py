@@ -86,3 +86,17 @@ def test_readme_demo_command_runs() -> None:
     proc = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "valid" in proc.stdout
+
+
+def test_config_describe_lists_every_topic_config_with_its_default() -> None:
+    from pipelines.config import TOPIC_CONFIGS, TopicConfig
+
+    proc = segpipe("config", "describe", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["name"]: row for row in json.loads(proc.stdout)}
+    assert list(rows) == [d.name for d in TOPIC_CONFIGS]
+    assert {name: row["default"] for name, row in rows.items()} == TopicConfig().to_kafka()
+    assert rows["retention.ms"]["default"] == 604_800_000 and rows["cleanup.policy"]["default"] == "delete"
+    assert all(row["type"] and row["doc"] for row in rows.values())
+    text = segpipe("config", "describe")
+    assert text.returncode == 0 and "delete.retention.ms  (long ≥ 0, default 86400000)" in text.stdout

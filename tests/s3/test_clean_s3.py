@@ -76,3 +76,30 @@ def test_clean_from_s3_to_s3_matches_a_local_run(
     # A non-empty destination is refused.
     again = segpipe(s3_env, "clean", "s3://archive/src", "s3://archive/out", *flags)
     assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_s3_writes_appear_only_on_commit_and_a_discard_aborts_the_upload(s3_env: dict[str, str]) -> None:
+    import s3fs
+
+    from segment_io.storage import open_storage
+
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
+    fs.mkdir("pending")
+    storage, path = open_storage("s3://pending/p-0")
+    chunk = bytes(range(256)) * 16384  # 4 MiB; 14 of them pass s3fs's 50 MiB part size
+    kept = storage.open_write(f"{path}/kept.log")
+    for _ in range(14):
+        kept.write(chunk)
+    assert not fs.exists("pending/p-0/kept.log")
+    kept.commit()
+    assert fs.size("pending/p-0/kept.log") == 14 * len(chunk)
+    gone = storage.open_write(f"{path}/gone.log")
+    for _ in range(14):
+        gone.write(chunk)
+    started = fs.call_s3("list_multipart_uploads", Bucket="pending").get("Uploads", [])
+    assert [u["Key"] for u in started] == ["p-0/gone.log"]  # a multipart upload is under way
+    gone.discard()
+    fs.invalidate_cache()
+    assert not fs.exists("pending/p-0/gone.log")
+    uploads = fs.call_s3("list_multipart_uploads", Bucket="pending").get("Uploads", [])
+    assert uploads == []  # aborted, not left behind to be billed

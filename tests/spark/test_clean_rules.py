@@ -1,4 +1,4 @@
-"""One scenario per rule of the cleaner and retention spec, with exact surviving offsets/bytes.
+"""One scenario per cleaner and retention rule (docs/cleaning-rules.md), with exact surviving offsets and bytes.
 
 Every partition below is one scenario (its topic name selects its config); they run through
 one `clean` pass together, and the delete-horizon scenarios through further passes.

@@ -1,4 +1,4 @@
-"""__consumer_offsets and __transaction_state payloads decode per the spec's schemas."""
+"""__consumer_offsets and __transaction_state payloads decode by the schemas Kafka writes them in."""
 
 from __future__ import annotations
 

@@ -1,0 +1,86 @@
+"""The storage interface on the local disk and an fsspec store: nothing is visible at a path
+before its writer commits, a discarded writer leaves nothing, listings are sorted and typed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from segment_io.storage import LocalStorage, ObjectStorage, Storage, open_storage, transfer
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(params=["local", "memory"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Storage, str]:
+    url = str(tmp_path / "store") if request.param == "local" else f"memory://segpipe-{tmp_path.name}"
+    return open_storage(url)
+
+
+def test_urls_choose_the_storage() -> None:
+    storage, path = open_storage("relative/dir")
+    assert isinstance(storage, LocalStorage) and path == str(Path("relative/dir").resolve())
+    assert isinstance(open_storage("file:///tmp/x")[0], LocalStorage)
+    memory, mpath = open_storage("memory://bucket/x/")
+    assert isinstance(memory, ObjectStorage) and memory.protocol == "memory" and mpath == "/bucket/x"
+    assert open_storage(memory.url(mpath))[1] == mpath
+
+
+def test_a_pending_file_appears_whole_on_commit(root: tuple[Storage, str]) -> None:
+    storage, base = root
+    target = f"{base}/p-0/00000000000000000000.log"
+    pending = storage.open_write(target)
+    pending.write(b"abc")
+    pending.write(memoryview(b"def"))
+    assert not storage.exists(target)
+    # Locally the bytes wait under a temporary name, which log directory listings ignore.
+    assert [f.name for f in storage.list(f"{base}/p-0") if not f.name.endswith(".tmp")] == []
+    pending.commit(mtime_ms=1_600_000_000_000)
+    assert storage.read(target) == b"abcdef" and storage.read(target, 2, 4) == b"cd"
+    [info] = storage.list(f"{base}/p-0")
+    assert (info.name, info.size, info.is_dir) == ("00000000000000000000.log", 6, False)
+    if isinstance(storage, LocalStorage):
+        assert info.mtime_ms == 1_600_000_000_000
+
+
+def test_a_discarded_file_leaves_nothing(root: tuple[Storage, str]) -> None:
+    storage, base = root
+    pending = storage.open_write(f"{base}/gone.log")
+    pending.write(b"x" * 100)
+    pending.discard()
+    assert not storage.exists(f"{base}/gone.log")
+    assert [f for f in storage.walk_files(base) if "gone" in f.name] == []
+
+
+def test_listing_is_sorted_and_walks_directories(root: tuple[Storage, str]) -> None:
+    storage, base = root
+    for name in ("b/2.log", "a/1.log", "c.txt"):
+        storage.write_atomic(f"{base}/{name}", name.encode())
+    assert [(f.name, f.is_dir) for f in storage.list(base)] == [("a", True), ("b", True), ("c.txt", False)]
+    assert sorted(f.name for f in storage.walk_files(base)) == ["1.log", "2.log", "c.txt"]
+    assert storage.list(f"{base}/missing") == []
+    storage.remove(f"{base}/a")
+    assert not storage.exists(f"{base}/a/1.log")
+
+
+def test_transfer_between_storages_keeps_the_bytes(tmp_path: Path) -> None:
+    local, lpath = open_storage(str(tmp_path / "src"))
+    local.write_atomic(f"{lpath}/x.log", bytes(range(256)) * 1000)
+    memory, mpath = open_storage(f"memory://segpipe-transfer-{tmp_path.name}")
+    transfer(local, f"{lpath}/x.log", memory, f"{mpath}/x.log")
+    transfer(memory, f"{mpath}/x.log", local, f"{lpath}/y.log", mtime_ms=1_600_000_000_000)
+    assert local.read(f"{lpath}/y.log") == bytes(range(256)) * 1000
+    assert [f.mtime_ms for f in local.list(lpath) if f.name == "y.log"] == [1_600_000_000_000]
+
+
+def test_only_the_local_disk_renames_directories(tmp_path: Path) -> None:
+    local, path = open_storage(str(tmp_path / "staging"))
+    local.write_atomic(f"{path}/f", b"1")
+    (tmp_path / "final").mkdir()  # an empty destination is replaced
+    local.rename_directory(path, str(tmp_path / "final"))
+    assert (tmp_path / "final" / "f").read_bytes() == b"1"
+    memory, _ = open_storage("memory://segpipe-rename")
+    assert local.renames_directories and not memory.renames_directories
+    with pytest.raises(NotImplementedError):
+        memory.rename_directory("/a", "/b")
