@@ -79,3 +79,19 @@ def test_checkpoint_round_trip_and_errors() -> None:
         (0, 0),
         (3, 120),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "detail"),
+    [
+        (b"0\nx\n0 0\n", 2, "bad entry count 'x'"),
+        (b"0\n1\n0 zero\n", 4, "bad entry '0 zero'"),
+        (b"0\n2\n0 0\n", 2, "entry count 2 but 1 entries"),
+        (b"0\n1\n0 0\xff\n", 7, "not UTF-8"),
+        (b"", 0, "missing version"),
+    ],
+)
+def test_a_malformed_leader_epoch_checkpoint_names_the_byte(text: bytes, position: int, detail: str) -> None:
+    with pytest.raises(CorruptCheckpoint, match=detail) as caught:
+        parse_leader_epoch_checkpoint(text, "p-0/leader-epoch-checkpoint")
+    assert (caught.value.path, caught.value.position) == ("p-0/leader-epoch-checkpoint", position)
