@@ -47,3 +47,34 @@ def test_datasource_topic_option_and_sql(spark, sample_dir: Path) -> None:  # ty
     }
     table = deep_scan(sample_dir, "orders")
     assert counts == {p: sum(1 for x in table.column("partition").to_pylist() if x == p) for p in (0, 1)}
+
+
+def test_a_flipped_byte_fails_the_read_naming_file_and_byte(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import v2_batch, write_log
+
+    root = tmp_path / "logs"
+    records = [(i, 1_700_000_000_000 + i, b"k%d" % i, b"value-%d" % i, []) for i in range(3)]
+    write_log(root, "t-0", [[v2_batch(0, records), v2_batch(3, records)]])
+    log = root / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    at = data.rindex(b"value-1")
+    data[at] = ord("V")  # one value byte of the second batch: its CRC no longer matches
+    log.write_bytes(bytes(data))
+    with pytest.raises(Exception, match=r"CRC mismatch: .*00000000000000000000\.log at byte (\d+)") as caught:
+        spark.read.format("kafka-segments").load(str(root)).collect()
+    assert "CrcMismatch" in str(caught.value)
+    assert f"at byte {len(v2_batch(0, records))}:" in str(caught.value)  # the second batch starts there
+    # verifyCrc=false reads the damaged bytes as they are.
+    df = spark.read.format("kafka-segments").option("verifyCrc", "false").load(str(root))
+    assert sorted(bytes(r["value"]) for r in df.collect()) == sorted(
+        [b"value-0", b"value-1", b"value-2", b"value-0", b"Value-1", b"value-2"]
+    )
+
+
+def test_empty_logs_read_as_empty_and_unknown_topics_are_named(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "empty").mkdir()
+    assert spark.read.format("kafka-segments").load(str(tmp_path / "empty")).count() == 0
+    with pytest.raises(Exception, match=r"no topic nosuch in .* \(topics there: clicks, legacy-users, orders\)"):
+        spark.read.format("kafka-segments").option("topic", "nosuch").load(str(sample_dir)).count()
+    both = spark.read.format("kafka-segments").option("topic", "orders,clicks").load(str(sample_dir))
+    assert {r["topic"] for r in both.select("topic").distinct().collect()} == {"orders", "clicks"}
