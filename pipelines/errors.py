@@ -19,6 +19,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REFUSED",
     "ConfigError",
+    "DestinationExists",
     "DestinationInsideSource",
     "DestinationNotEmpty",
     "DestinationRefused",
@@ -46,4 +47,8 @@ class DestinationNotEmpty(DestinationRefused):
 
 
 class DestinationInsideSource(DestinationRefused):
+    pass
+
+
+class DestinationExists(DestinationRefused):
     pass

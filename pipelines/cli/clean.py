@@ -17,27 +17,40 @@ def add_parser(sub: Any) -> None:
         "--set", action="append", default=[], metavar="NAME=VALUE", help="topic config for every topic"
     )
     p.add_argument("--topic-set", action="append", default=[], metavar="TOPIC:NAME=VALUE")
-    p.add_argument("--now-ms", type=int, help="the 'now' of every rule, epoch ms (default: the clock)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
-    p.add_argument("--report", help="also write the JSON report here")
+    p.add_argument(
+        "--now",
+        "--now-ms",
+        dest="now",
+        metavar="TIME",
+        help="the 'now' every time rule (retention.ms, delete horizons, min.compaction.lag.ms, producer "
+        "expiry) is applied at: epoch ms or ISO-8601 (2026-11-23T12:00:00Z). Default: the clock at the "
+        "start of the run, so an old archive can lose everything to retention.ms (7 days by default)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and write nothing at DST (refusals as for a run)",
+    )
+    p.add_argument("--report", help="also write the JSON report (with the plan) to this new file")
     add_spark_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.clock import parse_now
     from pipelines.config import load_job_config
-    from pipelines.output.destination import require_destination
+    from pipelines.output.destination import require_destination, require_new_file
     from pipelines.runtime.session import spark_for_command, spark_settings
 
     # Refusals come before Spark starts: a bad flag costs nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
+    now_ms = None if args.now is None else parse_now(args.now)
     settings = spark_settings(args.conf)
-    if not args.dry_run:
-        require_destination(args.src, args.dst)
+    require_destination(args.src, args.dst)
+    if args.report:
+        require_new_file(args.report)
     with spark_for_command("pipelines.jobs.clean", args.master, settings) as sc:
         from pipelines.jobs.clean import clean
 
-        clean(
-            sc, args.src, args.dst, config, now_ms=args.now_ms, dry_run=args.dry_run, report_path=args.report
-        )
+        clean(sc, args.src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report)
     return 0

@@ -1,8 +1,9 @@
-"""Which destinations a job may write: absent or empty, and never inside its source."""
+"""Which destinations a job may write: absent or empty, never inside its source; report files
+that do not exist yet."""
 
 from __future__ import annotations
 
-from pipelines.errors import DestinationInsideSource, DestinationNotEmpty
+from pipelines.errors import DestinationExists, DestinationInsideSource, DestinationNotEmpty
 from segment_io.storage import open_storage
 
 
@@ -27,3 +28,10 @@ def require_destination(src_url: str, dst_url: str) -> None:
             f"destination {dst_url} is inside the source {src_url}, which is never modified"
         )
     require_empty(dst_url)
+
+
+def require_new_file(url: str) -> None:
+    """Refuse to overwrite a file (a report of another run, say)."""
+    storage, path = open_storage(url)
+    if storage.exists(path):
+        raise DestinationExists(f"{url} exists; segpipe does not overwrite it")

@@ -68,6 +68,8 @@ class RunReport:
     seconds_total: float = 0.0
     seconds_by_stage: dict[str, float] = field(default_factory=dict)
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+    plan: list[dict[str, Any]] = field(default_factory=list)  # per partition, what the run decided
 
     @property
     def bytes_in(self) -> int:
@@ -76,6 +78,36 @@ class RunReport:
     @property
     def bytes_out(self) -> int:
         return sum(p.bytes_out for p in self.partitions)
+
+    def total(self, name: str) -> int:
+        """A PartitionMetrics figure summed over the partitions."""
+        return int(sum(getattr(p, name) for p in self.partitions))
+
+    def totals_line(self) -> str:
+        """One line for the whole run: partitions, bytes and records in and out, why records went."""
+        head = f"segpipe: {len(self.partitions)} partitions, {self.bytes_in / MB:,.1f} MB"
+        retention = (
+            f"retention deletes {self.total('segments_deleted'):,} segments "
+            f"({self.total('bytes_removed_by_retention') / MB:,.1f} MB, "
+            f"{self.total('removed_by_retention'):,} records)"
+        )
+        tail = f"{self.seconds_total:,.1f} s, {len(self.warnings)} warnings"
+        if self.dry_run:
+            return f"{head}; dry run: {retention}; nothing written; {tail}"
+        removed = ", ".join(
+            f"{label} {self.total(name):,}"
+            for label, name in (
+                ("superseded", "removed_superseded"),
+                ("tombstones", "removed_tombstone"),
+                ("aborted", "removed_aborted"),
+                ("null keys", "removed_null_key"),
+                ("markers", "removed_markers"),
+            )
+        )
+        return (
+            f"{head} -> {self.bytes_out / MB:,.1f} MB; records {self.total('records_in'):,} -> "
+            f"{self.total('records_out'):,}; {retention}; compaction removed {removed}; {tail}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)

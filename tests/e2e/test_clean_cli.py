@@ -62,12 +62,36 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: 
         "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run"
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    plan = json.loads(proc.stdout[proc.stdout.index("{") :])
+    plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
     parts = {p["partition"]: p for p in plan["partitions"]}
     assert set(parts) == {"clicks-0", "legacy-users-0", "orders-0", "orders-1"}
     assert parts["clicks-0"]["segments_deleted"] and parts["clicks-0"]["cleanable_range"] is None
     assert parts["orders-0"]["cleanable_range"][0] == 0 and parts["orders-0"]["groups"]
     assert not (tmp_path / "out").exists()
+    assert proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions") and "dry run" in proc.stdout
+
+
+def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    # No --now: the samples are years old, Kafka's 7-day retention.ms takes every segment.
+    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stdout.splitlines() if line.startswith("segpipe: warning: retention")]
+    assert len(warnings) == 4
+    assert (
+        "every segment of orders-0 (by retention_ms): its newest timestamp is 2023-11-21T22:13:20.000Z"
+        in (proc.stdout)
+    )
+    assert proc.stdout.splitlines()[-1].endswith("4 warnings")
+    # An ISO-8601 time is the same now as its epoch milliseconds.
+    proc = segpipe(
+        "clean", str(sample_dir), str(tmp_path / "out"), "--dry-run", "--now", "2023-11-23T00:00:00Z"
+    )
+    plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
+    assert plan["now_ms"] == 1_700_697_600_000 and "segpipe: warning" not in proc.stdout
+    bad = segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--now", "yesterday")
+    assert bad.returncode == 2 and "expected epoch milliseconds or an ISO-8601 time" in bad.stderr
 
 
 def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> None:
@@ -80,6 +104,8 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("segpipe cleaned log")]
     assert len(lines) == 4 and "size reduction" in lines[0] and "MB/sec" in lines[0]
+    totals = proc.stdout.splitlines()[-1]
+    assert totals.startswith("segpipe: 4 partitions") and "compaction removed superseded" in totals
     doc = json.loads(report.read_text())
     assert doc == json.loads((out1 / "_segpipe" / "report.json").read_text())
     orders = next(p for p in doc["partitions"] if p["partition"] == "orders-0")
@@ -128,3 +154,43 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
     assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
     assert segpipe("inspect", str(tmp_path / "out")).returncode == 0
+
+
+def test_a_segment_without_a_time_index_is_said_to_age_by_its_file_time(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    (src / "orders-1" / "00000000000000000000.timeindex").unlink()
+    report = tmp_path / "plan.json"
+    proc = segpipe(
+        "clean", str(src), str(tmp_path / "out"), "--now-ms", str(NOW), "--dry-run", "--report", str(report)
+    )
+    assert proc.returncode == 0, proc.stderr
+    expected = "orders-1: no time index entry in 00000000000000000000.log: their age for retention"
+    assert f"segpipe: warning: {expected}" in proc.stdout
+    assert any(w.startswith(expected) for w in json.loads(report.read_text())["warnings"])
+
+
+def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("x")
+    proc = segpipe("clean", str(sample_dir), str(tmp_path / "full"), "--dry-run", "--now-ms", str(NOW))
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    report = tmp_path / "plan.json"
+    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run", "--report", str(report)]
+    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(report.read_text())
+    assert doc["dry_run"] and {p["partition"] for p in doc["plan"]} == {
+        "clicks-0",
+        "legacy-users-0",
+        "orders-0",
+        "orders-1",
+    }
+    # An existing report file is never overwritten, and that is known before any work.
+    again = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+    assert again.returncode == 2 and f"{report} exists; segpipe does not overwrite it" in again.stderr
+    assert json.loads(report.read_text()) == doc and not (tmp_path / "out").exists()

@@ -71,10 +71,14 @@ def test_a_flipped_byte_fails_the_read_naming_file_and_byte(spark, tmp_path: Pat
     )
 
 
-def test_empty_logs_read_as_empty_and_unknown_topics_are_named(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_empty_logs_read_as_empty_and_unknown_topics_are_named(
+    spark, sample_dir: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty").mkdir()
     assert spark.read.format("kafka-segments").load(str(tmp_path / "empty")).count() == 0
-    with pytest.raises(Exception, match=r"no topic nosuch in .* \(topics there: clicks, legacy-users, orders\)"):
+    with pytest.raises(
+        Exception, match=r"no topic nosuch in .* \(topics there: clicks, legacy-users, orders\)"
+    ):
         spark.read.format("kafka-segments").option("topic", "nosuch").load(str(sample_dir)).count()
     both = spark.read.format("kafka-segments").option("topic", "orders,clicks").load(str(sample_dir))
     assert {r["topic"] for r in both.select("topic").distinct().collect()} == {"orders", "clicks"}

@@ -5,13 +5,13 @@ then one rewrite task per output group) → copy (untouched segments, side files
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.copy import copy_tasks, run_copies
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
@@ -20,7 +20,8 @@ from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, pla
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
-from pipelines.output.destination import require_destination
+from pipelines.jobs.clean.warnings import run_warnings
+from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.staging import Staging
 from pipelines.runtime.remote_errors import segment_error_in
@@ -104,9 +105,11 @@ def _clean(
     report_path: str | None,
     log: Log,
 ) -> RunReport:
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    if not dry_run:
-        require_destination(src, dst)
+    now = clock_ms() if now_ms is None else now_ms
+    # A dry run refuses what the run would refuse.
+    require_destination(src, dst)
+    if report_path:
+        require_new_file(report_path)
     timer = StageTimer()
     sc = getattr(spark, "sparkContext", spark)
     preload_in_workers(sc, WORKER_MODULES)
@@ -115,15 +118,21 @@ def _clean(
         scanned = _scan(sc, src, log)
     with timer.stage("plan"):
         plans = _plan(scanned, config, now)
+    warnings = run_warnings(plans, scanned.segments, now)
+    for warning in warnings:
+        log(f"segpipe: warning: {warning}")
+    summaries = [p.summary() for p in plans]
     if dry_run:
-        report = RunReport(src, dst, now, "dry-run", dry_run=True)
+        report = RunReport(src, dst, now, "dry-run", dry_run=True, warnings=warnings, plan=summaries)
         report.partitions = [partition_metrics(p, scanned.segments[p.tp], []) for p in plans]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
-        log(json.dumps({"now_ms": now, "partitions": [p.summary() for p in plans]}, indent=2))
+        log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
+        _write_report(report, report_path)
+        log(report.totals_line())
         return report
 
     staging = Staging.create(dst)
-    report = RunReport(src, dst, now, staging.run_id)
+    report = RunReport(src, dst, now, staging.run_id, warnings=warnings, plan=summaries)
     try:
         with timer.stage("compact"):
             stats = _compact(sc, plans, scanned, staging.url, now)
@@ -137,18 +146,22 @@ def _clean(
         ]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
         staging.write_meta("report.json", report.to_dict())
-        staging.publish(
-            {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": [p.summary() for p in plans]}
-        )
+        staging.publish({"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries})
     except BaseException:
         staging.abort()
         raise
-    if report_path:
-        out, path = open_storage(report_path)
-        out.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
+    _write_report(report, report_path)
     for p in report.partitions:
         log(p.cleaner_line())
+    log(report.totals_line())
     return report
+
+
+def _write_report(report: RunReport, report_path: str | None) -> None:
+    if report_path:
+        require_new_file(report_path)  # checked at the start too; another run may have written it since
+        storage, path = open_storage(report_path)
+        storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
 
 
 def _scan(sc: Any, src: str, log: Log) -> Scanned:

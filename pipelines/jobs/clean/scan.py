@@ -42,6 +42,7 @@ class SegmentMeta:
     timeindex_bytes: int
     largest_timestamp: int
     aborted: tuple[AbortedTxn, ...]  # the segment's .txnindex entries
+    aged_by_mtime: bool = False  # no time-index entry: the largest timestamp is the .log's mtime
 
 
 def control_types(reader: SegmentReader) -> np.ndarray:
@@ -90,6 +91,7 @@ def scan_segment(storage: Storage, files: SegmentFiles) -> tuple[SegmentMeta, Ba
         timeindex_bytes=(files.timeindex.size // TIME_ENTRY * TIME_ENTRY) if files.timeindex else 0,
         largest_timestamp=largest if largest >= 0 else files.log.mtime_ms,
         aborted=aborted,
+        aged_by_mtime=largest < 0,
     )
     return meta, scan.table, control_types(reader)
 

@@ -1,0 +1,33 @@
+"""The `now` every time rule of a run uses: epoch milliseconds, given or read from the clock once."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from pipelines.errors import ConfigError
+
+
+def clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_now(text: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 date or time (UTC unless it names its offset)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--now {text!r}: expected epoch milliseconds or an ISO-8601 time such as 2026-11-23T12:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def iso(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC (what operators read beside the number)."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,35 @@
+"""What an operator must hear about a run although it is valid: partitions that retention empties,
+segments whose age comes from a file time."""
+
+from __future__ import annotations
+
+from pipelines.clock import iso
+from pipelines.jobs.clean.plan import PartitionPlan
+from pipelines.jobs.clean.scan import ScannedSegment
+from segment_io.topic_partition import TopicPartition
+
+
+def run_warnings(
+    plans: list[PartitionPlan], segments: dict[TopicPartition, list[ScannedSegment]], now_ms: int
+) -> list[str]:
+    out: list[str] = []
+    for plan in plans:
+        segs = segments[plan.tp]
+        if segs and len(plan.deleted) == len(segs):
+            rules = sorted({rule for _, rule in plan.deleted})
+            newest = max(s.meta.largest_timestamp for s in segs)
+            out.append(
+                f"retention removed every segment of {plan.tp} (by {', '.join(rules)}): its newest "
+                f"timestamp is {iso(newest)} ({newest}), now is {iso(now_ms)} ({now_ms}); "
+                "pass --now to apply the rules at another time"
+            )
+        aged = [s for s in segs if s.meta.aged_by_mtime and s.meta.size > 0]
+        config = plan.config
+        time_matters = (config.delete and config.retention_ms >= 0) or config.min_compaction_lag_ms > 0
+        if aged and time_matters:
+            names = ", ".join(f"{s.meta.base_offset:020d}.log" for s in aged)
+            out.append(
+                f"{plan.tp}: no time index entry in {names}: their age for retention and "
+                "min.compaction.lag.ms is the file's modification time (what Kafka falls back to)"
+            )
+    return out
