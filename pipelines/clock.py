@@ -12,7 +12,7 @@ def clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def parse_now(text: str) -> int:
+def parse_time(text: str, flag: str = "time") -> int:
     """Epoch milliseconds, or an ISO-8601 date or time (UTC unless it names its offset)."""
     text = text.strip()
     if text.lstrip("-").isdigit():
@@ -21,7 +21,7 @@ def parse_now(text: str) -> int:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise ConfigError(
-            f"--now {text!r}: expected epoch milliseconds or an ISO-8601 time such as 2026-11-23T12:00:00Z"
+            f"{flag} {text!r}: expected epoch milliseconds or an ISO-8601 time such as 2026-11-23T12:00:00Z"
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

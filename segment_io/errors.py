@@ -82,6 +82,12 @@ class LogDirNotFound(SegmentError):
     kind = "log directory not found"
 
 
+class NotALogDirectory(SegmentError):
+    """A path given as a log directory that is a file (a segment file where one is not accepted)."""
+
+    kind = "not a log directory"
+
+
 class BadSegmentName(SegmentError):
     kind = "bad segment name"
 

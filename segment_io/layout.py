@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from segment_io.checkpoints import parse_offset_checkpoint
-from segment_io.errors import BadSegmentName, LogDirNotFound
+from segment_io.errors import BadSegmentName, LogDirNotFound, NotALogDirectory
 from segment_io.storage import FileInfo, Storage
 from segment_io.topic_partition import TopicPartition
 
@@ -16,6 +16,8 @@ SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
 TRANSIENT_SUFFIXES = ("deleted", "cleaned", "swap")
 IGNORED_DIR_SUFFIXES = ("delete", "future", "stray")
 NOT_CLEANED_TOPICS = ("__cluster_metadata",)
+# Files of a partition directory that belong to Kafka beside its segments and snapshots.
+PARTITION_FILES = ("leader-epoch-checkpoint", "partition.metadata")
 ROOT_CHECKPOINTS = (
     "recovery-point-offset-checkpoint",
     "log-start-offset-checkpoint",
@@ -101,6 +103,11 @@ class PartitionListing:
     other_files: tuple[FileInfo, ...] = ()
     ignored: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def stray_files(self) -> tuple[str, ...]:
+        """Files that are not Kafka's (notes, backups, ...): carried along, never read."""
+        return tuple(f.name for f in self.other_files if f.name not in PARTITION_FILES)
+
 
 def list_partition(storage: Storage, path: str, tp: TopicPartition) -> PartitionListing:
     """List one partition directory by Kafka's rules: transient and temporary files are ignored."""
@@ -152,20 +159,48 @@ class LogDirListing:
 
 
 def is_partition_dir(storage: Storage, path: str) -> bool:
+    """Named like a partition and holding segment files, or no directory at all (an empty
+    partition); a log directory holds partition directories."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
     if parse_topic_partition(name) is None:
         return False
-    return any(parse_segment_file_quiet(f.name) for f in storage.list(path))
+    entries = storage.list(path)
+    return any(parse_segment_file_quiet(f.name) for f in entries) or not any(f.is_dir for f in entries)
 
 
 def parse_segment_file_quiet(name: str) -> bool:
     return _FILE_RE.match(name) is not None
 
 
-def list_log_dir(storage: Storage, path: str) -> LogDirListing:
-    """List a log directory (or a single partition directory) and read its root checkpoints."""
+def list_segment_file(storage: Storage, path: str) -> LogDirListing:
+    """A listing of the one segment a segment file (`.log` or one of its indexes) belongs to, in
+    the partition its directory names (partition −1 where the name is not `<topic>-<n>`)."""
+    parent, name = path.rstrip("/").rsplit("/", 1)
+    info = next((f for f in storage.list(parent) if f.name == name), None)
+    parsed = parse_segment_file(info) if info is not None else None
+    if parsed is None or parsed.kind == "snapshot" or parsed.suffix is not None:
+        raise NotALogDirectory(
+            path, None, "is a file, and not a segment file (.log, .index, .timeindex, .txnindex)"
+        )
+    dir_name = parent.rsplit("/", 1)[-1]
+    tp = parse_topic_partition(dir_name) or TopicPartition(dir_name, -1)
+    partition = list_partition(storage, parent, tp)
+    segments = tuple(s for s in partition.segments if s.base_offset == parsed.base_offset)
+    if not segments:
+        raise NotALogDirectory(path, None, "has no .log file beside it")
+    return LogDirListing(parent, (PartitionListing(tp, parent, segments),))
+
+
+def list_log_dir(storage: Storage, path: str, segment_file: bool = False) -> LogDirListing:
+    """List a log directory (or a single partition directory) and read its root checkpoints.
+    A segment file is listed as its one segment where `segment_file` allows it (inspect, dump);
+    elsewhere it is refused: a job's source is a directory."""
     if not storage.exists(path):
         raise LogDirNotFound(path, None, "no such directory")
+    if storage.is_file(path):
+        if segment_file:
+            return list_segment_file(storage, path)
+        raise NotALogDirectory(path, None, "is a file; give the log directory or the partition directory")
     name = path.rstrip("/").rsplit("/", 1)[-1]
     tp = parse_topic_partition(name)
     if tp is not None and ignored_dir_reason(name) is None and is_partition_dir(storage, path):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from segment_io.errors import CorruptIndex, SegmentError
-from segment_io.format.constants import CODEC_MASK, Codec
+from segment_io.format.constants import CODEC_MASK, TXN_ENTRY, Codec
 from segment_io.index import (
     read_offset_index,
     read_time_index,
@@ -48,6 +48,7 @@ class PartitionReport:
     segments: tuple[SegmentReport, ...]
     ignored: tuple[tuple[str, str], ...]
     errors: tuple[SegmentError, ...] = field(default=())
+    stray_files: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -120,6 +121,7 @@ def inspect_partition(
                 seg_errors.append(str(scan.tail))
             if verify_crc:
                 reader.verify_crcs()
+            reader.resolve_wrappers()
             warnings += _verify_indexes(storage, files, scan, next_base)
         except SegmentError as exc:
             errors.append(exc)
@@ -130,14 +132,15 @@ def inspect_partition(
     except SegmentError as exc:
         errors.append(exc)
     return PartitionReport(
-        listing.tp.topic, listing.tp.partition, listing.path, tuple(reports), listing.ignored, tuple(errors)
-    )
+        listing.tp.topic, listing.tp.partition, listing.path, tuple(reports), listing.ignored, tuple(errors),
+        listing.stray_files,
+    )  # fmt: skip
 
 
 def _segment_report(
     files: SegmentFiles, scan: SegmentScan | None, errors: list[str], warnings: list[str]
 ) -> SegmentReport:
-    txns = files.txnindex.size // 34 if files.txnindex else 0
+    txns = files.txnindex.size // TXN_ENTRY if files.txnindex else 0
     if scan is None or len(scan.table) == 0:
         return SegmentReport(
             files.base_offset, files.log.path, files.size, files.log.mtime_ms, 0, 0,
@@ -146,7 +149,7 @@ def _segment_report(
     t = scan.table
     first = np.where(t.base_offset >= 0, t.base_offset, t.last_offset)
     ts = t.max_timestamp[t.max_timestamp >= 0]
-    codecs = tuple(Codec(int(c)).name.lower() for c in np.unique(t.attributes & CODEC_MASK))
+    codecs = tuple(Codec(int(c)).label for c in np.unique(t.attributes & CODEC_MASK))
     return SegmentReport(
         files.base_offset,
         files.log.path,
@@ -169,5 +172,6 @@ def _segment_report(
 def inspect_log_dir(
     storage: Storage, path: str, verify_crc: bool = True
 ) -> tuple[LogDirListing, list[PartitionReport]]:
-    listing = list_log_dir(storage, path)
+    """Validate a log directory, a partition directory, or one segment file."""
+    listing = list_log_dir(storage, path, segment_file=True)
     return listing, [inspect_partition(storage, p, verify_crc) for p in listing.partitions]

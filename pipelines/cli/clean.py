@@ -37,14 +37,18 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.clock import parse_now
+    from pipelines.clock import parse_time
     from pipelines.config import load_job_config
     from pipelines.output.destination import require_destination, require_new_file
     from pipelines.runtime.session import spark_for_command, spark_settings
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
 
-    # Refusals come before Spark starts: a bad flag costs nothing.
+    # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
-    now_ms = None if args.now is None else parse_now(args.now)
+    storage, path = open_storage(args.src)
+    config.require_topics({p.tp.topic for p in list_log_dir(storage, path).partitions}, args.src)
+    now_ms = None if args.now is None else parse_time(args.now, "--now")
     settings = spark_settings(args.conf)
     require_destination(args.src, args.dst)
     if args.report:

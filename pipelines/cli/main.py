@@ -7,14 +7,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pipelines.cli import clean, config, tools
+from pipelines.cli import clean, config, dump, generate, inspect
 from pipelines.errors import EXIT_OK, SegpipeError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segpipe", description="Kafka log archive maintenance")
     sub = parser.add_subparsers(dest="command", required=True)
-    tools.add_parsers(sub)
+    inspect.add_parser(sub)
+    dump.add_parser(sub)
+    generate.add_parser(sub)
     clean.add_parser(sub)
     config.add_parser(sub)
     return parser

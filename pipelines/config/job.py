@@ -25,6 +25,16 @@ class JobConfig:
     def for_topic(self, topic: str) -> TopicConfig:
         return self.topics.get(topic, self.defaults)
 
+    def require_topics(self, present: set[str], where: str) -> None:
+        """Refuse per-topic configs for topics that `where` does not hold (a misspelt name would
+        otherwise leave the real topic on the defaults)."""
+        unknown = sorted(set(self.topics) - present)
+        if unknown:
+            there = ", ".join(sorted(present)) or "none"
+            raise ConfigError(
+                f"topic configs for {', '.join(unknown)}, which {where} does not hold (topics there: {there})"
+            )
+
     @classmethod
     def build(
         cls,

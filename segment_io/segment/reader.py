@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from segment_io.segment.arrow import framed_to_arrow
 from segment_io.segment.framing import Framed, chunk_batches, frame_records
-from segment_io.segment.scan import SegmentScan, scan_buffer, verify_crcs
+from segment_io.segment.scan import BatchTable, SegmentScan, scan_buffer, verify_crcs
 from segment_io.segment.sections import Arena, read_sections
 from segment_io.storage import Storage
 
@@ -34,6 +34,18 @@ class SegmentReader:
         if self._scan is None:
             self._scan = scan_buffer(self.path, self.base_offset, self.buffer)
         return self._scan
+
+    def resolve_wrappers(self) -> BatchTable:
+        """The header table with the base offset and record count of compressed legacy wrappers
+        filled in: they are known only inside the wrapper, so those (rare) batches are
+        decompressed. Malformed wrappers raise CorruptBatch."""
+        table = self.scan().table
+        wrappers = np.flatnonzero(table.records_count < 0)
+        if len(wrappers):
+            sections = read_sections(self.path, self.buffer, table, wrappers)
+            table.records_count[wrappers] = sections.count
+            table.base_offset[wrappers] = sections.first_offset
+        return table
 
     def verify_crcs(self) -> None:
         verify_crcs(self.path, self.buffer, self.scan().table)

@@ -70,6 +70,9 @@ class Storage(ABC):
     def exists(self, path: str) -> bool: ...
 
     @abstractmethod
+    def is_file(self, path: str) -> bool: ...
+
+    @abstractmethod
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         """Bytes [start, end) of a file (to its end when `end` is None): a ranged read."""
 

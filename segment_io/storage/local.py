@@ -79,6 +79,9 @@ class LocalStorage(Storage):
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
+
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         with open(path, "rb") as handle:
             handle.seek(start)

@@ -107,6 +107,9 @@ class ObjectStorage(Storage):
     def exists(self, path: str) -> bool:
         return bool(self.fs.exists(path))
 
+    def is_file(self, path: str) -> bool:
+        return bool(self.fs.isfile(path))
+
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         if start == 0 and end is None:
             return bytes(self.fs.cat_file(path))

@@ -194,3 +194,26 @@ def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
     again = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
     assert again.returncode == 2 and f"{report} exists; segpipe does not overwrite it" in again.stderr
     assert json.loads(report.read_text()) == doc and not (tmp_path / "out").exists()
+
+
+def test_stray_files_are_listed_carried_over_and_recorded(tmp_path: Path, sample_dir: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    (src / "orders-0" / "notes.txt").write_text("operator notes")
+    (src / "orders-0" / "00000000000000000000.log.bak").write_bytes(b"old")
+    inspect = segpipe("inspect", str(src))
+    assert "not part of the log: 00000000000000000000.log.bak" in inspect.stdout
+    assert "not part of the log: notes.txt" in inspect.stdout and inspect.returncode == 0
+    out = tmp_path / "out"
+    proc = segpipe("clean", str(src), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW))
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "orders-0: files that are not Kafka's, carried over unread: 00000000000000000000.log.bak, notes.txt"
+        in (proc.stdout)
+    )
+    assert (out / "orders-0" / "notes.txt").read_text() == "operator notes"
+    manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
+    orders = next(p for p in manifest["partitions"] if p["partition"] == "orders-0")
+    assert orders["stray_files"] == ["00000000000000000000.log.bak", "notes.txt"]
+    report = json.loads((out / "_segpipe" / "report.json").read_text())
+    assert any("notes.txt" in w for w in report["warnings"])

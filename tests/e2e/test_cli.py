@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,114 @@ def test_config_describe_lists_every_topic_config_with_its_default() -> None:
     assert all(row["type"] and row["doc"] for row in rows.values())
     text = segpipe("config", "describe")
     assert text.returncode == 0 and "delete.retention.ms  (long ≥ 0, default 86400000)" in text.stdout
+
+
+def test_a_segment_file_is_inspected_and_dumped_and_refused_as_a_source(tmp_path: Path) -> None:
+    root = ROOT / "data" / "samples"
+    log = root / "orders-1" / "00000000000000000000.log"
+    proc = segpipe("inspect", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("orders-1: 1 segments") and "00000000000000000000.log" in proc.stdout
+    index = segpipe("inspect", str(log.with_suffix(".index")))
+    assert index.stdout == proc.stdout  # an index file stands for its segment
+    records = [json.loads(line) for line in segpipe("dump", str(log)).stdout.splitlines()]
+    whole = [
+        json.loads(line)
+        for line in segpipe("dump", str(root), "--topic", "orders", "--partition", "1").stdout.splitlines()
+    ]
+    assert records and records == [r for r in whole if r["offset"] < records[-1]["offset"] + 1]
+    clean = segpipe("clean", str(log), str(tmp_path / "out"))
+    assert (
+        clean.returncode == 2
+        and "is a file; give the log directory or the partition directory" in clean.stderr
+    )
+    assert "Traceback" not in clean.stderr and not (tmp_path / "out").exists()
+    not_segment = segpipe("inspect", str(root / "orders-1" / "leader-epoch-checkpoint"))
+    assert not_segment.returncode == 2 and "not a segment file" in not_segment.stderr
+
+
+def test_empty_directories_say_so(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    proc = segpipe("inspect", str(tmp_path / "logs"))
+    assert proc.returncode == 0 and "no partition directories" in proc.stdout
+    (tmp_path / "orders-3").mkdir()
+    proc = segpipe("inspect", str(tmp_path / "orders-3"))
+    assert proc.returncode == 0 and proc.stdout.startswith("orders-3: 0 segments, 0 bytes, 0 records")
+
+
+def test_filters_that_match_nothing_are_named_and_misnamed_topic_configs_refused(tmp_path: Path) -> None:
+    root = ROOT / "data" / "samples"
+    proc = segpipe("dump", str(root), "--topic", "ordrs")
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert (
+        "no partition matches the filters (partitions there: clicks-0, legacy-users-0, orders-0, orders-1)"
+        in proc.stderr
+    )
+    for flags in (["--topic-set", "ordrs:retention.ms=1000"], ["--config", str(tmp_path / "c.yaml")]):
+        (tmp_path / "c.yaml").write_text("topics:\n  ordrs:\n    retention.ms: 1000\n")
+        proc = segpipe("clean", str(root), str(tmp_path / "out"), *flags)
+        assert proc.returncode == 2, proc.stderr
+        assert (
+            "topic configs for ordrs, which" in proc.stderr
+            and "(topics there: clicks, legacy-users, orders)" in proc.stderr
+        )
+
+
+def test_compressed_legacy_wrappers_count_their_records_and_show_their_offsets() -> None:
+    root = ROOT / "data" / "samples"
+    report = json.loads(segpipe("inspect", str(root), "--json").stdout)
+    legacy = next(p for p in report["partitions"] if p["topic"] == "legacy-users")
+    records = [
+        json.loads(line) for line in segpipe("dump", str(root), "--topic", "legacy-users").stdout.splitlines()
+    ]
+    assert sum(s["records"] for s in legacy["segments"]) == len(records)
+    batches = [
+        json.loads(line)
+        for line in segpipe("dump", str(root), "--topic", "legacy-users", "--batches").stdout.splitlines()
+    ]
+    wrappers = [b for b in batches if b["magic"] < 2 and b["codec"] != "none"]
+    assert wrappers and all(b["base_offset"] >= 0 and b["records_count"] > 1 for b in wrappers)
+    assert sum(b["records_count"] for b in batches) == len(records)
+    firsts = {r["batch_base_offset"] for r in records}
+    assert {b["base_offset"] for b in wrappers} <= firsts
+
+
+def test_dump_selects_by_offset_and_time_and_decodes_as_asked() -> None:
+    root = ROOT / "data" / "samples"
+    everything = [
+        json.loads(line)
+        for line in segpipe("dump", str(root), "--topic", "orders", "--partition", "0").stdout.splitlines()
+    ]
+    lo, hi = everything[10]["offset"], everything[20]["offset"]
+    picked = segpipe(
+        "dump",
+        str(root),
+        "--topic",
+        "orders",
+        "--partition",
+        "0",
+        "--from-offset",
+        str(lo),
+        "--to-offset",
+        str(hi),
+        "--decode",
+        "hex",
+    )
+    rows = [json.loads(line) for line in picked.stdout.splitlines()]
+    assert [r["offset"] for r in rows] == [r["offset"] for r in everything[10:21]]
+    assert rows[0]["key"] == base64.b64decode(everything[10]["key"]).hex()
+    t0, t1 = everything[10]["timestamp"], everything[20]["timestamp"]
+    iso = datetime.fromtimestamp(t0 / 1000, tz=UTC).isoformat()
+    timed = segpipe(
+        "dump", str(root), "--topic", "orders", "--partition", "0", "--from-time", iso, "--to-time", str(t1)
+    )
+    assert {json.loads(line)["offset"] for line in timed.stdout.splitlines()} == {
+        r["offset"] for r in everything if t0 <= r["timestamp"] <= t1
+    }
+    assert segpipe("dump", str(root), "--limit", "0").stdout == ""
+    batches = [
+        json.loads(line)
+        for line in segpipe("dump", str(root), "--topic", "orders", "--batches").stdout.splitlines()
+    ]
+    assert {"codec", "is_transactional", "is_control", "timestamp_type"} <= set(batches[0])
+    assert any(b["is_control"] and b["is_transactional"] for b in batches)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.clock import iso, parse_now
+from pipelines.clock import iso, parse_time
 from pipelines.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -21,10 +21,10 @@ pytestmark = pytest.mark.unit
     ],
 )
 def test_now_is_parsed_to_epoch_ms(text: str, ms: int) -> None:
-    assert parse_now(text) == ms
+    assert parse_time(text) == ms
 
 
 def test_a_bad_now_is_refused_and_times_print_as_iso_utc() -> None:
     with pytest.raises(ConfigError, match="ISO-8601"):
-        parse_now("last tuesday")
+        parse_time("last tuesday")
     assert iso(1_700_697_600_250) == "2023-11-23T00:00:00.250Z"

@@ -116,6 +116,7 @@ def _clean(
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
         scanned = _scan(sc, src, log)
+    config.require_topics({p.tp.topic for p in scanned.listing.partitions}, src)
     with timer.stage("plan"):
         plans = _plan(scanned, config, now)
     warnings = run_warnings(plans, scanned.segments, now)
@@ -206,6 +207,7 @@ def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:
             cleaner=cps.get("cleaner-offset-checkpoint", {}).get(tp),
         )
         plan = plan_partition(tp, scanned.segments[tp], checkpoints, config.for_topic(tp.topic), now, gid)
+        plan.stray_files = part.stray_files
         if plan.compaction:
             gid += len(plan.compaction.groups)
         plans.append(plan)

@@ -68,6 +68,7 @@ class PartitionPlan:
     compaction: CompactionPlan | None = None
     input_bytes: int = 0
     deleted_bytes: int = 0
+    stray_files: tuple[str, ...] = ()  # not Kafka's files: carried over unread
 
     def summary(self) -> dict[str, Any]:
         c = self.compaction
@@ -85,6 +86,7 @@ class PartitionPlan:
             if c is None
             else [{"base_offset": g.base_offset, "inputs": len(g.segment_ids)} for g in c.groups],
             "input_bytes": self.input_bytes,
+            "stray_files": list(self.stray_files),
         }
 
 

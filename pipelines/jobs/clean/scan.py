@@ -72,9 +72,7 @@ def scan_segment(storage: Storage, files: SegmentFiles) -> tuple[SegmentMeta, Ba
     if scan.tail is not None:
         raise scan.tail
     reader.verify_crcs()
-    wrappers = np.flatnonzero(scan.table.records_count < 0)
-    if len(wrappers):  # compressed v0/v1 wrappers: their record count is known only inside
-        scan.table.records_count[wrappers] = reader.frame(wrappers).sections.count
+    reader.resolve_wrappers()
     largest = -1
     if files.timeindex is not None and files.timeindex.size:
         ts, _ = read_time_index(storage.read(files.timeindex.path))

@@ -1,0 +1,175 @@
+"""`segpipe dump`: records (or batches) as JSON lines, like `kafka-dump-log --files`."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pipelines.errors import EXIT_OK
+
+Decode = Callable[[bytes | None], str | None]
+DECODERS: dict[str, Decode] = {
+    "base64": lambda b: None if b is None else base64.b64encode(b).decode("ascii"),
+    "hex": lambda b: None if b is None else b.hex(),
+    "utf8": lambda b: None if b is None else b.decode("utf-8", errors="backslashreplace"),
+}
+
+
+def _time(text: str) -> int:
+    from pipelines.clock import parse_time
+    from pipelines.errors import ConfigError
+
+    try:
+        return parse_time(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("dump", help="records (or batches) as JSON lines, like kafka-dump-log")
+    p.add_argument("path", help="log directory, partition directory, segment file, or fsspec URL")
+    p.add_argument("--batches", action="store_true", help="one line per batch instead of per record")
+    p.add_argument(
+        "--decode-internal", action="store_true", help="decode __consumer_offsets/__transaction_state"
+    )
+    p.add_argument(
+        "--decode", choices=sorted(DECODERS), default="base64", help="keys, values and header values"
+    )
+    p.add_argument("--topic", help="this topic only")
+    p.add_argument("--partition", type=int, help="this partition number only")
+    p.add_argument("--from-offset", type=int, help="records (batches: ending) at or after this offset")
+    p.add_argument("--to-offset", type=int, help="records (batches: starting) at or before this offset")
+    p.add_argument("--from-time", type=_time, help="records at or after this time (epoch ms or ISO-8601)")
+    p.add_argument("--to-time", type=_time, help="records at or before this time (epoch ms or ISO-8601)")
+    p.add_argument("--limit", type=int, help="stop after this many lines (0: none)")
+    p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(args.path)
+    listing = list_log_dir(storage, path, segment_file=True)
+    chosen = [
+        part
+        for part in listing.partitions
+        if (not args.topic or part.tp.topic == args.topic)
+        and (args.partition is None or part.tp.partition == args.partition)
+    ]
+    if listing.partitions and not chosen:
+        there = ", ".join(str(p.tp) for p in listing.partitions)
+        print(
+            f"segpipe: warning: no partition matches the filters (partitions there: {there})", file=sys.stderr
+        )
+    lines = _lines(storage, chosen, args)
+    for line in lines if args.limit is None else itertools.islice(lines, max(args.limit, 0)):
+        sys.stdout.write(line + "\n")
+    return EXIT_OK
+
+
+def _lines(storage: Any, partitions: list[Any], args: argparse.Namespace) -> Iterator[str]:
+    from segment_io.segment.reader import SegmentReader
+
+    for part in partitions:
+        for seg in part.segments:
+            reader = SegmentReader(storage, seg.log.path, seg.base_offset)
+            scan = reader.scan()
+            if not args.no_crc:
+                reader.verify_crcs()
+            if scan.tail is not None:
+                print(f"segpipe: warning: {scan.tail}", file=sys.stderr)
+            if args.batches:
+                yield from _batch_lines(reader, part.tp, seg.base_offset, args)
+                continue
+            for rb in reader.record_batches(part.tp.topic, part.tp.partition):
+                yield from (json.dumps(doc) for doc in _record_docs(_filtered(rb, args), args))
+
+
+def _batch_lines(reader: Any, tp: Any, segment: int, args: argparse.Namespace) -> Iterator[str]:
+    from segment_io.format.constants import CODEC_LABELS, TIMESTAMP_TYPE_LABELS
+
+    table = reader.resolve_wrappers()
+    derived = {
+        "codec": [CODEC_LABELS[c] for c in table.codec.tolist()],
+        "timestamp_type": [
+            TIMESTAMP_TYPE_LABELS[0 if m == 0 else 1 + int(la)]
+            for m, la in zip(table.magic.tolist(), table.log_append_time.tolist(), strict=True)
+        ],
+        "is_transactional": table.is_transactional.tolist(),
+        "is_control": table.is_control.tolist(),
+        "has_delete_horizon": table.has_delete_horizon.tolist(),
+    }
+    for i, row in enumerate(table.to_arrow().to_pylist()):
+        if args.from_offset is not None and row["last_offset"] < args.from_offset:
+            continue
+        if args.to_offset is not None and row["base_offset"] > args.to_offset:
+            continue
+        if args.from_time is not None and row["max_timestamp"] < args.from_time:
+            continue
+        first_time = row["max_timestamp"] if derived["has_delete_horizon"][i] else row["base_timestamp"]
+        if args.to_time is not None and first_time > args.to_time:
+            continue
+        row.update({name: values[i] for name, values in derived.items()})
+        row.update(topic=tp.topic, partition=tp.partition, segment=segment)
+        yield json.dumps(row)
+
+
+def _filtered(rb: Any, args: argparse.Namespace) -> Any:
+    """The records of `rb` inside the offset and time bounds (one vectorised filter)."""
+    import pyarrow.compute as pc
+
+    bounds = [
+        (args.from_offset, "offset", pc.greater_equal),
+        (args.to_offset, "offset", pc.less_equal),
+        (args.from_time, "timestamp", pc.greater_equal),
+        (args.to_time, "timestamp", pc.less_equal),
+    ]
+    mask = None
+    for value, column, compare in bounds:
+        if value is not None:
+            test = compare(rb.column(column), value)
+            mask = test if mask is None else pc.and_(mask, test)
+    return rb if mask is None else rb.filter(mask)
+
+
+def _record_docs(rb: Any, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    from segment_io.format.constants import ControlType
+    from segment_io.internal_topics import decode_key, decode_value
+
+    encode = DECODERS[args.decode]
+    for row in rb.to_pylist():
+        key, value = row["key"], row["value"]
+        doc = {
+            "topic": row["topic"],
+            "partition": row["partition"],
+            "offset": row["offset"],
+            "timestamp": row["timestamp"],
+            "timestamp_type": row["timestamp_type"],
+            "key": encode(key),
+            "value": encode(value),
+            "headers": [{"key": h["key"], "value": encode(h["value"])} for h in row["headers"]],
+            "producer_id": row["producer_id"],
+            "producer_epoch": row["producer_epoch"],
+            "base_sequence": row["base_sequence"],
+            "is_transactional": row["is_transactional"],
+            "is_control": row["is_control"],
+            "batch_base_offset": row["batch_base_offset"],
+            "batch_last_offset": row["batch_last_offset"],
+            "magic": row["magic"],
+            "codec": row["codec"],
+            "partition_leader_epoch": row["partition_leader_epoch"],
+            "delete_horizon_ms": row["delete_horizon_ms"],
+        }
+        if row["is_control"] and key is not None and len(key) >= 4:
+            doc["control_type"] = ControlType.label_of(int.from_bytes(key[2:4], "big", signed=True))
+        if args.decode_internal:
+            doc["decoded_key"] = decode_key(row["topic"], key)
+            doc["decoded_value"] = decode_value(row["topic"], key, value)
+        yield doc
