@@ -1,9 +1,13 @@
 """Every error segpipe raises on purpose descends from one root (`SegpipeError`, defined next to
-the data errors in segment_io) and carries the exit code the command line ends with:
+the data errors in segment_io) and carries the exit code the command line ends with. The table
+(also in the README and `segpipe --help`):
 
-    0  success
-    1  a check found the data invalid (`inspect`)
-    2  refused: bad input data, configuration, arguments or destination (nothing published)
+    0    success
+    1    a check found the data invalid (`inspect`)
+    2    refused before any work: arguments, configuration, paths, destination
+    3    bad data stopped the run (file and byte named; nothing published)
+    70   an internal error (a bug: `-v` prints the traceback; nothing published)
+    130  interrupted (Ctrl-C, SIGINT; nothing published)
 """
 
 from __future__ import annotations
@@ -13,8 +17,23 @@ from segment_io.errors import SegmentError, SegpipeError
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_REFUSED = 2
+EXIT_DATA = 3
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_CODES = (
+    (EXIT_OK, "success"),
+    (EXIT_INVALID, "a check found the data invalid (inspect)"),
+    (EXIT_REFUSED, "refused before any work: arguments, configuration, paths, destination"),
+    (EXIT_DATA, "bad data stopped the run (file and byte named; nothing published)"),
+    (EXIT_INTERNAL, "internal error (-v prints the traceback; nothing published)"),
+    (EXIT_INTERRUPTED, "interrupted (nothing published)"),
+)
 
 __all__ = [
+    "EXIT_CODES",
+    "EXIT_DATA",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "EXIT_INVALID",
     "EXIT_OK",
     "EXIT_REFUSED",

@@ -21,6 +21,7 @@ class SegmentError(SegpipeError):
     """Base of every data error; `path` and `position` locate the problem."""
 
     kind = "segment error"
+    exit_code = 3
 
     def __init__(self, path: str, position: int | None, detail: str) -> None:
         self.path = path
@@ -80,12 +81,14 @@ class LogDirNotFound(SegmentError):
     """The path given as a log directory does not exist (a typo must not look like an empty log)."""
 
     kind = "log directory not found"
+    exit_code = 2  # a wrong path, refused before any work
 
 
 class NotALogDirectory(SegmentError):
     """A path given as a log directory that is a file (a segment file where one is not accepted)."""
 
     kind = "not a log directory"
+    exit_code = 2
 
 
 class BadSegmentName(SegmentError):

@@ -7,6 +7,7 @@ is the same SegmentWriter `clean` uses, so indexes follow Kafka 4.x rules.
 from __future__ import annotations
 
 import posixpath
+import re
 import struct
 import zlib
 from collections.abc import Sequence
@@ -66,6 +67,39 @@ class TopicSpec:
     segment_bytes: int = 64 * 1024
     legacy_magic: int | None = None  # 0 or 1: write old-format entries instead of v2 batches
     distinct_keys: bool = False  # every record gets its own key (key-count tests)
+
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_RATIOS = ("tombstone_ratio", "null_key_ratio", "header_ratio", "transactional_ratio", "abort_ratio",
+           "idempotent_ratio")  # fmt: skip
+
+
+def spec_problems(spec: TopicSpec) -> list[str]:
+    """What makes `spec` one that cannot be generated (empty when it can)."""
+    out = []
+    if not _TOPIC_NAME.fullmatch(spec.name) or spec.name in (".", ".."):
+        out.append(f"topic name {spec.name!r}: Kafka allows 1-249 of a-z A-Z 0-9 . _ -")
+    for name, low in (("partitions", 1), ("records", 0), ("keys", 1), ("value_min", 0), ("span_ms", 0),
+                      ("segment_bytes", 1024)):  # fmt: skip
+        if getattr(spec, name) < low:
+            out.append(f"{name} must be at least {low} (got {getattr(spec, name)})")
+    if spec.value_max < spec.value_min:
+        out.append(f"value_max ({spec.value_max}) is below value_min ({spec.value_min})")
+    low, high = spec.records_per_batch
+    if not 1 <= low <= high:
+        out.append(f"records_per_batch must be MIN,MAX with 1 ≤ MIN ≤ MAX (got {low},{high})")
+    if spec.key_skew < 0:
+        out.append(f"key_skew must be ≥ 0 (got {spec.key_skew})")
+    out += [f"{name} must be within 0..1 (got {getattr(spec, name)})" for name in _RATIOS
+            if not 0 <= getattr(spec, name) <= 1]  # fmt: skip
+    for codec in spec.codecs:
+        try:
+            Codec.parse(codec)
+        except ValueError as exc:
+            out.append(str(exc))
+    if not spec.codecs:
+        out.append("codecs must name at least one codec")
+    return out
 
 
 def default_specs() -> list[TopicSpec]:

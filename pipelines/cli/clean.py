@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipelines.cli import console
 from pipelines.cli.spark_args import add_spark_arguments
+from pipelines.errors import EXIT_OK
 
 
 def add_parser(sub: Any) -> None:
@@ -32,6 +34,11 @@ def add_parser(sub: Any) -> None:
         help="print the plan and write nothing at DST (refusals as for a run)",
     )
     p.add_argument("--report", help="also write the JSON report (with the plan) to this new file")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print every topic's effective config and where each value came from, then stop",
+    )
     add_spark_arguments(p)
     p.set_defaults(func=run)
 
@@ -40,21 +47,39 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.clock import parse_time
     from pipelines.config import load_job_config
     from pipelines.output.destination import require_destination, require_new_file
-    from pipelines.runtime.session import spark_for_command, spark_settings
+    from pipelines.runtime.session import check_master, spark_for_command, spark_settings
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
     storage, path = open_storage(args.src)
-    config.require_topics({p.tp.topic for p in list_log_dir(storage, path).partitions}, args.src)
+    topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions})
+    config.require_topics(set(topics), args.src)
+    if args.print_config:
+        for topic, values in config.describe(topics).items():
+            console.say(topic)
+            for name, item in values.items():
+                console.say(f"  {name} = {item['value']}  ({item['source']})")
+        return EXIT_OK
+    note = config.ignored_note()
+    if note:
+        console.say(note)
     now_ms = None if args.now is None else parse_time(args.now, "--now")
     settings = spark_settings(args.conf)
+    check_master(args.master)
     require_destination(args.src, args.dst)
     if args.report:
         require_new_file(args.report)
-    with spark_for_command("pipelines.jobs.clean", args.master, settings) as sc:
+    log_level = "info" if console.level() >= console.VERBOSE else "warn"
+    with (
+        console.held_back_noise(),
+        spark_for_command("pipelines.jobs.clean", args.master, settings, log_level) as sc,
+    ):
         from pipelines.jobs.clean import clean
 
-        clean(sc, args.src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report)
-    return 0
+        clean(
+            sc, args.src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
+            log=console.say,
+        )  # fmt: skip
+    return EXIT_OK

@@ -1,18 +1,38 @@
 """`segpipe`: the command line. Every command module adds its parser; errors become exit codes
-here, in one place (pipelines.errors), with a one-line message and never a traceback."""
+here, in one place (pipelines.errors), with a one-line message and never a traceback (unless -v)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 
-from pipelines.cli import clean, config, dump, generate, inspect
-from pipelines.errors import EXIT_OK, SegpipeError
+from pipelines.cli import clean, config, console, dump, generate, inspect
+from pipelines.errors import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, SegpipeError
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"segpipe {version('segpipe')}"
+    except PackageNotFoundError:
+        return "segpipe (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="segpipe", description="Kafka log archive maintenance")
+    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+    parser = argparse.ArgumentParser(
+        prog="segpipe",
+        description="Kafka log archive maintenance",
+        epilog=f"exit codes:\n{codes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="only warnings, totals and errors")
+    loud.add_argument("-v", "--verbose", action="store_true", help="Spark's own log, and tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     inspect.add_parser(sub)
     dump.add_parser(sub)
@@ -22,12 +42,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _from_storage(exc: BaseException) -> bool:
+    """An error of the environment: the OS's, or the object-store client's own."""
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("botocore", "aiobotocore")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    console.set_level(console.QUIET if args.quiet else console.VERBOSE if args.verbose else console.NORMAL)
+    try:
+        return _run(args)
+    except Exception as exc:  # a bug: say what, keep the traceback for -v
+        if args.verbose:
+            traceback.print_exc()
+        print(
+            f"error: internal error: {type(exc).__name__}: {exc} (-v prints the traceback)", file=sys.stderr
+        )
+        return EXIT_INTERNAL
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except SegpipeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("segpipe: interrupted; nothing was published", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader of our output went away (`segpipe dump | head`)
         return EXIT_OK
+    except Exception as exc:
+        if not _from_storage(exc):
+            raise
+        # Credentials, permissions, missing files, unreachable endpoints: the environment, not a bug.
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_REFUSED

@@ -1,6 +1,8 @@
 """A job's topic configs: defaults for every topic plus per-topic overrides, from YAML
-(`defaults:` and `topics:` maps) and `--set NAME=VALUE` / `--topic-set TOPIC:NAME=VALUE` flags.
-Unknown names and bad values are refused before any work starts."""
+(`defaults:` and `topics:` maps) and `--set NAME=VALUE` / `--topic-set TOPIC:NAME=VALUE` flags,
+later sources winning. Unknown names and bad values are refused before any work starts; Kafka's
+configs that do not bear on cleaning are accepted and ignored. Where each value came from is kept
+(`segpipe clean --print-config`, the manifest)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ from typing import Any
 
 import yaml
 
-from pipelines.config.topic import TopicConfig
+from pipelines.config.topic import IGNORED_KAFKA_CONFIGS, TOPIC_CONFIGS, TopicConfig
 from pipelines.errors import ConfigError
 from segment_io.storage import open_storage
+
+DEFAULT = "default"
+# A value and where it came from, by config name.
+Sourced = dict[str, tuple[Any, str]]
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,9 @@ class JobConfig:
 
     defaults: TopicConfig = field(default_factory=TopicConfig)
     topics: Mapping[str, TopicConfig] = field(default_factory=dict)
+    # Config name -> source, for the defaults ("*") and each configured topic.
+    sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    ignored: frozenset[str] = frozenset()  # Kafka configs accepted that do not bear on cleaning
 
     def for_topic(self, topic: str) -> TopicConfig:
         return self.topics.get(topic, self.defaults)
@@ -35,15 +44,40 @@ class JobConfig:
                 f"topic configs for {', '.join(unknown)}, which {where} does not hold (topics there: {there})"
             )
 
+    def effective(self, topic: str) -> Sourced:
+        """Every config of `topic`, Kafka name -> (value, where it came from)."""
+        values = self.for_topic(topic).to_kafka()
+        sources = {**self.sources.get("*", {}), **self.sources.get(topic, {})}
+        return {d.name: (values[d.name], sources.get(d.name, DEFAULT)) for d in TOPIC_CONFIGS}
+
+    def describe(self, topics: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+        """The effective configs of `topics`, JSON-able: topic -> name -> value and source."""
+        return {
+            t: {n: {"value": v, "source": src} for n, (v, src) in self.effective(t).items()} for t in topics
+        }
+
+    def ignored_note(self) -> str | None:
+        if not self.ignored:
+            return None
+        names = ", ".join(sorted(self.ignored))
+        return f"segpipe: note: Kafka topic configs that do not bear on cleaning are ignored: {names}"
+
     @classmethod
     def build(
         cls,
         defaults: Mapping[str, Any] | None = None,
         topics: Mapping[str, Mapping[str, Any]] | None = None,
+        sources: Mapping[str, Mapping[str, str]] | None = None,
     ) -> JobConfig:
-        base = TopicConfig().with_values(defaults or {}, "defaults")
-        per_topic = {t: base.with_values(v or {}, f"topic {t}") for t, v in (topics or {}).items()}
-        return cls(base, per_topic)
+        ignored = {
+            n
+            for v in [defaults or {}, *(topics or {}).values()]
+            for n in (v or {})
+            if n in IGNORED_KAFKA_CONFIGS
+        }
+        base = TopicConfig().with_values(_kept(defaults), "defaults")
+        per_topic = {t: base.with_values(_kept(v), f"topic {t}") for t, v in (topics or {}).items()}
+        return cls(base, per_topic, dict(sources or {}), frozenset(ignored))
 
     @classmethod
     def from_sources(
@@ -51,29 +85,50 @@ class JobConfig:
         yaml_text: str | None = None,
         sets: list[str] | None = None,
         topic_sets: list[str] | None = None,
+        yaml_name: str = "config file",
     ) -> JobConfig:
         """YAML (`defaults:` and `topics:` maps), then `NAME=VALUE` and `TOPIC:NAME=VALUE` flags."""
-        doc: dict[str, Any] = {}
-        if yaml_text:
-            try:
-                loaded = yaml.safe_load(yaml_text) or {}
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"config file is not valid YAML: {exc}") from None
-            if not isinstance(loaded, dict) or set(loaded) - {"defaults", "topics"}:
-                raise ConfigError("config file must be a map with 'defaults' and/or 'topics'")
-            doc = loaded
+        doc = _yaml_doc(yaml_text, yaml_name) if yaml_text else {}
         defaults = dict(doc.get("defaults") or {})
         topics = {str(k): dict(v or {}) for k, v in (doc.get("topics") or {}).items()}
+        sources: dict[str, dict[str, str]] = {"*": {n: f"{yaml_name} defaults" for n in defaults}}
+        for t, values in topics.items():
+            sources[t] = {n: f"{yaml_name} topics.{t}" for n in values}
         for item in sets or []:
             name, value = _split(item, "--set")
             defaults[name] = value
+            sources["*"][name] = "--set"
         for item in topic_sets or []:
             topic, sep, rest = item.partition(":")
             if not sep or not topic:
                 raise ConfigError(f"--topic-set {item!r}: expected TOPIC:NAME=VALUE")
             name, value = _split(rest, "--topic-set")
             topics.setdefault(topic, {})[name] = value
-        return cls.build(defaults, topics)
+            sources.setdefault(topic, {})[name] = "--topic-set"
+        return cls.build(defaults, topics, sources)
+
+
+def _kept(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {n: v for n, v in (values or {}).items() if n not in IGNORED_KAFKA_CONFIGS}
+
+
+def _yaml_doc(text: str, name: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{name} must be a map with 'defaults:' and/or 'topics:'")
+    unknown = sorted(str(k) for k in set(loaded) - {"defaults", "topics"})
+    if unknown:
+        raise ConfigError(f"{name}: unknown key {', '.join(unknown)} (the keys are 'defaults' and 'topics')")
+    for key in ("defaults", "topics"):
+        if loaded.get(key) is not None and not isinstance(loaded[key], dict):
+            raise ConfigError(f"{name}: '{key}' must be a map")
+    for topic, values in (loaded.get("topics") or {}).items():
+        if values is not None and not isinstance(values, dict):
+            raise ConfigError(f"{name}: topics.{topic} must be a map of topic configs")
+    return loaded
 
 
 def load_job_config(
@@ -87,7 +142,7 @@ def load_job_config(
             text = storage.read(path).decode()
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {config_url}: {exc}") from None
-    return JobConfig.from_sources(text, sets, topic_sets)
+    return JobConfig.from_sources(text, sets, topic_sets, yaml_name=config_url or "config file")
 
 
 def _split(item: str, flag: str) -> tuple[str, str]:

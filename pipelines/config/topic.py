@@ -23,14 +23,16 @@ def _policy(value: Any) -> frozenset[str]:
     return policy
 
 
-def _long(minimum: int) -> Callable[[Any], int]:
+def _long(minimum: int, unit: str = "", unlimited: str = "") -> Callable[[Any], int]:
+    """An integer ≥ `minimum` (of `unit`); `unlimited` says what -1 means, where it is allowed."""
+    what = f"a number of {unit}" if unit else "an integer"
+    rule = f"must be {what}, or -1 ({unlimited})" if unlimited else f"must be {what} ≥ {minimum}"
+
     def parse(value: Any) -> int:
-        if isinstance(value, bool):
-            raise ValueError("must be an integer")
-        number = int(str(value).strip())
-        if number < minimum:
-            raise ValueError(f"must be ≥ {minimum}")
-        return number
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.lstrip("-").isdigit() or int(text) < minimum:
+            raise ValueError(rule)
+        return int(text)
 
     return parse
 
@@ -70,23 +72,23 @@ class ConfigDef:
 TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("cleanup.policy", "cleanup_policy", "list", _policy,
               "delete (retention only), compact (compaction; retention by log start offset only) or both"),
-    ConfigDef("retention.ms", "retention_ms", "long ≥ -1", _long(-1),
+    ConfigDef("retention.ms", "retention_ms", "long ≥ -1", _long(-1, "milliseconds", "no time limit"),
               "delete a segment once its largest timestamp is older than this; -1: never by time"),
-    ConfigDef("retention.bytes", "retention_bytes", "long ≥ -1", _long(-1),
+    ConfigDef("retention.bytes", "retention_bytes", "long ≥ -1", _long(-1, "bytes", "no size limit"),
               "delete the oldest segments while the partition stays at least this large; -1: no limit"),
-    ConfigDef("delete.retention.ms", "delete_retention_ms", "long ≥ 0", _long(0),
+    ConfigDef("delete.retention.ms", "delete_retention_ms", "long ≥ 0", _long(0, "milliseconds"),
               "how long tombstones and transaction markers stay after their first compaction"),
-    ConfigDef("min.compaction.lag.ms", "min_compaction_lag_ms", "long ≥ 0", _long(0),
+    ConfigDef("min.compaction.lag.ms", "min_compaction_lag_ms", "long ≥ 0", _long(0, "milliseconds"),
               "records newer than this are not compacted yet"),
-    ConfigDef("max.compaction.lag.ms", "max_compaction_lag_ms", "long ≥ 1", _long(1),
+    ConfigDef("max.compaction.lag.ms", "max_compaction_lag_ms", "long ≥ 1", _long(1, "milliseconds"),
               "accepted for compatibility; segpipe compacts every partition it is given"),
-    ConfigDef("segment.bytes", "segment_bytes", "long ≥ 14", _long(14),
+    ConfigDef("segment.bytes", "segment_bytes", "long ≥ 14", _long(14, "bytes"),
               "largest output segment: input segments are grouped up to this size"),
-    ConfigDef("segment.index.bytes", "segment_index_bytes", "long ≥ 8", _long(8),
+    ConfigDef("segment.index.bytes", "segment_index_bytes", "long ≥ 8", _long(8, "bytes"),
               "largest offset or time index of an output segment"),
-    ConfigDef("index.interval.bytes", "index_interval_bytes", "long ≥ 0", _long(0),
+    ConfigDef("index.interval.bytes", "index_interval_bytes", "long ≥ 0", _long(0, "bytes"),
               "bytes of log between two offset-index entries"),
-    ConfigDef("producer.id.expiration.ms", "producer_id_expiration_ms", "long ≥ 1", _long(1),
+    ConfigDef("producer.id.expiration.ms", "producer_id_expiration_ms", "long ≥ 1", _long(1, "milliseconds"),
               "a producer idle this long loses the empty batch that keeps its last sequence"),
     ConfigDef("message.timestamp.type", "message_timestamp_type", "string", _ts_type,
               "CreateTime or LogAppendTime (accepted; batches keep the type they were written with)"),
@@ -101,6 +103,19 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
               "backups have no active segment), so it is cleaned too"),
 )  # fmt: skip
 _BY_NAME = {d.name: d for d in TOPIC_CONFIGS}
+
+# Kafka 4.x topic configs that do not change what cleaning leaves (how a broker writes, replicates,
+# flushes, rolls or tiers; min.cleanable.dirty.ratio only chooses when its cleaner runs): accepted,
+# so that `kafka-configs --describe` output can be pasted, and ignored with one note.
+IGNORED_KAFKA_CONFIGS = frozenset({
+    "compression.type", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.message.bytes", "message.downconversion.enable",
+    "message.format.version", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "min.insync.replicas",
+    "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
+    "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,13 @@ session (DataFrames, the `kafka-segments` source), which costs several seconds m
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
+import shutil
+import socket
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -23,8 +27,35 @@ from pipelines.runtime.worker_daemon import PRELOAD_ENV
 # spark.driver.extraJavaOptions to run with the JVM's defaults instead.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
+# Spark's own log, on stderr: warnings and errors, without the warning every start prints about
+# Hadoop's native library (there is none in the pyspark distribution, nor a need for it).
+LOG4J2 = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
 
-def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
+
+def _run_dir(log_level: str) -> str:
+    """A directory of this process's own for Spark: the worker sockets (Spark leaves them behind
+    in the temporary directory otherwise) and the log configuration. Removed at exit."""
+    # Socket paths are limited to about 107 bytes and Spark names them `.<uuid>.sock` (42 bytes):
+    # a long temporary directory falls back to /tmp.
+    base = tempfile.gettempdir()
+    run_dir = tempfile.mkdtemp(prefix="segpipe-spark-", dir=base if len(base) <= 40 else "/tmp")
+    atexit.register(shutil.rmtree, run_dir, True)
+    with open(os.path.join(run_dir, "log4j2.properties"), "w") as handle:
+        handle.write(LOG4J2.format(level=log_level))
+    return run_dir
+
+
+def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: str = "warn") -> Any:
     """The SparkConf segpipe runs with: loopback only, no UI, reused Python workers."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -53,7 +84,12 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the driver JVM is not started yet
         from pipelines.runtime.class_archive import java_options
 
-        defaults["spark.driver.extraJavaOptions"] = " ".join(filter(None, [QUICK_JIT, java_options()]))
+        run_dir = _run_dir(log_level)
+        defaults["spark.python.unix.domain.socket.dir"] = run_dir
+        log_config = f"-Dlog4j2.configurationFile={os.path.join(run_dir, 'log4j2.properties')}"
+        defaults["spark.driver.extraJavaOptions"] = " ".join(
+            filter(None, [QUICK_JIT, java_options(), log_config])
+        )
     defaults.update({k: str(v) for k, v in conf.items()})
     for key, value in defaults.items():
         if not spark_conf.contains(key):
@@ -61,9 +97,33 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any]) -> Any:
     return spark_conf
 
 
+# Settings read only when the driver JVM starts: under spark-submit it already runs.
+JVM_START_SETTINGS = (
+    "spark.driver.memory", "spark.driver.extraJavaOptions", "spark.driver.extraClassPath",
+    "spark.driver.extraLibraryPath", "spark.jars", "spark.jars.packages",
+)  # fmt: skip
+
+
+def check_master(master: str | None, timeout_s: float = 5.0) -> None:
+    """Refuse at once a `spark://` master that none of its addresses answers (Spark itself keeps
+    retrying for about a minute and then prints hundreds of lines)."""
+    if not master or not master.startswith("spark://"):
+        return
+    failures = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+            return
+        except (OSError, ValueError) as exc:
+            failures.append(f"{address}: {exc}")
+    raise ConfigError(f"cannot reach the Spark master {master} ({'; '.join(failures)})")
+
+
 def spark_settings(pairs: list[str]) -> dict[str, str]:
     """`--conf NAME=VALUE` flags as Spark settings; anything else is refused before work starts
-    (Spark itself would only warn and ignore a name outside `spark.`)."""
+    (Spark itself would only warn and ignore a name outside `spark.`), as are settings the driver
+    JVM reads at its start when it already runs (under spark-submit)."""
     settings: dict[str, str] = {}
     for pair in pairs:
         name, eq, value = pair.partition("=")
@@ -72,19 +132,27 @@ def spark_settings(pairs: list[str]) -> dict[str, str]:
             raise ConfigError(f"--conf {pair!r}: expected NAME=VALUE")
         if not name.startswith("spark."):
             raise ConfigError(f"--conf {pair!r}: not a Spark setting (their names start with 'spark.')")
+        if name in JVM_START_SETTINGS and os.environ.get("PYSPARK_GATEWAY_PORT"):
+            raise ConfigError(
+                f"--conf {name}: read only when the driver JVM starts, and under spark-submit it already "
+                "runs; pass it to spark-submit's own --conf"
+            )
         settings[name] = value
     return settings
 
 
-def get_context(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
+def get_context(
+    master: str | None = None, app_name: str = "segpipe", log_level: str = "warn", **conf: Any
+) -> Any:
     """A SparkContext whose Python workers run this interpreter (so they see segment_io).
 
     Under spark-submit the running context and its master are reused; `master` overrides it.
+    `log_level` is Spark's own log level (on stderr).
     """
     from pyspark import SparkContext
 
-    sc = SparkContext.getOrCreate(_conf(master, app_name, conf))
-    sc.setLogLevel("WARN")
+    sc = SparkContext.getOrCreate(_conf(master, app_name, conf, log_level))
+    sc.setLogLevel(log_level.upper())
     _quiet_task_failures(sc)
     return sc
 
@@ -108,11 +176,13 @@ def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
 
 
 @contextmanager
-def spark_for_command(job_module: str, master: str | None, settings: dict[str, str]) -> Iterator[Any]:
+def spark_for_command(
+    job_module: str, master: str | None, settings: dict[str, str], log_level: str = "warn"
+) -> Iterator[Any]:
     """The SparkContext of one command-line run: the JVM starts (seconds) while this thread
     imports the job's module; Ctrl-C cancels running jobs; Spark stops before the process ends."""
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(get_context, master, **settings)
+        starting = pool.submit(get_context, master, "segpipe", log_level, **settings)
         importlib.import_module(job_module)
         sc = starting.result()
     interrupt_cancels_jobs(sc)

@@ -33,6 +33,14 @@ def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path)
         (["--config", "conf/missing.yaml"], "cannot read config file conf/missing.yaml"),
         (["--conf", "spark.ui.enabled"], "--conf 'spark.ui.enabled': expected NAME=VALUE"),
         (["--conf", "ui.enabled=true"], "not a Spark setting"),
+        (
+            ["--set", "retention.ms=1week"],
+            "retention.ms='1week' must be a number of milliseconds, or -1 (no time limit)",
+        ),
+        (
+            ["--config", "conf/samples.yaml", "--topic-set", "ordrs:segment.bytes=1000"],
+            "topic configs for ordrs",
+        ),
     ]:
         proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -106,6 +114,14 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert len(lines) == 4 and "size reduction" in lines[0] and "MB/sec" in lines[0]
     totals = proc.stdout.splitlines()[-1]
     assert totals.startswith("segpipe: 4 partitions") and "compaction removed superseded" in totals
+    # Spark's start-up noise stays off stderr; the manifest records every topic's effective config.
+    assert proc.stderr == "", proc.stderr
+    configs = json.loads((out1 / "_segpipe" / "manifest.json").read_text())["configs"]
+    assert configs["orders"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": "conf/samples.yaml topics.orders",
+    }
+    assert configs["clicks"]["retention.bytes"] == {"value": -1, "source": "default"}
     doc = json.loads(report.read_text())
     assert doc == json.loads((out1 / "_segpipe" / "report.json").read_text())
     orders = next(p for p in doc["partitions"] if p["partition"] == "orders-0")
@@ -128,7 +144,7 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert len(tombstones) < len(before)
 
 
-def test_corrupt_source_exits_2_with_file_and_position(tmp_path: Path, sample_dir: Path) -> None:
+def test_corrupt_source_exits_3_with_file_and_position(tmp_path: Path, sample_dir: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(sample_dir, src)
     log = src / "clicks-0" / "00000000000000000000.log"
@@ -136,7 +152,7 @@ def test_corrupt_source_exits_2_with_file_and_position(tmp_path: Path, sample_di
     data[100] ^= 0xFF  # inside the first batch
     log.write_bytes(bytes(data))
     proc = segpipe("clean", str(src), str(tmp_path / "out"), "--master", "local[1]")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert "CRC mismatch" in proc.stderr and "clicks-0/00000000000000000000.log at byte 0" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
@@ -217,3 +233,132 @@ def test_stray_files_are_listed_carried_over_and_recorded(tmp_path: Path, sample
     assert orders["stray_files"] == ["00000000000000000000.log.bak", "notes.txt"]
     report = json.loads((out / "_segpipe" / "report.json").read_text())
     assert any("notes.txt" in w for w in report["warnings"])
+
+
+def test_config_files_and_flags_speak_kafka(tmp_path: Path, sample_dir: Path) -> None:
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("topics:\n  orders: [retention.ms\n")
+    misspelt = tmp_path / "misspelt.yaml"
+    misspelt.write_text("defualts:\n  retention.ms: 1\n")
+    for flags, message in [
+        (["--config", str(bad_yaml)], f"{bad_yaml} is not valid YAML: while parsing a flow sequence"),
+        (["--config", str(misspelt)], "unknown key defualts (the keys are 'defaults' and 'topics')"),
+    ]:
+        proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
+    # Pasted Kafka configs that do not bear on cleaning are accepted; --print-config names sources.
+    flags = [
+        "--config",
+        "conf/samples.yaml",
+        "--set",
+        "min.insync.replicas=2",
+        "--topic-set",
+        "orders:segment.bytes=2000",
+    ]
+    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags, "--print-config")
+    assert proc.returncode == 0, proc.stderr
+    assert "  segment.bytes = 2000  (--topic-set)" in proc.stdout
+    assert "  cleanup.policy = compact  (conf/samples.yaml topics.orders)" in proc.stdout
+    assert "  retention.ms = -1  (conf/samples.yaml defaults)" in proc.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_quiet_verbose_version_and_exit_codes_in_help(tmp_path: Path, sample_dir: Path) -> None:
+    proc = segpipe(
+        "-q",
+        "clean",
+        str(sample_dir),
+        str(tmp_path / "out"),
+        "--now-ms",
+        str(NOW),
+        "--set",
+        "min.insync.replicas=2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert (
+        lines[0]
+        == "segpipe: note: Kafka topic configs that do not bear on cleaning are ignored: min.insync.replicas"
+    )
+    assert all(line.startswith("segpipe:") for line in lines) and lines[-1].startswith(
+        "segpipe: 4 partitions"
+    )
+    assert segpipe("--version").stdout.startswith("segpipe ")
+    help_text = segpipe("--help").stdout
+    assert (
+        "exit codes:" in help_text
+        and "  3  bad data stopped the run" in help_text
+        and "130  interrupted" in help_text
+    )
+
+
+def test_an_unreachable_master_and_missing_credentials_fail_at_once(tmp_path: Path, sample_dir: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--master", f"spark://127.0.0.1:{port}")
+    assert proc.returncode == 2 and f"cannot reach the Spark master spark://127.0.0.1:{port}" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "inspect", "s3://segpipe-no-such-bucket/logs"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith("error: NoCredentialsError"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_spark_leaves_no_sockets_behind(tmp_path: Path, sample_dir: Path) -> None:
+    import tempfile
+
+    before = {p.name for p in Path(tempfile.gettempdir()).glob(".*.sock")}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name for p in Path(tempfile.gettempdir()).glob(".*.sock")} <= before
+    assert list(scratch.iterdir()) == []  # the run's own directory (sockets, log config) is gone
+
+
+def test_interrupting_a_run_publishes_nothing_and_says_so_in_one_line(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not _has_java_child(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # bounded: until the JVM of the run exists
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "segpipe: 4 partitions" not in out  # the run did not finish
+    assert err.strip().splitlines()[-1] == "segpipe: interrupted; nothing was published"
+    assert "Traceback" not in err and len(err.splitlines()) <= 3, err
+    assert not (tmp_path / "out").exists()
+
+
+def _has_java_child(pid: int) -> bool:
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().split()
+        except OSError:
+            continue
+        if fields[3] == str(pid) and "java" in fields[1]:
+            return True
+    return False

@@ -212,3 +212,23 @@ def test_dump_selects_by_offset_and_time_and_decodes_as_asked() -> None:
     ]
     assert {"codec", "is_transactional", "is_control", "timestamp_type"} <= set(batches[0])
     assert any(b["is_control"] and b["is_transactional"] for b in batches)
+
+
+def test_generate_refuses_impossible_options_before_writing(tmp_path: Path) -> None:
+    for flags, message in [
+        (["--codecs", "brotli"], "unknown codec 'brotli'"),
+        (["--value-min", "100", "--value-max", "10"], "value_max (10) is below value_min (100)"),
+        (["--keys", "0"], "keys must be at least 1 (got 0)"),
+        (["--tombstone-ratio", "1.5"], "tombstone_ratio must be within 0..1 (got 1.5)"),
+        (["--topics", "bad/name"], "topic name 'bad/name': Kafka allows"),
+        (["--partitions", "0"], "partitions must be at least 1 (got 0)"),
+    ]:
+        proc = segpipe("generate", str(tmp_path / "dst"), *flags)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "dst").exists()
+    # Without --topics the options shape the sample set (all four of its topics).
+    proc = segpipe("generate", str(tmp_path / "dst"), "--records", "30")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "dst").iterdir() if p.is_dir()) == [
+        "clicks-0", "legacy-users-0", "orders-0", "orders-1"
+    ]  # fmt: skip

@@ -147,7 +147,11 @@ def _clean(
         ]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
         staging.write_meta("report.json", report.to_dict())
-        staging.publish({"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries})
+        topics = sorted({p.tp.topic for p in plans})
+        staging.publish(
+            {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
+             "configs": config.describe(topics)}
+        )  # fmt: skip
     except BaseException:
         staging.abort()
         raise

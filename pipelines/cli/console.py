@@ -1,0 +1,64 @@
+"""What the command line prints, and how much: `-q` keeps only `segpipe:` lines (warnings and
+totals) and errors; `-v` adds Spark's own log and tracebacks. Spark's start-up noise on stderr is
+held back unless `-v`."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_level = NORMAL
+
+# Lines the JVM and Spark print at every start that tell an operator nothing.
+NOISE = re.compile(
+    rb"^(WARNING: Using incubator modules|Using Spark's default log4j profile|Setting default log level"
+    rb"|To adjust logging level use|.*WARN NativeCodeLoader: )"
+)
+
+
+def set_level(level: int) -> None:
+    global _level
+    _level = level
+
+
+def level() -> int:
+    return _level
+
+
+def say(line: str) -> None:
+    """A line of a command's output (stdout); under -q only `segpipe:` lines are kept."""
+    if _level > QUIET or line.startswith("segpipe:"):
+        print(line, flush=True)
+
+
+@contextmanager
+def held_back_noise() -> Iterator[None]:
+    """While Spark runs, this process's stderr (which the JVM and Python workers inherit) passes
+    through a filter that drops the NOISE lines; unless -v."""
+    if _level >= VERBOSE:
+        yield
+        return
+    sys.stderr.flush()
+    original = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:
+                if not NOISE.match(line):
+                    os.write(original, line)
+
+    # A daemon: the JVM may still hold the pipe open while this process ends.
+    threading.Thread(target=forward, name="segpipe-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)
