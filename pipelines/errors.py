@@ -5,7 +5,9 @@ the data errors in segment_io) and carries the exit code the command line ends w
     0    success
     1    a check found the data invalid (`inspect`)
     2    refused before any work: arguments, configuration, paths, destination
-    3    bad data stopped the run (file and byte named; nothing published)
+    3    finished, with partitions skipped (reserved: `--on-corrupt=skip-partition`)
+    4    a validation gate failed (reserved: `clean --validate`; nothing published)
+    65   bad data stopped the run (file and byte named; nothing published)
     70   an internal error (a bug: `-v` prints the traceback; nothing published)
     130  interrupted (Ctrl-C, SIGINT; nothing published)
 """
@@ -17,7 +19,7 @@ from segment_io.errors import SegmentError, SegpipeError
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_REFUSED = 2
-EXIT_DATA = 3
+EXIT_DATA = 65  # sysexits' EX_DATAERR; 3 and 4 are kept for runs that finish with something skipped
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 EXIT_CODES = (

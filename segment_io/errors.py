@@ -21,7 +21,7 @@ class SegmentError(SegpipeError):
     """Base of every data error; `path` and `position` locate the problem."""
 
     kind = "segment error"
-    exit_code = 3
+    exit_code = 65  # bad input data (sysexits' EX_DATAERR)
 
     def __init__(self, path: str, position: int | None, detail: str) -> None:
         self.path = path

@@ -144,7 +144,7 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert len(tombstones) < len(before)
 
 
-def test_corrupt_source_exits_3_with_file_and_position(tmp_path: Path, sample_dir: Path) -> None:
+def test_corrupt_source_exits_65_with_file_and_position(tmp_path: Path, sample_dir: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(sample_dir, src)
     log = src / "clicks-0" / "00000000000000000000.log"
@@ -152,7 +152,7 @@ def test_corrupt_source_exits_3_with_file_and_position(tmp_path: Path, sample_di
     data[100] ^= 0xFF  # inside the first batch
     log.write_bytes(bytes(data))
     proc = segpipe("clean", str(src), str(tmp_path / "out"), "--master", "local[1]")
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == 65, proc.stderr
     assert "CRC mismatch" in proc.stderr and "clicks-0/00000000000000000000.log at byte 0" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
@@ -288,7 +288,7 @@ def test_quiet_verbose_version_and_exit_codes_in_help(tmp_path: Path, sample_dir
     help_text = segpipe("--help").stdout
     assert (
         "exit codes:" in help_text
-        and "  3  bad data stopped the run" in help_text
+        and " 65  bad data stopped the run" in help_text
         and "130  interrupted" in help_text
     )
 
