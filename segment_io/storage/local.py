@@ -1,4 +1,9 @@
-"""Local disk: memory-mapped reads, writes through a temporary name renamed into place."""
+"""Local disk: memory-mapped reads, writes through a temporary name renamed into place.
+
+Durability: every file is fsynced before the rename that publishes it, so a file that is visible
+after a power loss is whole; a directory's own entries (the renames into it) are made durable by
+`sync_directory`, which publication calls for every directory it made.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,15 @@ def _set_mtime(path: str, mtime_ms: int | None) -> None:
         os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
+def sync_directory(path: str) -> None:
+    """Make the entries of directory `path` (files renamed into it) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def temporary_name(path: str) -> str:
     """A sibling of `path` that listings ignore (`.tmp`) and no other writer picks."""
     return f"{path}.{uuid.uuid4().hex}.tmp"
@@ -36,6 +50,8 @@ class _LocalPending(PendingFile):
         self.handle.write(data)
 
     def commit(self, mtime_ms: int | None = None) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
         self.handle.close()
         _set_mtime(self.tmp, mtime_ms)
         os.replace(self.tmp, self.path)
@@ -110,15 +126,21 @@ class LocalStorage(Storage):
         self.makedirs(posixpath.dirname(dst))
         tmp = temporary_name(dst)
         shutil.copyfile(src, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
         _set_mtime(tmp, mtime_ms)
         os.replace(tmp, dst)
 
     def rename_directory(self, src: str, dst: str) -> None:
-        """Rename `src` to `dst`; an empty `dst` directory is replaced, a non-empty one refused
-        with OSError (only another writer can have filled it)."""
+        """Rename `src` to `dst` durably: every directory of `src` is synced first (the renames
+        that put files in them), then the rename, then `dst`'s parent. An empty `dst` directory
+        is replaced, a non-empty one refused with OSError (only another writer can have filled it)."""
+        for directory, _, _ in os.walk(src, topdown=False):
+            sync_directory(directory)
         if os.path.isdir(dst):
             os.rmdir(dst)
         os.rename(src, dst)
+        sync_directory(os.path.dirname(dst) or ".")
 
     def remove(self, path: str) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
