@@ -10,6 +10,7 @@ the data errors in segment_io) and carries the exit code the command line ends w
     65   bad data stopped the run (file and byte named; nothing published)
     70   an internal error (a bug: `-v` prints the traceback; nothing published)
     130  interrupted (Ctrl-C, SIGINT; nothing published)
+    143  terminated (SIGTERM; nothing published)
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ EXIT_REFUSED = 2
 EXIT_DATA = 65  # sysexits' EX_DATAERR; 3 and 4 are kept for runs that finish with something skipped
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 EXIT_CODES = (
     (EXIT_OK, "success"),
     (EXIT_INVALID, "a check found the data invalid (inspect)"),
     (EXIT_REFUSED, "refused before any work: arguments, configuration, paths, destination"),
     (EXIT_DATA, "bad data stopped the run (file and byte named; nothing published)"),
     (EXIT_INTERNAL, "internal error (-v prints the traceback; nothing published)"),
-    (EXIT_INTERRUPTED, "interrupted (nothing published)"),
+    (EXIT_INTERRUPTED, "interrupted: SIGINT, Ctrl-C (nothing published)"),
+    (EXIT_TERMINATED, "terminated: SIGTERM, a scheduler's time-out (nothing published)"),
 )
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "EXIT_DATA",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "EXIT_INVALID",
     "EXIT_OK",
     "EXIT_REFUSED",
@@ -44,8 +48,10 @@ __all__ = [
     "DestinationInsideSource",
     "DestinationNotEmpty",
     "DestinationRefused",
+    "RunInProgress",
     "SegmentError",
     "SegpipeError",
+    "Terminated",
 ]
 
 
@@ -73,3 +79,11 @@ class DestinationInsideSource(DestinationRefused):
 
 class DestinationExists(DestinationRefused):
     pass
+
+
+class RunInProgress(DestinationRefused):
+    """Another run, alive or not provably dead, is writing the destination."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: like Ctrl-C, the run stops, cancels its Spark jobs and publishes nothing."""

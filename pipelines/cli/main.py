@@ -4,12 +4,23 @@ here, in one place (pipelines.errors), with a one-line message and never a trace
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 
 from pipelines.cli import clean, config, console, dump, generate, inspect
-from pipelines.errors import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, SegpipeError
+from pipelines.errors import (
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_TERMINATED,
+    SegpipeError,
+    Terminated,
+)
+from pipelines.runtime import faults
 
 
 def _version() -> str:
@@ -50,6 +61,7 @@ def _from_storage(exc: BaseException) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console.set_level(console.QUIET if args.quiet else console.VERBOSE if args.verbose else console.NORMAL)
+    faults.arm()
     try:
         return _run(args)
     except Exception as exc:  # a bug: say what, keep the traceback for -v
@@ -61,18 +73,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _signal_that_stopped() -> int | None:
+    if "pipelines.runtime.session" not in sys.modules:  # Spark never started
+        return None
+    from pipelines.runtime.session import stopped_by
+
+    return stopped_by()
+
+
+def _stopped(terminated: bool) -> int:
+    what = "terminated" if terminated else "interrupted"
+    print(f"segpipe: {what}; nothing was published", file=sys.stderr)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except SegpipeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("segpipe: interrupted; nothing was published", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        stopped = isinstance(exc, Terminated)
+        print(
+            f"segpipe: {'terminated' if stopped else 'interrupted'}; nothing was published", file=sys.stderr
+        )
+        return EXIT_TERMINATED if stopped else EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader of our output went away (`segpipe dump | head`)
         return EXIT_OK
     except Exception as exc:
+        signum = _signal_that_stopped()
+        if signum is not None:
+            return _stopped(signum == signal.SIGTERM)
         if not _from_storage(exc):
             raise
         # Credentials, permissions, missing files, unreachable endpoints: the environment, not a bug.

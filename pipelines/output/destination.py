@@ -3,15 +3,9 @@ that do not exist yet."""
 
 from __future__ import annotations
 
-from pipelines.errors import DestinationExists, DestinationInsideSource, DestinationNotEmpty
+from pipelines.errors import DestinationExists, DestinationInsideSource
+from pipelines.output.staging import require_writable
 from segment_io.storage import open_storage
-
-
-def require_empty(dst_url: str) -> None:
-    """Refuse a destination that already holds anything (segpipe never overwrites output)."""
-    storage, final = open_storage(dst_url)
-    if storage.exists(final) and storage.list(final):
-        raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
 
 
 def _location(url: str) -> tuple[str, str]:
@@ -21,13 +15,14 @@ def _location(url: str) -> tuple[str, str]:
 
 def require_destination(src_url: str, dst_url: str) -> None:
     """Refuse a destination inside the source (its output and staging would modify SRC, and a
-    log directory holding a non-partition directory is one Kafka refuses to load) or not empty."""
+    log directory holding a non-partition directory is one Kafka refuses to load), not empty, or
+    being written by a live run."""
     (src_fs, src), (dst_fs, dst) = _location(src_url), _location(dst_url)
     if src_fs == dst_fs and (dst == src or dst.startswith(src.rstrip("/") + "/")):
         raise DestinationInsideSource(
             f"destination {dst_url} is inside the source {src_url}, which is never modified"
         )
-    require_empty(dst_url)
+    require_writable(dst_url)
 
 
 def require_new_file(url: str) -> None:

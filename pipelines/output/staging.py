@@ -4,6 +4,8 @@ Local destinations are built in a sibling staging directory and renamed into pla
 step, so DST is either absent or complete. Object stores cannot rename a prefix atomically:
 there the output is written in place under an `_segpipe/INCOMPLETE` marker that is removed
 only after the manifest is written; readers (and `segpipe`) treat a marked DST as absent.
+Both hold the run's lock (run_lock): what a dead run left is removed by the next run into the
+same destination; a live run's is never touched.
 """
 
 from __future__ import annotations
@@ -11,16 +13,54 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pipelines.errors import DestinationNotEmpty
-from pipelines.output.destination import require_empty
+from pipelines.output.run_lock import INCOMPLETE, LOCK, META_DIR, Leftover, RunLock, judge
 from segment_io.storage import Storage, open_storage
 
-META_DIR = "_segpipe"
-INCOMPLETE = "INCOMPLETE"
 MANIFEST = "manifest.json"
+STAGING_MARK = ".segpipe-staging-"
+
+
+def _staging_path(final: str, run_id: str) -> str:
+    """A hidden sibling of `final` on the same file system, so that publication is one rename."""
+    return posixpath.join(posixpath.dirname(final), f".{posixpath.basename(final)}{STAGING_MARK}{run_id}")
+
+
+def find_leftovers(dst_url: str) -> list[Leftover]:
+    """What runs into `dst_url` that are proved dead left behind; a live (or unprovable) run
+    refuses with RunInProgress."""
+    storage, final = open_storage(dst_url)
+    if storage.renames_directories:
+        prefix = f".{posixpath.basename(final)}{STAGING_MARK}"
+        return [
+            judge(storage, f.path, "the staging directory")
+            for f in storage.list(posixpath.dirname(final))
+            if f.is_dir and f.name.startswith(prefix)
+        ]
+    if storage.exists(posixpath.join(final, META_DIR, INCOMPLETE)):
+        return [judge(storage, final, "the unfinished output")]
+    return []
+
+
+def require_writable(dst_url: str) -> list[Leftover]:
+    """Refuse a destination that holds anything but a dead run's leftovers (segpipe never
+    overwrites output) or that a live run is writing; returns the leftovers to remove."""
+    leftovers = find_leftovers(dst_url)
+    storage, final = open_storage(dst_url)
+    reclaimed = {x.path for x in leftovers}
+    if final not in reclaimed and storage.exists(final) and storage.list(final):
+        raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
+    return leftovers
+
+
+def remove_leftover(storage: Storage, leftover: Leftover) -> int:
+    """Remove a dead run's leftover (and its unfinished uploads); returns the uploads aborted."""
+    storage.remove(leftover.path)
+    return storage.abort_uploads(leftover.path)
 
 
 @dataclass(frozen=True)
@@ -35,19 +75,27 @@ class Staging:
         return self.storage.url(self.path)
 
     @classmethod
-    def create(cls, dst_url: str) -> Staging:
-        require_empty(dst_url)
+    def create(cls, dst_url: str, log: Callable[[str], Any] = print) -> Staging:
+        """Stage a new output for `dst_url` after removing what dead runs left there."""
         storage, final = open_storage(dst_url)
+        for leftover in require_writable(dst_url):
+            aborted = remove_leftover(storage, leftover)
+            owner = f" of {leftover.lock.describe()}" if leftover.lock else ""
+            uploads = f", {aborted} unfinished uploads aborted" if aborted else ""
+            log(
+                f"segpipe: removed staging of a run that did not finish: {storage.url(leftover.path)}, "
+                f"{leftover.size:,} bytes{owner}{uploads}"
+            )
         run_id = uuid.uuid4().hex[:12]
+        lock = RunLock.mine(run_id).to_bytes()
         if storage.renames_directories:
-            # A hidden sibling on the same file system, so that publication is one rename.
-            parent = posixpath.dirname(final)
-            path = posixpath.join(parent, f".{posixpath.basename(final)}.segpipe-staging-{run_id}")
+            path = _staging_path(final, run_id)
             storage.makedirs(path)
+            storage.write_atomic(posixpath.join(path, META_DIR, LOCK), lock)
         else:
             path = final
             storage.makedirs(path)
-            storage.write_atomic(posixpath.join(path, META_DIR, INCOMPLETE), run_id.encode())
+            storage.write_atomic(posixpath.join(path, META_DIR, INCOMPLETE), lock)
         return cls(storage, final, path, run_id)
 
     def write_meta(self, name: str, doc: Any) -> str:
@@ -59,6 +107,7 @@ class Staging:
         """Write the manifest last, then make the output visible in one step."""
         self.write_meta(MANIFEST, manifest)
         if self.storage.renames_directories:
+            self.storage.remove(posixpath.join(self.path, META_DIR, LOCK))
             try:
                 # DST was absent or empty at start; only another writer can have filled it.
                 self.storage.rename_directory(self.path, self.final_path)
@@ -70,11 +119,7 @@ class Staging:
             self.storage.remove(posixpath.join(self.path, META_DIR, INCOMPLETE))
 
     def abort(self) -> None:
-        """Remove a local staging directory; an object-store DST stays marked incomplete."""
-        if self.storage.renames_directories:
-            self.storage.remove(self.path)
-
-
-def is_incomplete(dst_url: str) -> bool:
-    storage, path = open_storage(dst_url)
-    return storage.exists(posixpath.join(path, META_DIR, INCOMPLETE))
+        """Remove what this run wrote: the staging directory, or on object storage the output
+        written in place (the destination was absent or empty) and its unfinished uploads."""
+        self.storage.remove(self.path)
+        self.storage.abort_uploads(self.path)

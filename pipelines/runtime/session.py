@@ -7,6 +7,7 @@ session (DataFrames, the `kafka-segments` source), which costs several seconds m
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import os
 import shutil
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, Terminated
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 
 # segpipe's JVM only moves bytes between Python workers and shuffle files: code from the quick
@@ -206,18 +207,72 @@ def stop_before_exit(sc: Any) -> None:
         proc.stdin.close()
 
 
-def interrupt_cancels_jobs(sc: Any) -> None:
-    """Ctrl-C cancels the running Spark jobs, then interrupts the caller (PySpark sets this up
-    only for a context made on the main thread)."""
+_stopped_by: list[int] = []  # the signal that stopped this process's run, if any
+_published: list[bool] = []  # set once the run's publication starts: a stop comes too late
+
+
+def stopped_by() -> int | None:
+    """SIGINT or SIGTERM if one of them stopped the run (whatever exception it surfaced as:
+    raised inside a call to the JVM, PySpark reports a broken connection instead)."""
+    return _stopped_by[-1] if _stopped_by else None
+
+
+def raise_if_stopped() -> None:
+    """Between stages and before publishing: a stop signal that arrived while the main thread
+    waited for the JVM outside a job (nothing to cancel) takes effect here."""
     import signal
 
+    if _stopped_by:
+        raise Terminated() if _stopped_by[-1] == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextmanager
+def publishing() -> Iterator[None]:
+    """Publication is not interrupted: a stop that arrived before it stops the run here; one that
+    arrives during it (one rename, or removing a marker) is too late and ignored."""
+    raise_if_stopped()
+    _published.append(True)
+    yield
+
+
+def _in_jvm_call(frame: Any) -> bool:
+    """Whether the main thread is inside a call to the JVM (py4j) at `frame`."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("py4j"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _cancel_jobs(sc: Any) -> None:
+    """Cancel running jobs; a context the stopping run has already stopped has none."""
+    with contextlib.suppress(Exception):
+        sc.cancelAllJobs()
+
+
+def interrupt_cancels_jobs(sc: Any) -> None:
+    """SIGINT (Ctrl-C) and SIGTERM stop the run: its Spark jobs are cancelled (from another
+    thread: the JVM connection of the main thread may be busy) and the main thread is interrupted
+    with KeyboardInterrupt or Terminated, unless it is waiting for the JVM, where the cancelled
+    job ends the wait with an error instead (raising inside py4j breaks its connection).
+    `stopped_by` tells either way. PySpark sets up SIGINT only for a context made on the main
+    thread, and nothing for SIGTERM."""
+    import signal
+    import threading
+
+    _stopped_by.clear()
+    _published.clear()
+
     def cancel(signum: int, frame: Any) -> None:
-        try:
-            sc.cancelAllJobs()
-        finally:
-            raise KeyboardInterrupt()
+        if _published:
+            return  # the output is being published or out; the run only finishes its report
+        _stopped_by.append(signum)
+        threading.Thread(target=_cancel_jobs, args=(sc,), name="segpipe-cancel", daemon=True).start()
+        if not _in_jvm_call(frame):
+            raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     signal.signal(signal.SIGINT, cancel)
+    signal.signal(signal.SIGTERM, cancel)
 
 
 # A failed task reaches the driver as an exception that carries the worker's whole message; the

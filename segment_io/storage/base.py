@@ -6,7 +6,6 @@ lists); `url(path)` maps one back to a URL that `open_storage` understands.
 
 from __future__ import annotations
 
-import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -113,5 +112,7 @@ class Storage(ABC):
     def remove(self, path: str) -> None:
         """Remove a file or a whole directory; nothing happens when it does not exist."""
 
-    def parent_of(self, path: str) -> str:
-        return posixpath.dirname(path)
+    def abort_uploads(self, path: str) -> int:
+        """Abort unfinished multipart uploads under `path` (object stores bill them and do not
+        list them); returns how many. Nothing to do elsewhere."""
+        return 0

@@ -140,6 +140,17 @@ class ObjectStorage(Storage):
         self.makedirs(posixpath.dirname(dst))
         self.fs.copy(src, dst)
 
+    def abort_uploads(self, path: str) -> int:
+        call = getattr(self.fs, "call_s3", None)  # s3fs: the S3 API itself
+        if call is None:
+            return 0
+        bucket, _, key = path.lstrip("/").partition("/")
+        prefix = key.rstrip("/") + "/" if key else ""
+        uploads = call("list_multipart_uploads", Bucket=bucket, Prefix=prefix).get("Uploads", [])
+        for upload in uploads:
+            call("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        return len(uploads)
+
     def remove(self, path: str) -> None:
         if self.fs.exists(path):
             self.fs.rm(path, recursive=True)

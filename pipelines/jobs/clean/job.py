@@ -24,8 +24,9 @@ from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.staging import Staging
+from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import segment_error_in
-from pipelines.runtime.session import preload_in_workers
+from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from pipelines.runtime.tasks import packed
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
 from segment_io.segment.scan import SegmentScan, check_segment_ranges
@@ -116,6 +117,8 @@ def _clean(
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
         scanned = _scan(sc, src, log)
+    fault_point("after-scan")
+    raise_if_stopped()
     config.require_topics({p.tp.topic for p in scanned.listing.partitions}, src)
     with timer.stage("plan"):
         plans = _plan(scanned, config, now)
@@ -132,11 +135,12 @@ def _clean(
         log(report.totals_line())
         return report
 
-    staging = Staging.create(dst)
+    staging = Staging.create(dst, log)
     report = RunReport(src, dst, now, staging.run_id, warnings=warnings, plan=summaries)
     try:
         with timer.stage("compact"):
             stats = _compact(sc, plans, scanned, staging.url, now)
+        raise_if_stopped()
         with timer.stage("copy"):
             _copy(sc, plans, scanned, staging)
         by_dir: dict[str, list[GroupStats]] = {}
@@ -148,13 +152,16 @@ def _clean(
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
         staging.write_meta("report.json", report.to_dict())
         topics = sorted({p.tp.topic for p in plans})
-        staging.publish(
-            {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
-             "configs": config.describe(topics)}
-        )  # fmt: skip
+        fault_point("before-publish")
+        with publishing():  # a run told to stop before this never publishes; after, it has
+            staging.publish(
+                {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
+                 "configs": config.describe(topics)}
+            )  # fmt: skip
     except BaseException:
         staging.abort()
         raise
+    fault_point("after-publish")
     _write_report(report, report_path)
     for p in report.partitions:
         log(p.cleaner_line())

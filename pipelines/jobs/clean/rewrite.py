@@ -15,6 +15,7 @@ import numpy as np
 from pipelines.config import TopicConfig
 from pipelines.jobs.clean.keymap import NullKeys, Survivors, Tombstones
 from pipelines.jobs.clean.plan import BatchRetention, GroupPlan
+from pipelines.runtime.faults import fault_point
 from segment_io.format import records as rec
 from segment_io.format.batch import build_empty_batch, build_v2_batch, parse_v2_header
 from segment_io.format.compression import CompressionLevels, compress
@@ -110,6 +111,7 @@ def rewrite_groups(
             tombstones.setdefault(gid, Survivors()).add(item.relative)
         elif item is not None:
             mine.add(item)
+    fault_point("after-keymap")  # every key-map block of these groups has arrived
     for gid in sorted(survivors):
         tombs = tombstones.pop(gid, Survivors())
         yield rewrite_group(groups[gid], survivors.pop(gid), tombs, null_keys.get(gid, 0), ctx)
@@ -182,6 +184,7 @@ def rewrite_group(
             stats.markers += reasons["marker"]
             stats.aborted += reasons["aborted"]
             _write_chunk(out, src_segment, live, kept_whole, framed, keep)
+            fault_point("mid-rewrite")
     # Null-key records of skipped batches are known only from the key map's count.
     stats.null_keys = max(null_keys, null_keys_decoded)
     stats.superseded += skipped_records - (stats.null_keys - null_keys_decoded)

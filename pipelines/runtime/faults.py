@@ -1,0 +1,32 @@
+"""Named points where a run can be made to die for real, to test what a crash leaves behind.
+
+`SEGPIPE_FAULT=<point>` in the environment of a run (the driver, the JVM and the Python workers
+all inherit it) makes the process that reaches the point SIGKILL the whole run: the CLI's
+process group (the CLI and its JVM) and its own (PySpark's worker daemon makes a group of its
+own), as on a power loss or an OOM kill. Unset, a fault point costs one dictionary lookup. The
+points are named where a job places them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "SEGPIPE_FAULT"
+GROUP_ENV = "SEGPIPE_FAULT_GROUP"  # the process group of the run's driver
+
+
+def arm() -> None:
+    """Called by the driver before Spark starts: its workers learn which group to kill."""
+    if ENV in os.environ:
+        os.environ.setdefault(GROUP_ENV, str(os.getpgrp()))
+
+
+def fault_point(name: str) -> None:
+    if os.environ.get(ENV) != name:
+        return
+    own = os.getpgrp()
+    driver = int(os.environ.get(GROUP_ENV, own))
+    if driver != own:
+        os.killpg(driver, signal.SIGKILL)
+    os.killpg(own, signal.SIGKILL)

@@ -1,0 +1,120 @@
+"""A run killed for real (SIGKILL of the CLI, its JVM and its workers at once) at each stage:
+SRC untouched, DST absent or complete, and the next run removes the debris and publishes the
+same bytes as a run that was never interrupted. SIGTERM stops a run cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+NOW = 1_700_700_000_000
+FLAGS = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
+
+
+def run(src: Path, dst: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SEGPIPE_FAULT"}
+    if fault:
+        env["SEGPIPE_FAULT"] = fault
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "clean", str(src), str(dst), *FLAGS],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        _kill_group(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _kill_group(pid: int) -> None:
+    """Nothing of a run may outlive its test."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under `root` by relative path, with its SHA-256 (run-specific metadata left out)."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.parent.name != "_segpipe"
+    }
+
+
+@pytest.fixture(scope="module")
+def reference(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("reference") / "out"
+    proc = run(sample_dir, out)
+    assert proc.returncode == 0, proc.stderr
+    return tree(out)
+
+
+@pytest.mark.parametrize(
+    "stage", ["after-scan", "after-keymap", "mid-rewrite", "before-publish", "after-publish"]
+)
+def test_a_kill_at_any_stage_loses_nothing(
+    stage: str, sample_dir: Path, tmp_path: Path, reference: dict[str, str]
+) -> None:
+    src_before = tree(sample_dir)
+    out = tmp_path / "out"
+    killed = run(sample_dir, out, fault=stage)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert tree(sample_dir) == src_before  # SRC is never modified
+    if stage == "after-publish":
+        assert tree(out) == reference  # published whole before the kill
+        return
+    assert not out.exists()
+    leftovers = [p for p in tmp_path.iterdir() if ".segpipe-staging-" in p.name]
+    assert len(leftovers) == (0 if stage == "after-scan" else 1)
+    again = run(sample_dir, out)
+    assert again.returncode == 0, again.stderr
+    if leftovers:
+        assert f"segpipe: removed staging of a run that did not finish: {leftovers[0]}" in again.stdout
+    assert tree(out) == reference
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no debris
+
+
+def test_a_live_runs_staging_is_never_touched(sample_dir: Path, tmp_path: Path) -> None:
+    # A staging directory whose lock names a live process (this test's) is refused, not removed.
+    from pipelines.output.run_lock import RunLock
+
+    staging = tmp_path / ".out.segpipe-staging-abc"
+    (staging / "_segpipe").mkdir(parents=True)
+    (staging / "_segpipe" / "LOCK").write_bytes(RunLock.mine("abc").to_bytes())
+    proc = run(sample_dir, tmp_path / "out")
+    assert (
+        proc.returncode == 2 and "belongs to run abc" in proc.stderr and "may still be running" in proc.stderr
+    )
+    assert (staging / "_segpipe" / "LOCK").exists() and not (tmp_path / "out").exists()
+
+
+def test_sigterm_stops_the_run_cleanly(sample_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(out), *FLAGS],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while (
+        not any(tmp_path.glob(".out.segpipe-staging-*"))
+        and time.monotonic() < deadline
+        and proc.poll() is None
+    ):
+        time.sleep(0.05)  # bounded: until the run has staged its output
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    _kill_group(proc.pid)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and len(err.splitlines()) <= 3, err
+    assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published"
+    assert list(tmp_path.iterdir()) == []  # staging removed, nothing published
