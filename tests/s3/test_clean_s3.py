@@ -103,3 +103,40 @@ def test_s3_writes_appear_only_on_commit_and_a_discard_aborts_the_upload(s3_env:
     assert not fs.exists("pending/p-0/gone.log")
     uploads = fs.call_s3("list_multipart_uploads", Bucket="pending").get("Uploads", [])
     assert uploads == []  # aborted, not left behind to be billed
+
+
+@pytest.mark.parametrize("stage", ["mid-rewrite", "before-publish"])
+def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
+    stage: str, s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    import s3fs
+
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
+    bucket = f"crash-{stage}"
+    fs.mkdir(bucket)
+    fs.put(str(sample_dir) + "/", f"{bucket}/src/", recursive=True)
+    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
+    env = {**os.environ, **s3_env, "PYSPARK_PYTHON": sys.executable, "SEGPIPE_FAULT": stage}
+    killed = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    fs.invalidate_cache()
+    assert fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")  # readers treat the output as absent
+    proc = segpipe(s3_env, "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags)
+    assert proc.returncode == 0, proc.stderr
+    assert f"segpipe: removed staging of a run that did not finish: s3://{bucket}/out" in proc.stdout
+    local = tmp_path / "local"
+    assert segpipe(s3_env, "clean", str(sample_dir), str(local), *flags).returncode == 0
+    fs.invalidate_cache()
+    fs.get(f"{bucket}/out/", str(tmp_path / "from-s3") + "/", recursive=True)
+    for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
+        assert sorted(p.name for p in (tmp_path / "from-s3" / part).iterdir()) == sorted(
+            p.name for p in (local / part).iterdir()
+        )
+        for log in (local / part).iterdir():
+            assert (tmp_path / "from-s3" / part / log.name).read_bytes() == log.read_bytes(), log.name
+    assert not fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")
