@@ -5,7 +5,7 @@ the data errors in segment_io) and carries the exit code the command line ends w
     0    success
     1    a check found the data invalid (`inspect`)
     2    refused before any work: arguments, configuration, paths, destination
-    3    finished, with partitions skipped (reserved: `--on-corrupt=skip-partition`)
+    3    finished, with partitions skipped for bad data (`clean --on-corrupt=skip-partition`)
     4    a validation gate failed (reserved: `clean --validate`; nothing published)
     65   bad data stopped the run (file and byte named; nothing published)
     70   an internal error (a bug: `-v` prints the traceback; nothing published)
@@ -20,7 +20,8 @@ from segment_io.errors import SegmentError, SegpipeError
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_REFUSED = 2
-EXIT_DATA = 65  # sysexits' EX_DATAERR; 3 and 4 are kept for runs that finish with something skipped
+EXIT_SKIPPED = 3
+EXIT_DATA = 65  # sysexits' EX_DATAERR
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -28,6 +29,7 @@ EXIT_CODES = (
     (EXIT_OK, "success"),
     (EXIT_INVALID, "a check found the data invalid (inspect)"),
     (EXIT_REFUSED, "refused before any work: arguments, configuration, paths, destination"),
+    (EXIT_SKIPPED, "finished, with partitions skipped for bad data (published without them)"),
     (EXIT_DATA, "bad data stopped the run (file and byte named; nothing published)"),
     (EXIT_INTERNAL, "internal error (-v prints the traceback; nothing published)"),
     (EXIT_INTERRUPTED, "interrupted: SIGINT, Ctrl-C (nothing published)"),
@@ -43,6 +45,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_OK",
     "EXIT_REFUSED",
+    "EXIT_SKIPPED",
     "ConfigError",
     "DestinationExists",
     "DestinationInsideSource",

@@ -7,7 +7,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.spark_args import add_spark_arguments
-from pipelines.errors import EXIT_OK
+from pipelines.errors import EXIT_OK, EXIT_SKIPPED
 
 
 def add_parser(sub: Any) -> None:
@@ -34,6 +34,13 @@ def add_parser(sub: Any) -> None:
         help="print the plan and write nothing at DST (refusals as for a run)",
     )
     p.add_argument("--report", help="also write the JSON report (with the plan) to this new file")
+    p.add_argument(
+        "--on-corrupt",
+        choices=["fail", "skip-partition"],
+        default="fail",
+        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole, "
+        "name it, and exit 3 (skip-partition)",
+    )
     p.add_argument(
         "--print-config",
         action="store_true",
@@ -78,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
     ):
         from pipelines.jobs.clean import clean
 
-        clean(
+        report = clean(
             sc, args.src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-            log=console.say,
+            log=console.say, on_corrupt=args.on_corrupt,
         )  # fmt: skip
-    return EXIT_OK
+    return EXIT_SKIPPED if report.skipped else EXIT_OK

@@ -70,6 +70,7 @@ class RunReport:
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
     plan: list[dict[str, Any]] = field(default_factory=list)  # per partition, what the run decided
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # partitions left out: bad data
 
     @property
     def bytes_in(self) -> int:
@@ -92,6 +93,8 @@ class RunReport:
             f"{self.total('removed_by_retention'):,} records)"
         )
         tail = f"{self.seconds_total:,.1f} s, {len(self.warnings)} warnings"
+        if self.skipped:
+            tail += f", {len(self.skipped)} partitions skipped for bad data"
         if self.dry_run:
             return f"{head}; dry run: {retention}; nothing written; {tail}"
         removed = ", ".join(

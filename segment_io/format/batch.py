@@ -201,6 +201,8 @@ class LegacyEntry:
 def parse_legacy_entry(buf: bytes | memoryview, pos: int, end: int) -> LegacyEntry | str:
     """Parse one legacy entry in [pos, end); a string describes why it is malformed."""
     offset, size, crc, magic, attributes = _LEGACY.unpack_from(buf, pos)
+    if attributes & CODEC_MASK not in Codec._value2member_map_:
+        return f"compression codec id {attributes & CODEC_MASK} is not supported"
     p = pos + 18
     timestamp = NO_TIMESTAMP
     if magic == 1:

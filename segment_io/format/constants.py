@@ -15,6 +15,10 @@ V2_EMPTY_BATCH_LENGTH = 49  # batch length of a batch with no records section
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # the v2 CRC-32C covers this byte to the end of the batch
 
+# The smallest record: length, attributes, timestamp delta, offset delta, key length, value
+# length and header count, one byte each (docs/log-format.md#records).
+MIN_RECORD_SIZE = 7
+
 # Attribute bits (only the low byte of the int16 means anything).
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08

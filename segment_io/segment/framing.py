@@ -9,7 +9,7 @@ import numpy as np
 
 from segment_io.errors import CorruptBatch
 from segment_io.format import records as rec
-from segment_io.format.constants import V2_HEADER_SIZE
+from segment_io.format.constants import MIN_RECORD_SIZE, V2_HEADER_SIZE
 from segment_io.segment.scan import BatchTable
 from segment_io.segment.sections import Sections
 
@@ -37,7 +37,20 @@ class Framed:
 
 
 def frame_records(path: str, table: BatchTable, sections: Sections) -> Framed:
-    """Run the framing kernel; malformed records raise CorruptBatch at the batch's position."""
+    """Run the framing kernel; malformed records raise CorruptBatch at the batch's position.
+
+    A batch's record count is checked against its section first: the arrays are sized by the
+    counts, so a damaged header must not make the reader allocate more than the bytes can hold."""
+    room = (sections.end - sections.start) // MIN_RECORD_SIZE
+    bad = np.flatnonzero((sections.count < 0) | (sections.count > room))
+    if len(bad):
+        j = int(bad[0])
+        raise CorruptBatch(
+            path,
+            int(table.position[sections.batch_index[j]]),
+            f"record count {int(sections.count[j])} does not fit a "
+            f"{int(sections.end[j] - sections.start[j])}-byte records section",
+        )
     n = int(sections.count.sum())
     arrays = [np.empty(n, dtype=np.int64) for _ in range(11)]
     status, b, at = rec.parse_records(

@@ -362,3 +362,44 @@ def _has_java_child(pid: int) -> bool:
         if fields[3] == str(pid) and "java" in fields[1]:
             return True
     return False
+
+
+def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    log = src / "clicks-0" / "00000000000000000380.log"
+    data = bytearray(log.read_bytes())
+    data[200] ^= 0xFF
+    log.write_bytes(bytes(data))
+    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW)]
+    proc = segpipe("clean", str(src), str(tmp_path / "out"), *flags, "--on-corrupt", "skip-partition")
+    assert proc.returncode == 3, proc.stderr
+    assert "segpipe: skipped partition clicks-0: CRC mismatch: " in proc.stdout
+    assert "clicks-0/00000000000000000380.log at byte 0" in proc.stdout
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "_segpipe",
+        "legacy-users-0",
+        "orders-0",
+        "orders-1",
+    ]
+    assert "clicks" not in (out / "replication-offset-checkpoint").read_text()
+    manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
+    [skipped] = manifest["skipped"]
+    assert (
+        skipped["partition"] == "clicks-0"
+        and skipped["position"] == 0
+        and skipped["path"].endswith("380.log")
+    )
+    # The other partitions are exactly what a run without the damage publishes.
+    ref = tmp_path / "ref"
+    assert segpipe("clean", str(sample_dir), str(ref), *flags).returncode == 0
+    for part in ("orders-0", "orders-1", "legacy-users-0"):
+        assert {p.name: p.read_bytes() for p in (out / part).iterdir()} == {
+            p.name: p.read_bytes() for p in (ref / part).iterdir()
+        }
+    # The default still stops the run and publishes nothing.
+    failed = segpipe("clean", str(src), str(tmp_path / "out2"), *flags)
+    assert failed.returncode == 65 and not (tmp_path / "out2").exists()

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
+from pipelines.errors import ConfigError
 from pipelines.jobs.clean.copy import copy_tasks, run_copies
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
 from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
-from pipelines.jobs.clean.scan import ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from pipelines.jobs.clean.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.output.destination import require_destination, require_new_file
@@ -28,6 +29,7 @@ from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import segment_error_in
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from pipelines.runtime.tasks import packed
+from segment_io.errors import SegmentError
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
 from segment_io.segment.scan import SegmentScan, check_segment_ranges
 from segment_io.storage import Storage, open_storage
@@ -50,18 +52,20 @@ SCAN_TASKS_PER_CORE = 2
 MAP_TASKS_PER_CORE = 3
 
 Log = Callable[[str], Any]
+ON_CORRUPT = ("fail", "skip-partition")
 
 
 @dataclass(frozen=True)
 class Scanned:
-    """What the scan stage learnt of SRC: its listing, one task per segment, and per partition
-    the scanned segments in offset order."""
+    """What the scan stage learnt of SRC: its listing (without skipped partitions), one task per
+    segment, and per partition the scanned segments in offset order."""
 
     storage: Storage
     url: str
     listing: LogDirListing
     tasks: list[SegmentTask]
     segments: dict[TopicPartition, list[ScannedSegment]]
+    skipped: dict[TopicPartition, SegmentError]  # partitions left out for bad data, and why
 
     def files(self) -> dict[int, SegmentFiles]:
         return {t.segment_id: t.files for t in self.tasks}
@@ -79,16 +83,21 @@ def clean(
     dry_run: bool = False,
     report_path: str | None = None,
     log: Log = print,
+    on_corrupt: str = "fail",
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
     `spark` is a SparkSession or a SparkContext (only the core engine is used). SRC is only
     read. DST must be absent or empty; it appears complete or not at all. `now_ms` is the
-    "now" of every time rule (default: the clock). Returns the run report
+    "now" of every time rule (default: the clock). `on_corrupt="skip-partition"` leaves a
+    partition whose data is bad (found by the scan: CRCs, headers, indexes, offset ranges) out of
+    DST whole and names it in the report, instead of stopping the run. Returns the run report
     (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
     """
     try:
-        return _clean(spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log)
+        if on_corrupt not in ON_CORRUPT:
+            raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+        return _clean(spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log, on_corrupt)
     except Exception as exc:
         typed = segment_error_in(exc)
         if typed is None or typed is exc:
@@ -105,6 +114,7 @@ def _clean(
     dry_run: bool,
     report_path: str | None,
     log: Log,
+    on_corrupt: str,
 ) -> RunReport:
     now = clock_ms() if now_ms is None else now_ms
     # A dry run refuses what the run would refuse.
@@ -116,10 +126,15 @@ def _clean(
     preload_in_workers(sc, WORKER_MODULES)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
-        scanned = _scan(sc, src, log)
+        scanned = _scan(sc, src, log, skip_corrupt=on_corrupt == "skip-partition")
+    skipped = [_skipped(tp, exc) for tp, exc in sorted(scanned.skipped.items())]
+    for item in skipped:
+        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
     fault_point("after-scan")
     raise_if_stopped()
-    config.require_topics({p.tp.topic for p in scanned.listing.partitions}, src)
+    config.require_topics(
+        {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped}, src
+    )
     with timer.stage("plan"):
         plans = _plan(scanned, config, now)
     warnings = run_warnings(plans, scanned.segments, now)
@@ -127,7 +142,9 @@ def _clean(
         log(f"segpipe: warning: {warning}")
     summaries = [p.summary() for p in plans]
     if dry_run:
-        report = RunReport(src, dst, now, "dry-run", dry_run=True, warnings=warnings, plan=summaries)
+        report = RunReport(
+            src, dst, now, "dry-run", dry_run=True, warnings=warnings, plan=summaries, skipped=skipped
+        )
         report.partitions = [partition_metrics(p, scanned.segments[p.tp], []) for p in plans]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
         log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
@@ -136,7 +153,7 @@ def _clean(
         return report
 
     staging = Staging.create(dst, log)
-    report = RunReport(src, dst, now, staging.run_id, warnings=warnings, plan=summaries)
+    report = RunReport(src, dst, now, staging.run_id, warnings=warnings, plan=summaries, skipped=skipped)
     try:
         with timer.stage("compact"):
             stats = _compact(sc, plans, scanned, staging.url, now)
@@ -156,7 +173,7 @@ def _clean(
         with publishing():  # a run told to stop before this never publishes; after, it has
             staging.publish(
                 {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
-                 "configs": config.describe(topics)}
+                 "configs": config.describe(topics), "skipped": skipped}
             )  # fmt: skip
     except BaseException:
         staging.abort()
@@ -169,6 +186,10 @@ def _clean(
     return report
 
 
+def _skipped(tp: TopicPartition, exc: SegmentError) -> dict[str, Any]:
+    return {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
+
+
 def _write_report(report: RunReport, report_path: str | None) -> None:
     if report_path:
         require_new_file(report_path)  # checked at the start too; another run may have written it since
@@ -176,33 +197,59 @@ def _write_report(report: RunReport, report_path: str | None) -> None:
         storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
 
 
-def _scan(sc: Any, src: str, log: Log) -> Scanned:
-    """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack."""
+def _scan(sc: Any, src: str, log: Log, skip_corrupt: bool) -> Scanned:
+    """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
+    `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and
+    named in `Scanned.skipped`."""
     storage, path = open_storage(src)
     url = storage.url(path)
     listing = list_log_dir(storage, path)
     if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
         log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
     tasks = scan_tasks(listing, url)
-    results: list[ScannedSegment] = (
+    results: list[ScannedSegment | ScanFailure] = (
         packed(sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE)
-        .flatMap(lambda pack: [run_scan_task(t) for t in pack])
+        .flatMap(lambda pack: [run_scan_task(t, skip_corrupt) for t in pack])
         .collect()
         if tasks
         else []
     )
-    by_id = {s.meta.segment_id: s for s in results}
+    by_id = {(r.meta.segment_id if isinstance(r, ScannedSegment) else r.segment_id): r for r in results}
+    skipped: dict[TopicPartition, SegmentError] = {}
     segments: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}
     for t in tasks:
-        segments[listing.partitions[t.partition_id].tp].append(by_id[t.segment_id])
+        tp, result = listing.partitions[t.partition_id].tp, by_id[t.segment_id]
+        if isinstance(result, ScanFailure):
+            skipped.setdefault(tp, result.error)
+        else:
+            segments[tp].append(result)
     for part in listing.partitions:
-        check_segment_ranges(
-            [
-                SegmentScan(f.log.path, f.base_offset, f.size, s.table)
-                for f, s in zip(part.segments, segments[part.tp], strict=True)
-            ]
-        )
-    return Scanned(storage, url, listing, tasks, segments)
+        if part.tp in skipped:
+            continue
+        try:
+            check_segment_ranges(
+                [
+                    SegmentScan(f.log.path, f.base_offset, f.size, s.table)
+                    for f, s in zip(part.segments, segments[part.tp], strict=True)
+                ]
+            )
+        except SegmentError as exc:
+            if not skip_corrupt:
+                raise
+            skipped[part.tp] = exc
+    kept = tuple(p for p in listing.partitions if p.tp not in skipped)
+    listing = replace(listing, partitions=kept, checkpoints=_without(listing.checkpoints, set(skipped)))
+    return Scanned(storage, url, listing, tasks, segments, skipped)
+
+
+def _without(
+    checkpoints: dict[str, dict[TopicPartition, int]], skipped: set[TopicPartition]
+) -> dict[str, dict[TopicPartition, int]]:
+    """Root checkpoints without the entries of partitions the output leaves out."""
+    return {
+        name: {tp: o for tp, o in entries.items() if tp not in skipped}
+        for name, entries in checkpoints.items()
+    }
 
 
 def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:

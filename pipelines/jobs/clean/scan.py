@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from segment_io.errors import SegmentError
 from segment_io.format.constants import OFFSET_ENTRY, TIME_ENTRY
 from segment_io.index import AbortedTxn, read_time_index, read_txn_index
 from segment_io.layout import LogDirListing, SegmentFiles
@@ -109,8 +110,21 @@ class ScannedSegment:
     controls: np.ndarray
 
 
-def run_scan_task(task: SegmentTask) -> ScannedSegment:
+@dataclass(frozen=True)
+class ScanFailure:
+    """A segment whose data is bad, when the run skips such partitions instead of failing."""
+
+    segment_id: int
+    error: SegmentError
+
+
+def run_scan_task(task: SegmentTask, skip_corrupt: bool = False) -> ScannedSegment | ScanFailure:
     """Executed on a worker: one segment's metadata (small: one row per batch)."""
     storage, _ = open_storage(task.url)
-    meta, table, controls = scan_segment(storage, task.files)
+    try:
+        meta, table, controls = scan_segment(storage, task.files)
+    except SegmentError as exc:
+        if not skip_corrupt:
+            raise
+        return ScanFailure(task.segment_id, exc)
     return ScannedSegment(replace(meta, segment_id=task.segment_id), table, controls)
