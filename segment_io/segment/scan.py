@@ -270,35 +270,32 @@ def verify_crcs(path: str, buf: np.ndarray, table: BatchTable) -> None:
 
 
 def check_segment_ranges(scans: list[SegmentScan]) -> None:
-    """Every batch of a segment lies in [its base offset, the next segment's base offset)."""
+    """Every batch of a segment lies in [its base offset, the next segment's base offset), and
+    within the 32-bit range of offsets relative to its segment's base."""
     for k, scan in enumerate(scans):
         table = scan.table
         if not len(table):
             continue
-        next_base = scans[k + 1].base_offset if k + 1 < len(scans) else None
         last = table.last_offset
         first = np.where(table.base_offset >= 0, table.base_offset, last)
-        low = np.flatnonzero(first < scan.base_offset)
-        if len(low):
-            i = int(low[0])
-            raise OverlappingSegments(
-                scan.path,
-                int(table.position[i]),
-                f"batch offset {int(first[i])} is below the segment base offset {scan.base_offset}",
+        base = scan.base_offset
+        _refuse_first(scan, first < base, first, f"batch offset {{}} is below the segment base offset {base}")
+        if k + 1 < len(scans):
+            after = scans[k + 1].base_offset
+            _refuse_first(
+                scan,
+                last >= after,
+                last,
+                f"batch last offset {{}} reaches the next segment's base offset {after}",
             )
-        if next_base is not None:
-            high = np.flatnonzero(last >= next_base)
-            if len(high):
-                i = int(high[0])
-                raise OverlappingSegments(
-                    scan.path,
-                    int(table.position[i]),
-                    f"batch last offset {int(last[i])} reaches the next segment's base offset {next_base}",
-                )
-        rel = last - scan.base_offset
-        over = np.flatnonzero(rel > INT32_MAX)
-        if len(over):
-            i = int(over[0])
-            raise OverlappingSegments(
-                scan.path, int(table.position[i]), "offset does not fit the segment's 32-bit relative range"
-            )
+        _refuse_first(
+            scan, last - base > INT32_MAX, last, "offset {} does not fit the segment's 32-bit relative range"
+        )
+
+
+def _refuse_first(scan: SegmentScan, broken: np.ndarray, values: np.ndarray, message: str) -> None:
+    """OverlappingSegments at the first batch `broken` marks, `{}` in `message` its value."""
+    bad = np.flatnonzero(broken)
+    if len(bad):
+        i = int(bad[0])
+        raise OverlappingSegments(scan.path, int(scan.table.position[i]), message.format(int(values[i])))

@@ -1,5 +1,5 @@
-"""Mutated real segments (bit flips, truncations, spliced ranges, overwritten length and count
-fields) fed to what inspect, dump and clean's scan run: the only acceptable outcomes are output or
+"""Mutated real segments and indexes (bit flips, truncations, spliced ranges, overwritten length
+and count fields) fed to what inspect, dump and clean's scan run: the only acceptable outcomes are output or
 a typed SegmentError naming the file and a byte position inside it — never another exception,
 a hang or a huge allocation. Checked with CRCs on and off (off lets damage reach the parsers)."""
 
@@ -28,10 +28,12 @@ SEGMENTS = sorted(SAMPLES.glob("*-0/0*.log"))
 
 
 @st.composite
-def mutations(draw: st.DrawFn) -> tuple[Path, bytes]:
+def mutations(draw: st.DrawFn) -> tuple[Path, str, bytes]:
+    """(segment, which of its files, that file's mutated bytes)."""
     source = draw(st.sampled_from(SEGMENTS))
-    data = bytearray(source.read_bytes())
-    starts = _batch_starts(bytes(data))
+    suffix = draw(st.sampled_from([".log", ".log", ".index", ".timeindex"]))
+    data = bytearray(source.with_suffix(suffix).read_bytes())
+    starts = _batch_starts(bytes(data)) if suffix == ".log" else []
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["flip", "truncate", "splice", "int32", "header"]))
         at = draw(st.integers(0, max(len(data) - 1, 0)))
@@ -49,7 +51,7 @@ def mutations(draw: st.DrawFn) -> tuple[Path, bytes]:
         elif kind == "int32" and len(data) >= at + 4:
             value = draw(st.sampled_from([0, 1, -1, 13, 48, 2**31 - 1, -(2**31), 2**20, 0x7F7F7F7F]))
             data[at : at + 4] = struct.pack(">i", value)
-    return source, bytes(data)
+    return source, suffix, bytes(data)
 
 
 def _batch_starts(data: bytes) -> list[int]:
@@ -73,8 +75,10 @@ def _typed(exc: SegmentError, log: Path, size: int) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(mutations(), st.booleans())
-def test_mutated_segments_read_or_fail_typed(tmp_path: Path, case: tuple[Path, bytes], crc: bool) -> None:
-    source, data = case
+def test_mutated_segments_read_or_fail_typed(
+    tmp_path: Path, case: tuple[Path, str, bytes], crc: bool
+) -> None:
+    source, suffix, data = case
     part = tmp_path / "case" / source.parent.name
     shutil.rmtree(tmp_path / "case", ignore_errors=True)
     shutil.copytree(source.parent, part)
@@ -83,12 +87,13 @@ def test_mutated_segments_read_or_fail_typed(tmp_path: Path, case: tuple[Path, b
             for sibling in part.glob(other.stem + ".*"):
                 sibling.unlink()
     log = part / source.name
-    log.write_bytes(data)
+    log.with_suffix(suffix).write_bytes(data)
     storage, path = open_storage(str(part))
     [listing] = list_log_dir(storage, path).partitions
     report = inspect_partition(storage, listing, verify_crc=crc)
+    size = log.stat().st_size
     for error in report.errors:
-        _typed(error, log, len(data))
+        _typed(error, log, size)
     reader = SegmentReader(storage, str(log), listing.segments[0].base_offset)
     try:  # dump's path
         if crc:
@@ -96,8 +101,8 @@ def test_mutated_segments_read_or_fail_typed(tmp_path: Path, case: tuple[Path, b
         rows = sum(batch.num_rows for batch in reader.record_batches(listing.tp.topic, listing.tp.partition))
         assert rows >= 0
     except SegmentError as exc:
-        _typed(exc, log, len(data))
+        _typed(exc, log, size)
     try:  # clean's scan (it always checks CRCs)
         scan_segment(storage, listing.segments[0])
     except SegmentError as exc:
-        _typed(exc, log, len(data))
+        _typed(exc, log, size)
