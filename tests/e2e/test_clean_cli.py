@@ -403,3 +403,28 @@ def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
     # The default still stops the run and publishes nothing.
     failed = segpipe("clean", str(src), str(tmp_path / "out2"), *flags)
     assert failed.returncode == 65 and not (tmp_path / "out2").exists()
+
+
+def test_skip_partition_finds_malformed_records_behind_a_valid_crc_before_writing(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    from segment_io.format.batch import build_v2_batch
+    from segment_io.format.records import RecordColumns
+    from tests.helpers import v2_batch, write_log
+
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    good = v2_batch(0, [(0, NOW, b"k", b"v", [])])
+    section = RecordColumns.from_records([(0, 0, b"k", b"v", []), (1, 0, b"k2", b"v2", [])]).encode()
+    # Three records declared, two present: the CRC is right, the records are not.
+    bad = build_v2_batch(base_offset=1, records=section, records_count=3, last_offset_delta=2,
+                         base_timestamp=NOW, max_timestamp=NOW, attributes=0)  # fmt: skip
+    write_log(src, "broken-0", [[good, bad], [v2_batch(4, [(0, NOW, b"k", b"v", [])])]])
+    flags = ["--now-ms", str(NOW), "--set", "cleanup.policy=compact", "--on-corrupt", "skip-partition"]
+    proc = segpipe("clean", str(src), str(tmp_path / "out"), *flags)
+    assert proc.returncode == 3, proc.stderr
+    assert (
+        f"segpipe: skipped partition broken-0: corrupt batch: {src}/broken-0/00000000000000000000.log at byte {len(good)}"
+        in proc.stdout
+    )
+    assert not (tmp_path / "out" / "broken-0").exists() and (tmp_path / "out" / "orders-0").is_dir()

@@ -105,7 +105,9 @@ def test_s3_writes_appear_only_on_commit_and_a_discard_aborts_the_upload(s3_env:
     assert uploads == []  # aborted, not left behind to be billed
 
 
-@pytest.mark.parametrize("stage", ["mid-rewrite", "before-publish"])
+@pytest.mark.parametrize(
+    "stage", ["after-scan", "after-keymap", "mid-rewrite", "before-publish", "after-publish"]
+)
 def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
     stage: str, s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
@@ -125,10 +127,15 @@ def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     fs.invalidate_cache()
-    assert fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")  # readers treat the output as absent
-    proc = segpipe(s3_env, "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags)
-    assert proc.returncode == 0, proc.stderr
-    assert f"segpipe: removed staging of a run that did not finish: s3://{bucket}/out" in proc.stdout
+    if stage == "after-scan":
+        assert not fs.exists(f"{bucket}/out")  # nothing was written yet
+    elif stage != "after-publish":
+        assert fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")  # readers treat the output as absent
+    if stage != "after-publish":  # published whole before the kill: nothing to redo
+        proc = segpipe(s3_env, "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags)
+        assert proc.returncode == 0, proc.stderr
+        removed = f"segpipe: removed staging of a run that did not finish: s3://{bucket}/out"
+        assert (removed in proc.stdout) == (stage != "after-scan")
     local = tmp_path / "local"
     assert segpipe(s3_env, "clean", str(sample_dir), str(local), *flags).returncode == 0
     fs.invalidate_cache()

@@ -12,8 +12,10 @@ from segment_io.errors import SegmentError
 from segment_io.format.constants import OFFSET_ENTRY, TIME_ENTRY
 from segment_io.index import AbortedTxn, read_time_index, read_txn_index
 from segment_io.layout import LogDirListing, SegmentFiles
+from segment_io.segment.framing import chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable
+from segment_io.segment.sections import Arena
 from segment_io.storage import Storage, open_storage
 
 NOT_CONTROL = -1
@@ -66,14 +68,22 @@ def control_types(reader: SegmentReader) -> np.ndarray:
     return out
 
 
-def scan_segment(storage: Storage, files: SegmentFiles) -> tuple[SegmentMeta, BatchTable, np.ndarray]:
-    """Shallow scan + CRCs + the metadata retention and compaction plan with."""
+def scan_segment(
+    storage: Storage, files: SegmentFiles, deep: bool = False
+) -> tuple[SegmentMeta, BatchTable, np.ndarray]:
+    """Shallow scan + CRCs + the metadata retention and compaction plan with. `deep` also
+    decodes every record (one more decompression pass), so that no later stage can meet a
+    malformed record: what a run that skips bad partitions must know before it starts writing."""
     reader = SegmentReader(storage, files.log.path, files.base_offset)
     scan = reader.scan()
     if scan.tail is not None:
         raise scan.tail
     reader.verify_crcs()
     reader.resolve_wrappers()
+    if deep:
+        arena = Arena()
+        for index in chunk_batches(scan.table):
+            reader.frame(index, arena)
     largest = -1
     if files.timeindex is not None and files.timeindex.size:
         ts, _ = read_time_index(storage.read(files.timeindex.path))
@@ -122,7 +132,7 @@ def run_scan_task(task: SegmentTask, skip_corrupt: bool = False) -> ScannedSegme
     """Executed on a worker: one segment's metadata (small: one row per batch)."""
     storage, _ = open_storage(task.url)
     try:
-        meta, table, controls = scan_segment(storage, task.files)
+        meta, table, controls = scan_segment(storage, task.files, deep=skip_corrupt)
     except SegmentError as exc:
         if not skip_corrupt:
             raise
