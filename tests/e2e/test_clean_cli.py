@@ -169,7 +169,18 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
     assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
-    assert segpipe("inspect", str(tmp_path / "out")).returncode == 0
+    inspect = segpipe("inspect", str(tmp_path / "out"))
+    assert inspect.returncode == 0 and "time 1700" in inspect.stdout and "(2023-11-" in inspect.stdout
+    # A setting the driver JVM reads at its start is refused there: the JVM already runs.
+    late = subprocess.run(
+        [str(submit), "--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir), str(tmp_path / "out2"),
+         "--conf", "spark.driver.memory=2g"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    # spark-submit passes its Python's stderr on through its own stdout.
+    assert late.returncode == 2 and "pass it to spark-submit's own --conf" in late.stdout + late.stderr
+    assert not (tmp_path / "out2").exists()
 
 
 def test_a_segment_without_a_time_index_is_said_to_age_by_its_file_time(
