@@ -4,6 +4,7 @@ held back unless `-v`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -40,25 +41,36 @@ def say(line: str) -> None:
 def held_back_noise() -> Iterator[None]:
     """While Spark runs, this process's stderr (which the JVM and Python workers inherit) passes
     through a filter that drops the NOISE lines; unless -v."""
-    if _level >= VERBOSE:
+    try:
+        original = os.dup(2)
+    except OSError:  # no stderr at all (`2>&-`): nothing to filter
+        original = -1
+    if _level >= VERBOSE or original < 0:
         yield
         return
-    sys.stderr.flush()
-    original = os.dup(2)
+    _flush_stderr()
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
     os.close(write_end)
 
     def forward() -> None:
+        # Drains the pipe to the end whatever happens to the real stderr: a writer (the JVM)
+        # blocked on a full pipe would hang the run.
         with os.fdopen(read_end, "rb") as lines:
             for line in lines:
                 if not NOISE.match(line):
-                    os.write(original, line)
+                    with contextlib.suppress(OSError):
+                        os.write(original, line)
 
     # A daemon: the JVM may still hold the pipe open while this process ends.
     threading.Thread(target=forward, name="segpipe-stderr", daemon=True).start()
     try:
         yield
     finally:
-        sys.stderr.flush()
+        _flush_stderr()
         os.dup2(original, 2)
+
+
+def _flush_stderr() -> None:
+    if sys.stderr is not None:  # None when the process was started without one
+        sys.stderr.flush()

@@ -439,3 +439,10 @@ def test_skip_partition_finds_malformed_records_behind_a_valid_crc_before_writin
         in proc.stdout
     )
     assert not (tmp_path / "out" / "broken-0").exists() and (tmp_path / "out" / "orders-0").is_dir()
+
+
+def test_a_run_without_stderr_still_runs(tmp_path: Path, sample_dir: Path) -> None:
+    # Schedulers may start a job with stderr closed: the noise filter must not be what fails it.
+    command = f"{sys.executable} -m pipelines.cli clean {sample_dir} {tmp_path / 'out'} --now-ms {NOW} --dry-run 2>&-"
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions")
