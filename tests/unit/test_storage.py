@@ -84,3 +84,24 @@ def test_only_the_local_disk_renames_directories(tmp_path: Path) -> None:
     assert local.renames_directories and not memory.renames_directories
     with pytest.raises(NotImplementedError):
         memory.rename_directory("/a", "/b")
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_local_copies_are_made_by_the_kernel_and_keep_bytes_and_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool
+) -> None:
+    import os
+
+    if not kernel_copy:  # a kernel or file system without copy_file_range: sendfile instead
+
+        def refuse(*_: object) -> int:
+            raise OSError(38, "copy_file_range not supported")
+
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    storage, path = open_storage(str(tmp_path))
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    (tmp_path / "a.log").write_bytes(data)
+    storage.copy(f"{path}/a.log", f"{path}/copy/a.log", mtime_ms=1_600_000_000_000)
+    assert (tmp_path / "copy" / "a.log").read_bytes() == data
+    assert [f.mtime_ms for f in storage.list(f"{path}/copy")] == [1_600_000_000_000]
+    assert [f.name for f in storage.list(f"{path}/copy")] == ["a.log"]  # no temporary left
