@@ -9,10 +9,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from segment_io.errors import CorruptIndex
-from segment_io.format.constants import INT32_MAX, OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY
-
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
-DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+from segment_io.format.constants import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    INT32_MAX,
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    TXN_ENTRY,
+)
 
 _TXN = struct.Struct(">hqqqq")
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipelines.errors import ConfigError
-from segment_io.format.constants import LONG_MAX, TimestampType
+from segment_io.format.constants import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    LONG_MAX,
+    TimestampType,
+)
 
 
 def _policy(value: Any) -> frozenset[str]:
@@ -128,9 +134,9 @@ class TopicConfig:
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
-    segment_bytes: int = 1_073_741_824
-    segment_index_bytes: int = 10_485_760
-    index_interval_bytes: int = 4096
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     producer_id_expiration_ms: int = 86_400_000
     message_timestamp_type: str = TimestampType.CREATE_TIME.label
     gzip_level: int = 6

@@ -36,6 +36,12 @@ NO_PARTITION_LEADER_EPOCH = -1
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
+# Kafka's defaults for how large segments and their indexes grow (segment.bytes,
+# segment.index.bytes, index.interval.bytes), for writers and for the topic configs.
+DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
+DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+
 # Index entry sizes: offset index (relative offset, position), time index (timestamp, relative
 # offset), transaction index (version, producer id, first, last, last stable offset).
 OFFSET_ENTRY = 8

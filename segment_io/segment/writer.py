@@ -5,7 +5,12 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from segment_io.format.constants import INT32_MAX
+from segment_io.format.constants import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    INT32_MAX,
+)
 from segment_io.index import AbortedTxn, IndexBuilder
 from segment_io.layout import segment_file_name
 from segment_io.storage import PendingFile, Storage
@@ -15,9 +20,9 @@ from segment_io.storage import PendingFile, Storage
 class SegmentLimits:
     """Roll limits of output segments (Kafka's segment.bytes, segment.index.bytes, ...)."""
 
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
 
 
 @dataclass(frozen=True)
