@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -67,9 +68,12 @@ class Scanned:
     segments: dict[TopicPartition, list[ScannedSegment]]
     skipped: dict[TopicPartition, SegmentError]  # partitions left out for bad data, and why
 
+    @cached_property
     def files(self) -> dict[int, SegmentFiles]:
+        """Each segment's files by segment id."""
         return {t.segment_id: t.files for t in self.tasks}
 
+    @cached_property
     def scanned_by_id(self) -> dict[int, ScannedSegment]:
         return {s.meta.segment_id: s for segs in self.segments.values() for s in segs}
 
@@ -274,7 +278,7 @@ def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:
 
 def _key_tasks(plans: list[PartitionPlan], scanned: Scanned) -> list[KeyTask]:
     """One key-map task per input segment of a group that has batches taking part."""
-    files, by_id = scanned.files(), scanned.scanned_by_id()
+    files, by_id = scanned.files, scanned.scanned_by_id
     tasks = []
     for tp_index, plan in enumerate(plans):
         if plan.compaction is None:
@@ -312,7 +316,7 @@ def _compact(
     if not groups:
         return []
     configs = {plan.tp.dir_name: plan.config for plan in plans}
-    ctx = RewriteContext(scanned.url, staging_url, scanned.files(), now, configs)
+    ctx = RewriteContext(scanned.url, staging_url, scanned.files, now, configs)
     shared = sc.broadcast(groups)
     slots = {gid: i for i, gid in enumerate(sorted(groups))}
     key_tasks = _key_tasks(plans, scanned)
@@ -347,7 +351,7 @@ def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
 
 def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Staging) -> None:
     """Untouched segments (in parallel), then the partition files and root checkpoints."""
-    copies = copy_tasks(plans, scanned.files(), scanned.url)
+    copies = copy_tasks(plans, scanned.files, scanned.url)
     if copies:
         staging_url = staging.url
         packed(sc, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE).foreach(
