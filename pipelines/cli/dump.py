@@ -98,10 +98,7 @@ def _batch_lines(reader: Any, tp: Any, segment: int, args: argparse.Namespace) -
     table = reader.resolve_wrappers()
     derived = {
         "codec": [CODEC_LABELS[c] for c in table.codec.tolist()],
-        "timestamp_type": [
-            TIMESTAMP_TYPE_LABELS[0 if m == 0 else 1 + int(la)]
-            for m, la in zip(table.magic.tolist(), table.log_append_time.tolist(), strict=True)
-        ],
+        "timestamp_type": [TIMESTAMP_TYPE_LABELS[t + 1] for t in table.timestamp_type.tolist()],
         "is_transactional": table.is_transactional.tolist(),
         "is_control": table.is_control.tolist(),
         "has_delete_horizon": table.has_delete_horizon.tolist(),

@@ -12,7 +12,6 @@ from segment_io.format.constants import (
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
     TIMESTAMP_TYPE_LABELS,
-    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
 from segment_io.segment.framing import Framed
@@ -80,8 +79,8 @@ def framed_to_arrow(
     headers = pa.ListArray.from_arrays(pa.array(list_offsets), header_struct)
     magic = table.magic[s.batch_index]
     attrs = table.attributes[s.batch_index]
-    # Index into TIMESTAMP_TYPE_LABELS (type + 1); codecs above zstd never get past the scan.
-    ts_type = np.where(magic == 0, 0, np.where((attrs & TIMESTAMP_TYPE_MASK) != 0, 2, 1))
+    # Labels by timestamp type + 1; codecs above zstd never get past the scan.
+    ts_type = table.timestamp_type[s.batch_index] + 1
     has_horizon = np.repeat((magic == 2) & ((attrs & DELETE_HORIZON_MASK) != 0), s.count)
     columns = [
         _strings((topic,), np.zeros(n, dtype=np.int64)),

@@ -191,6 +191,11 @@ class BatchTable:
         return (self.magic > 0) & ((self.attributes & TIMESTAMP_TYPE_MASK) != 0)
 
     @property
+    def timestamp_type(self) -> np.ndarray:
+        """The TimestampType value of each batch: −1 (magic 0, none), 0 CreateTime, 1 LogAppendTime."""
+        return np.where(self.magic == 0, -1, self.log_append_time.astype(np.int64))
+
+    @property
     def has_delete_horizon(self) -> np.ndarray:
         return (self.magic == 2) & ((self.attributes & DELETE_HORIZON_MASK) != 0)
 
