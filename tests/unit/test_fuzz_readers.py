@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.jobs.clean.scan import scan_segment
+from pipelines.log.scan import scan_segment
 from segment_io.errors import SegmentError
 from segment_io.layout import list_log_dir
 from segment_io.partition import inspect_partition

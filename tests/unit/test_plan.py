@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.config import JobConfig, TopicConfig
 from pipelines.jobs.clean.plan import BatchRetention, Checkpoints, PartitionPlan, plan_partition
-from pipelines.jobs.clean.scan import NOT_CONTROL, ScannedSegment, SegmentMeta
+from pipelines.log.scan import NOT_CONTROL, ScannedSegment, SegmentMeta
 from segment_io.format.constants import CONTROL_MASK, DELETE_HORIZON_MASK, TRANSACTIONAL_MASK, ControlType
 from segment_io.index import AbortedTxn
 from segment_io.segment.scan import BatchTable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.config import JobConfig, TopicConfig
-from pipelines.jobs.clean.retention import RetentionSegment, apply_retention
+from pipelines.log.retention import RetentionSegment, apply_retention
 
 pytestmark = pytest.mark.unit
 

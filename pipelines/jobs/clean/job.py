@@ -5,9 +5,6 @@ then one rewrite task per output group) → copy (untouched segments, side files
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -15,14 +12,14 @@ import numpy as np
 from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
-from pipelines.jobs.clean.copy import copy_tasks, run_copies
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
 from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
-from pipelines.jobs.clean.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.staging import Staging
@@ -31,51 +28,23 @@ from pipelines.runtime.remote_errors import segment_error_in
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from pipelines.runtime.tasks import packed
 from segment_io.errors import SegmentError
-from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
-from segment_io.segment.scan import SegmentScan, check_segment_ranges
-from segment_io.storage import Storage, open_storage
+from segment_io.storage import open_storage
 from segment_io.topic_partition import TopicPartition
 
 # The modules this job's tasks run: Python workers start with them imported.
 WORKER_MODULES = (
-    "pipelines.jobs.clean.scan",
+    "pipelines.log.scan",
     "pipelines.jobs.clean.keymap",
     "pipelines.jobs.clean.rewrite",
-    "pipelines.jobs.clean.copy",
+    "pipelines.output.copy",
 )
 # A key-map bucket holds at most this many rows even when every key is distinct, so a reduce
 # task's memory is bounded whatever the key count.
 BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
-# Tasks per core for the scan (and copy) and the key map's map side: a few per core balance
-# the cores; each more costs a PySpark task's fixed overhead (tens of milliseconds here).
-SCAN_TASKS_PER_CORE = 2
+# Tasks per core for the key map's map side (as for the scan: a few per core balance the cores).
 MAP_TASKS_PER_CORE = 3
-
-Log = Callable[[str], Any]
 ON_CORRUPT = ("fail", "skip-partition")
-
-
-@dataclass(frozen=True)
-class Scanned:
-    """What the scan stage learnt of SRC: its listing (without skipped partitions), one task per
-    segment, and per partition the scanned segments in offset order."""
-
-    storage: Storage
-    url: str
-    listing: LogDirListing
-    tasks: list[SegmentTask]
-    segments: dict[TopicPartition, list[ScannedSegment]]
-    skipped: dict[TopicPartition, SegmentError]  # partitions left out for bad data, and why
-
-    @cached_property
-    def files(self) -> dict[int, SegmentFiles]:
-        """Each segment's files by segment id."""
-        return {t.segment_id: t.files for t in self.tasks}
-
-    @cached_property
-    def scanned_by_id(self) -> dict[int, ScannedSegment]:
-        return {s.meta.segment_id: s for segs in self.segments.values() for s in segs}
 
 
 def clean(
@@ -130,7 +99,7 @@ def _clean(
     preload_in_workers(sc, WORKER_MODULES)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
-        scanned = _scan(sc, src, log, skip_corrupt=on_corrupt == "skip-partition")
+        scanned = scan_log(sc, src, log, skip_corrupt=on_corrupt == "skip-partition")
     skipped = [_skipped(tp, exc) for tp, exc in sorted(scanned.skipped.items())]
     for item in skipped:
         log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
@@ -199,61 +168,6 @@ def _write_report(report: RunReport, report_path: str | None) -> None:
         require_new_file(report_path)  # checked at the start too; another run may have written it since
         storage, path = open_storage(report_path)
         storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
-
-
-def _scan(sc: Any, src: str, log: Log, skip_corrupt: bool) -> Scanned:
-    """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
-    `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and
-    named in `Scanned.skipped`."""
-    storage, path = open_storage(src)
-    url = storage.url(path)
-    listing = list_log_dir(storage, path)
-    if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
-        log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
-    tasks = scan_tasks(listing, url)
-    results: list[ScannedSegment | ScanFailure] = (
-        packed(sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE)
-        .flatMap(lambda pack: [run_scan_task(t, skip_corrupt) for t in pack])
-        .collect()
-        if tasks
-        else []
-    )
-    by_id = {(r.meta.segment_id if isinstance(r, ScannedSegment) else r.segment_id): r for r in results}
-    skipped: dict[TopicPartition, SegmentError] = {}
-    segments: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}
-    for t in tasks:
-        tp, result = listing.partitions[t.partition_id].tp, by_id[t.segment_id]
-        if isinstance(result, ScanFailure):
-            skipped.setdefault(tp, result.error)
-        else:
-            segments[tp].append(result)
-    for part in listing.partitions:
-        if part.tp in skipped:
-            continue
-        try:
-            check_segment_ranges(
-                [
-                    SegmentScan(f.log.path, f.base_offset, f.size, s.table)
-                    for f, s in zip(part.segments, segments[part.tp], strict=True)
-                ]
-            )
-        except SegmentError as exc:
-            if not skip_corrupt:
-                raise
-            skipped[part.tp] = exc
-    kept = tuple(p for p in listing.partitions if p.tp not in skipped)
-    listing = replace(listing, partitions=kept, checkpoints=_without(listing.checkpoints, set(skipped)))
-    return Scanned(storage, url, listing, tasks, segments, skipped)
-
-
-def _without(
-    checkpoints: dict[str, dict[TopicPartition, int]], skipped: set[TopicPartition]
-) -> dict[str, dict[TopicPartition, int]]:
-    """Root checkpoints without the entries of partitions the output leaves out."""
-    return {
-        name: {tp: o for tp, o in entries.items() if tp not in skipped}
-        for name, entries in checkpoints.items()
-    }
 
 
 def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:
@@ -351,7 +265,12 @@ def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
 
 def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Staging) -> None:
     """Untouched segments (in parallel), then the partition files and root checkpoints."""
-    copies = copy_tasks(plans, scanned.files, scanned.url)
+    copies = [
+        c
+        for p in plans
+        for sid in p.copied
+        for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url)
+    ]
     if copies:
         staging_url = staging.url
         packed(sc, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE).foreach(

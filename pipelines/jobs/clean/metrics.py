@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipelines.jobs.clean.plan import PartitionPlan
 from pipelines.jobs.clean.rewrite import GroupStats
-from pipelines.jobs.clean.scan import ScannedSegment
+from pipelines.log.scan import ScannedSegment
 from pipelines.output.report import PartitionMetrics
 
 

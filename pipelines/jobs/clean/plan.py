@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from pipelines.config import TopicConfig
-from pipelines.jobs.clean.retention import RetentionSegment, apply_retention
-from pipelines.jobs.clean.scan import EMPTY_CONTROL, ScannedSegment
-from pipelines.jobs.clean.transactions import Producer, aborted_data_batches, producer_state
+from pipelines.log.retention import RetentionSegment, apply_retention
+from pipelines.log.scan import EMPTY_CONTROL, ScannedSegment
+from pipelines.log.transactions import Producer, aborted_data_batches, producer_state
 from segment_io.format.constants import INT32_MAX, ControlType
 from segment_io.index import AbortedTxn
 from segment_io.topic_partition import TopicPartition

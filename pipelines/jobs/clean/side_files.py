@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 
 from pipelines.jobs.clean.plan import PartitionPlan
-from pipelines.jobs.clean.scan import ScannedSegment
+from pipelines.log.scan import ScannedSegment
 from pipelines.output.staging import Staging
 from segment_io.checkpoints import (
     format_leader_epoch_checkpoint,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipelines.clock import iso
 from pipelines.jobs.clean.plan import PartitionPlan
-from pipelines.jobs.clean.scan import ScannedSegment
+from pipelines.log.scan import ScannedSegment
 from segment_io.topic_partition import TopicPartition
 
 

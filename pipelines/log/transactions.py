@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.jobs.clean.scan import ScannedSegment
+from pipelines.log.scan import ScannedSegment
 from segment_io.format.constants import ControlType
 
 

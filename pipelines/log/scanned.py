@@ -1,0 +1,99 @@
+"""The scan stage every job starts with: batch headers, CRCs and segment metadata of every
+segment of a log directory, one Spark task per pack of segments; partitions in offset order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from pipelines.log.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from pipelines.runtime.tasks import packed
+from segment_io.errors import SegmentError
+from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
+from segment_io.segment.scan import SegmentScan, check_segment_ranges
+from segment_io.storage import Storage, open_storage
+from segment_io.topic_partition import TopicPartition
+
+Log = Callable[[str], Any]
+# Tasks per core for the scan (and copies): a few per core balance the cores; each more costs a
+# PySpark task's fixed overhead (tens of milliseconds here).
+SCAN_TASKS_PER_CORE = 2
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """What the scan stage learnt of SRC: its listing (without skipped partitions), one task per
+    segment, and per partition the scanned segments in offset order."""
+
+    storage: Storage
+    url: str
+    listing: LogDirListing
+    tasks: list[SegmentTask]
+    segments: dict[TopicPartition, list[ScannedSegment]]
+    skipped: dict[TopicPartition, SegmentError]  # partitions left out for bad data, and why
+
+    @cached_property
+    def files(self) -> dict[int, SegmentFiles]:
+        """Each segment's files by segment id."""
+        return {t.segment_id: t.files for t in self.tasks}
+
+    @cached_property
+    def scanned_by_id(self) -> dict[int, ScannedSegment]:
+        return {s.meta.segment_id: s for segs in self.segments.values() for s in segs}
+
+
+def scan_log(sc: Any, src: str, log: Log, skip_corrupt: bool) -> Scanned:
+    """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
+    `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and
+    named in `Scanned.skipped`."""
+    storage, path = open_storage(src)
+    url = storage.url(path)
+    listing = list_log_dir(storage, path)
+    if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
+        log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
+    tasks = scan_tasks(listing, url)
+    results: list[ScannedSegment | ScanFailure] = (
+        packed(sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE)
+        .flatMap(lambda pack: [run_scan_task(t, skip_corrupt) for t in pack])
+        .collect()
+        if tasks
+        else []
+    )
+    by_id = {(r.meta.segment_id if isinstance(r, ScannedSegment) else r.segment_id): r for r in results}
+    skipped: dict[TopicPartition, SegmentError] = {}
+    segments: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}
+    for t in tasks:
+        tp, result = listing.partitions[t.partition_id].tp, by_id[t.segment_id]
+        if isinstance(result, ScanFailure):
+            skipped.setdefault(tp, result.error)
+        else:
+            segments[tp].append(result)
+    for part in listing.partitions:
+        if part.tp in skipped:
+            continue
+        try:
+            check_segment_ranges(
+                [
+                    SegmentScan(f.log.path, f.base_offset, f.size, s.table)
+                    for f, s in zip(part.segments, segments[part.tp], strict=True)
+                ]
+            )
+        except SegmentError as exc:
+            if not skip_corrupt:
+                raise
+            skipped[part.tp] = exc
+    kept = tuple(p for p in listing.partitions if p.tp not in skipped)
+    listing = replace(listing, partitions=kept, checkpoints=without(listing.checkpoints, set(skipped)))
+    return Scanned(storage, url, listing, tasks, segments, skipped)
+
+
+def without(
+    checkpoints: dict[str, dict[TopicPartition, int]], skipped: set[TopicPartition]
+) -> dict[str, dict[TopicPartition, int]]:
+    """Root checkpoints without the entries of partitions the output leaves out."""
+    return {
+        name: {tp: o for tp, o in entries.items() if tp not in skipped}
+        for name, entries in checkpoints.items()
+    }

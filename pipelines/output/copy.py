@@ -1,0 +1,35 @@
+"""Whole segments copied byte for byte (log and indexes) into a staging area, in parallel."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from segment_io.layout import SegmentFiles
+from segment_io.storage import open_storage, transfer
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    src_url: str
+    src_path: str
+    dst_path: str  # relative to the staging root
+    mtime_ms: int
+    size: int
+
+
+def segment_copies(dir_name: str, files: SegmentFiles, src_url: str) -> list[CopyTask]:
+    """One task per file of a segment, into `dir_name` under the Kafka names of its files."""
+    return [
+        CopyTask(src_url, info.path, posixpath.join(dir_name, info.name), info.mtime_ms, info.size)
+        for info in (files.log, files.index, files.timeindex, files.txnindex)
+        if info is not None
+    ]
+
+
+def run_copies(pack: list[CopyTask], staging_url: str) -> None:
+    """Executed on a worker: copy a pack of files into the staging area, keeping their mtimes."""
+    dst, root = open_storage(staging_url)
+    for task in pack:
+        src, _ = open_storage(task.src_url)
+        transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
