@@ -8,6 +8,8 @@ the data errors in segment_io) and carries the exit code the command line ends w
     3    finished, with partitions skipped for bad data (`clean --on-corrupt=skip-partition`)
     4    a validation gate failed (reserved: `clean --validate`; nothing published)
     65   bad data stopped the run (file and byte named; nothing published)
+    74   the remote tier could not be written (after retries; the object and cause named)
+    75   another writer committed the remote manifest first (nothing changed; run again)
     70   an internal error (a bug: `-v` prints the traceback; nothing published)
     130  interrupted (Ctrl-C, SIGINT; nothing published)
     143  terminated (SIGTERM; nothing published)
@@ -22,6 +24,8 @@ EXIT_INVALID = 1
 EXIT_REFUSED = 2
 EXIT_SKIPPED = 3
 EXIT_DATA = 65  # sysexits' EX_DATAERR
+EXIT_IO = 74  # sysexits' EX_IOERR
+EXIT_CONFLICT = 75  # sysexits' EX_TEMPFAIL
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -31,6 +35,8 @@ EXIT_CODES = (
     (EXIT_REFUSED, "refused before any work: arguments, configuration, paths, destination"),
     (EXIT_SKIPPED, "finished, with partitions skipped for bad data (published without them)"),
     (EXIT_DATA, "bad data stopped the run (file and byte named; nothing published)"),
+    (EXIT_IO, "the remote tier could not be written (object and cause named; nothing committed)"),
+    (EXIT_CONFLICT, "another writer committed the remote manifest first (nothing changed; run again)"),
     (EXIT_INTERNAL, "internal error (-v prints the traceback; nothing published)"),
     (EXIT_INTERRUPTED, "interrupted: SIGINT, Ctrl-C (nothing published)"),
     (EXIT_TERMINATED, "terminated: SIGTERM, a scheduler's time-out (nothing published)"),
@@ -38,7 +44,9 @@ EXIT_CODES = (
 
 __all__ = [
     "EXIT_CODES",
+    "EXIT_CONFLICT",
     "EXIT_DATA",
+    "EXIT_IO",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",

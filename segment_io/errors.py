@@ -111,3 +111,43 @@ class CorruptCheckpoint(SegmentError):
     """A root or partition checkpoint text file that does not parse."""
 
     kind = "corrupt checkpoint"
+
+
+class RemoteTierCorrupt(SegmentError):
+    """A remote tier object that does not hold what its manifest says (size, CRC-32C, JSON), or
+    a manifest that references an object that is missing."""
+
+    kind = "corrupt remote tier"
+
+
+class ManifestConflict(SegpipeError):
+    """Another writer committed a new version of a partition's remote manifest after this run
+    read it; this run changed nothing that any manifest references. Run again."""
+
+    exit_code = 75  # sysexits' EX_TEMPFAIL: try again later
+
+    def __init__(self, manifest: str, version: int) -> None:
+        self.manifest = manifest
+        self.version = version
+        super().__init__(
+            f"remote manifest conflict: {manifest}: version {version} was committed by another writer "
+            "since this run read the manifest; nothing was changed, run again"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.manifest, self.version))
+
+
+class UploadFailed(SegpipeError):
+    """An object could not be written to the remote tier (after retries), or what the store
+    holds afterwards differs from what was sent. Nothing that references it was committed."""
+
+    exit_code = 74  # sysexits' EX_IOERR
+
+    def __init__(self, url: str, cause: str) -> None:
+        self.url = url
+        self.cause = cause
+        super().__init__(f"upload failed: {url}: {cause}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.url, self.cause))

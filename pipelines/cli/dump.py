@@ -33,6 +33,7 @@ def _time(text: str) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("dump", help="records (or batches) as JSON lines, like kafka-dump-log")
     p.add_argument("path", help="log directory, partition directory, segment file, or fsspec URL")
+    p.add_argument("--remote", metavar="REMOTE_URL", help="the log's remote tier: the two read as one log")
     p.add_argument("--batches", action="store_true", help="one line per batch instead of per record")
     p.add_argument(
         "--decode-internal", action="store_true", help="decode __consumer_offsets/__transaction_state"
@@ -53,9 +54,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from segment_io.layout import list_log_dir
+    from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
 
-    storage, path = open_storage(args.path)
+    storage, path = open_storage(log_url(args.path, args.remote))
     listing = list_log_dir(storage, path, segment_file=True)
     chosen = [
         part

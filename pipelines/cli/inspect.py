@@ -15,6 +15,7 @@ from segment_io.errors import SegmentError
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("inspect", help="list and validate partitions, segments and indexes")
     p.add_argument("path", help="log directory, partition directory, segment file, or fsspec URL")
+    p.add_argument("--remote", metavar="REMOTE_URL", help="the log's remote tier: the two read as one log")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
     p.set_defaults(func=run)
@@ -22,9 +23,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
+    from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
 
-    storage, path = open_storage(args.path)
+    storage, path = open_storage(log_url(args.path, args.remote))
     listing, reports = inspect_log_dir(storage, path, verify_crc=not args.no_crc)
     ok = all(r.ok for r in reports)
     if args.json:

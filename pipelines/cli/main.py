@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from pipelines.cli import clean, config, console, dump, generate, inspect
+from pipelines.cli import clean, config, console, dump, generate, inspect, tier
 from pipelines.errors import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_parser(sub)
     generate.add_parser(sub)
     clean.add_parser(sub)
+    tier.add_parser(sub)
     config.add_parser(sub)
     return parser
 

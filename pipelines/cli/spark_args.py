@@ -1,8 +1,33 @@
-"""The command-line arguments every Spark command shares."""
+"""The command-line arguments the Spark jobs share: topic configs, `now`, reports, Spark."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pipelines.cli import console
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML file with 'defaults:' and 'topics:' maps of Kafka topic configs")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="topic config for every topic"
+    )
+    p.add_argument("--topic-set", action="append", default=[], metavar="TOPIC:NAME=VALUE")
+
+
+def add_now_argument(p: argparse.ArgumentParser, rules: str) -> None:
+    p.add_argument(
+        "--now",
+        "--now-ms",
+        dest="now",
+        metavar="TIME",
+        help=f"the 'now' every time rule ({rules}) is applied at: epoch ms or ISO-8601 "
+        "(2026-11-23T12:00:00Z). Default: the clock at the start of the run, so an old archive can lose "
+        "everything to retention.ms (7 days by default)",
+    )
 
 
 def add_spark_arguments(p: argparse.ArgumentParser) -> None:
@@ -10,3 +35,22 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--conf", action="append", default=[], metavar="NAME=VALUE", help="a Spark setting (spark.*)"
     )
+
+
+def now_from(args: argparse.Namespace) -> int | None:
+    from pipelines.clock import parse_time
+
+    return None if args.now is None else parse_time(args.now, "--now")
+
+
+@contextmanager
+def spark_run(args: argparse.Namespace, job_module: str) -> Iterator[Any]:
+    """The SparkContext of a job run from the command line, its start-up noise held back; the
+    master is checked (and Spark settings parsed) before anything starts."""
+    from pipelines.runtime.session import check_master, spark_for_command, spark_settings
+
+    settings = spark_settings(args.conf)
+    check_master(args.master)
+    log_level = "info" if console.level() >= console.VERBOSE else "warn"
+    with console.held_back_noise(), spark_for_command(job_module, args.master, settings, log_level) as sc:
+        yield sc

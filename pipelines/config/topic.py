@@ -104,6 +104,15 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
               "level for lz4 batches that compaction rewrites"),
     ConfigDef("compression.zstd.level", "zstd_level", "int ≥ -131072", _long(-131072),
               "level for zstd batches that compaction rewrites"),
+    ConfigDef("local.retention.ms", "local_retention_ms", "long ≥ -2", _long(-2, "milliseconds"),
+              "tier: local copies of tiered segments older than this are released; -2: retention.ms"),
+    ConfigDef("local.retention.bytes", "local_retention_bytes", "long ≥ -2", _long(-2, "bytes"),
+              "tier: tiered segments are released locally while the local log stays this large; "
+              "-2: retention.bytes"),
+    ConfigDef("segpipe.remote.orphan.grace.ms", "remote_orphan_grace_ms", "long ≥ 0",
+              _long(0, "milliseconds"),
+              "segpipe's own: tier --expire deletes remote objects no manifest references only this "
+              "long after they stopped being referenced (or were written)"),
     ConfigDef("segpipe.last.segment.sealed", "last_segment_sealed", "boolean", _bool,
               "segpipe's own: treat the last segment as inactive (archives from tiered storage or "
               "backups have no active segment), so it is cleaned too"),
@@ -116,7 +125,7 @@ _BY_NAME = {d.name: d for d in TOPIC_CONFIGS}
 IGNORED_KAFKA_CONFIGS = frozenset({
     "compression.type", "file.delete.delay.ms", "flush.messages", "flush.ms",
     "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-    "local.retention.bytes", "local.retention.ms", "max.message.bytes", "message.downconversion.enable",
+    "max.message.bytes", "message.downconversion.enable",
     "message.format.version", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "min.insync.replicas",
     "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
@@ -142,6 +151,9 @@ class TopicConfig:
     gzip_level: int = 6
     lz4_level: int = 0
     zstd_level: int = 3
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_orphan_grace_ms: int = 86_400_000
     last_segment_sealed: bool = False
 
     @property
@@ -166,7 +178,22 @@ class TopicConfig:
         result = replace(self, **changes)
         if result.max_compaction_lag_ms < result.min_compaction_lag_ms:
             raise ConfigError(f"{where}: max.compaction.lag.ms must be ≥ min.compaction.lag.ms")
+        for local, total in (("ms", result.retention_ms), ("bytes", result.retention_bytes)):
+            value = getattr(result, f"local_retention_{local}")
+            if value >= -1 and total != -1 and (value == -1 or value > total):
+                raise ConfigError(f"{where}: local.retention.{local} must not be more than retention.{local}")
         return result
+
+    @property
+    def local_retention(self) -> tuple[int, int]:
+        """(ms, bytes) by which tiered segments are released locally; -2 follows retention.* (for
+        a delete policy; a compact-only topic is released only by explicit local values)."""
+        ms, size = self.local_retention_ms, self.local_retention_bytes
+        if ms == -2:
+            ms = self.retention_ms if self.delete else -1
+        if size == -2:
+            size = self.retention_bytes if self.delete else -1
+        return ms, size
 
     def to_kafka(self) -> dict[str, Any]:
         """Kafka name → value, as a Kafka topic config would hold it."""

@@ -6,7 +6,7 @@ import posixpath
 from dataclasses import dataclass
 
 from segment_io.layout import SegmentFiles
-from segment_io.storage import open_storage, transfer
+from segment_io.storage import Storage, open_storage, transfer
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ def segment_copies(dir_name: str, files: SegmentFiles, src_url: str) -> list[Cop
 def run_copies(pack: list[CopyTask], staging_url: str) -> None:
     """Executed on a worker: copy a pack of files into the staging area, keeping their mtimes."""
     dst, root = open_storage(staging_url)
+    sources: dict[str, Storage] = {}
     for task in pack:
-        src, _ = open_storage(task.src_url)
+        if task.src_url not in sources:
+            sources[task.src_url] = open_storage(task.src_url)[0]
+        src = sources[task.src_url]
         transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)

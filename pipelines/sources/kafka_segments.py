@@ -51,6 +51,10 @@ class KafkaSegmentsReader(DataSourceReader):
         topics = options.get("topic")
         self.topics = {t.strip() for t in topics.split(",") if t.strip()} if topics else None
         self.verify_crc = _flag(options, "verifyCrc", True)
+        from segment_io.remote.view import log_url
+
+        # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
+        self.url = log_url(self.url, options.get("remote"))
 
     def partitions(self) -> list[SegmentPartition]:
         from segment_io.layout import list_log_dir

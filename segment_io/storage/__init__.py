@@ -6,15 +6,28 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from segment_io.storage.base import FileInfo, PendingFile, Storage
+from segment_io.storage.base import Checksum, FileInfo, PendingFile, Storage
 from segment_io.storage.local import LocalStorage
 from segment_io.storage.object_store import ObjectStorage
 
-__all__ = ["FileInfo", "LocalStorage", "ObjectStorage", "PendingFile", "Storage", "open_storage", "transfer"]
+__all__ = [
+    "Checksum",
+    "FileInfo",
+    "LocalStorage",
+    "ObjectStorage",
+    "PendingFile",
+    "Storage",
+    "open_storage",
+    "transfer",
+]
 
 
 def open_storage(url: str, **options: Any) -> tuple[Storage, str]:
     """The storage for `url` and the path inside it (local paths made absolute)."""
+    if url.startswith("tiered:"):  # a local log directory and its remote tier, read as one
+        from segment_io.remote.view import open_tiered
+
+        return open_tiered(url)
     scheme, sep, rest = url.partition("://")
     if not sep or scheme == "file":
         path = os.path.abspath(rest if sep else url)

@@ -7,10 +7,13 @@ lists); `url(path)` maps one back to a URL that `open_storage` understands.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import crc32c
 import numpy as np
+
+from segment_io.errors import UploadFailed
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,21 @@ class FileInfo:
     size: int
     mtime_ms: int
     is_dir: bool
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """Size and CRC-32C of a file's bytes, extended chunk by chunk."""
+
+    size: int
+    crc32c: int
+
+    def extend(self, chunk: bytes | memoryview) -> Checksum:
+        return Checksum(self.size + len(chunk), crc32c.crc32c(chunk, self.crc32c))
+
+    @classmethod
+    def of(cls, data: bytes | memoryview) -> Checksum:
+        return cls(0, 0).extend(data)
 
 
 class PendingFile(ABC):
@@ -99,6 +117,41 @@ class Storage(ABC):
             pending.discard()
             raise
         pending.commit(mtime_ms)
+
+    @abstractmethod
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Write a whole small file only where nothing is at `path` yet, else FileExistsError: of
+        writers racing for one name, exactly one wins (what a manifest commit relies on)."""
+
+    def upload(
+        self, path: str, chunks: Iterable[bytes | memoryview], mtime_ms: int | None = None
+    ) -> Checksum:
+        """Write `chunks` to `path`, then read back what the storage holds and compare size and
+        CRC-32C with what was sent (UploadFailed on a difference). Returns what was sent."""
+        sent = Checksum(0, 0)
+        pending = self.open_write(path)
+        try:
+            for chunk in chunks:
+                pending.write(chunk)
+                sent = sent.extend(chunk)
+        except BaseException:
+            pending.discard()
+            raise
+        pending.commit(mtime_ms)
+        held = Checksum(0, 0)
+        for chunk in self.open_read(path):
+            held = held.extend(chunk)
+        if held != sent:
+            raise UploadFailed(
+                self.url(path),
+                f"the store holds {held.size} bytes with CRC-32C {held.crc32c:08x}, "
+                f"{sent.size} bytes with CRC-32C {sent.crc32c:08x} were sent",
+            )
+        return sent
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Rename one file (replacing `dst`)."""
 
     @abstractmethod
     def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:

@@ -152,6 +152,25 @@ class LocalStorage(Storage):
         _set_mtime(tmp, mtime_ms)
         os.replace(tmp, dst)
 
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Written whole under a temporary name, then hard-linked to `path`: the link fails when
+        `path` exists, so the check and the publication are one step."""
+        self.makedirs(posixpath.dirname(path))
+        tmp = temporary_name(path)
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        sync_directory(posixpath.dirname(path) or ".")
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
     def rename_directory(self, src: str, dst: str) -> None:
         """Rename `src` to `dst` durably: every directory of `src` is synced first (the renames
         that put files in them), then the rename, then `dst`'s parent. An empty `dst` directory

@@ -135,6 +135,20 @@ class ObjectStorage(Storage):
         self.makedirs(posixpath.dirname(path))
         self.fs.pipe_file(path, bytes(data))
 
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """On S3 a conditional PUT (If-None-Match: *): the store refuses it when the key exists.
+        Other fsspec file systems get a check before the write (one process at a time)."""
+        self.makedirs(posixpath.dirname(path))
+        if self.protocol in ("s3", "s3a"):
+            self.fs.pipe_file(path, data, mode="create")  # FileExistsError when the key exists
+            return
+        if self.fs.exists(path):
+            raise FileExistsError(path)
+        self.fs.pipe_file(path, data)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.fs.mv(src, dst)
+
     def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
         del mtime_ms
         self.makedirs(posixpath.dirname(dst))

@@ -1,0 +1,108 @@
+"""`segpipe tier` and `segpipe restore`: a log directory's cold segments to its remote tier, and
+back to one plain log directory."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pipelines.cli import console
+from pipelines.cli.spark_args import (
+    add_config_arguments,
+    add_now_argument,
+    add_spark_arguments,
+    now_from,
+    spark_run,
+)
+from pipelines.errors import EXIT_OK, ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tier",
+        help="copy cold segments to a remote tier (S3), release local copies, apply retention to both tiers",
+        description="segpipe tier LOG_DIR REMOTE_URL, or segpipe tier --expire REMOTE_URL",
+    )
+    p.add_argument(
+        "paths", nargs="+", metavar="LOG_DIR REMOTE_URL", help="the local log directory and the remote tier"
+    )
+    add_config_arguments(p)
+    add_now_argument(p, "retention.ms, local.retention.ms, the expiry grace period")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; upload, commit and delete nothing")
+    p.add_argument("--report", help="also write the JSON report (with the plan) to this new file")
+    p.add_argument("--max-bytes-per-second", type=int, metavar="N", help="bound the run's upload rate")
+    p.add_argument(
+        "--expire",
+        action="store_true",
+        help="instead: delete the remote objects and manifest versions no longer referenced, once "
+        "segpipe.remote.orphan.grace.ms has passed (no Spark)",
+    )
+    add_spark_arguments(p)
+    p.set_defaults(func=run)
+
+    r = sub.add_parser(
+        "restore", help="write a remote tier (and its local log dir) out as one plain log directory"
+    )
+    r.add_argument("remote", help="the remote tier (URL)")
+    r.add_argument("dst", help="output directory; must be absent or empty")
+    r.add_argument(
+        "--local", metavar="LOG_DIR", help="the local log directory whose segments continue the remote log"
+    )
+    add_spark_arguments(r)
+    r.set_defaults(func=run_restore)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.config import load_job_config
+    from pipelines.output.destination import require_new_file
+
+    config = load_job_config(args.config, args.set, args.topic_set)
+    now_ms = now_from(args)
+    if args.expire:
+        if len(args.paths) != 1:
+            raise ConfigError("tier --expire takes one argument, the remote tier's URL")
+        from pipelines.clock import clock_ms
+        from pipelines.jobs.tier.expire import expire
+
+        expire(args.paths[0], config, clock_ms() if now_ms is None else now_ms, console.say, args.dry_run)
+        return EXIT_OK
+    if len(args.paths) != 2:
+        raise ConfigError("tier takes two arguments, LOG_DIR and REMOTE_URL (or --expire REMOTE_URL)")
+    if args.max_bytes_per_second is not None and args.max_bytes_per_second <= 0:
+        raise ConfigError("--max-bytes-per-second must be a positive number of bytes")
+    log_dir, remote = args.paths
+    _refuse_before_spark(log_dir)
+    note = config.ignored_note()
+    if note:
+        console.say(note)
+    if args.report:
+        require_new_file(args.report)
+    with spark_run(args, "pipelines.jobs.tier") as sc:
+        from pipelines.jobs.tier import tier
+
+        tier(sc, log_dir, remote, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
+             log=console.say, max_bytes_per_second=args.max_bytes_per_second)  # fmt: skip
+    return EXIT_OK
+
+
+def _refuse_before_spark(log_dir: str) -> None:
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(log_dir)
+    list_log_dir(storage, path)  # a missing or misnamed log directory costs nothing
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    from pipelines.output.destination import require_destination
+    from segment_io.remote.tier import RemoteTier
+
+    RemoteTier.open(args.remote)
+    require_destination(args.remote, args.dst)
+    if args.local:
+        _refuse_before_spark(args.local)
+    with spark_run(args, "pipelines.jobs.tier.restore") as sc:
+        from pipelines.jobs.tier.restore import restore
+
+        restore(sc, args.remote, args.dst, args.local, console.say)
+    return EXIT_OK

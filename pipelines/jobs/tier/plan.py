@@ -1,0 +1,168 @@
+"""What `tier` does to one partition, decided on segment metadata and the newest remote manifest
+alone (docs/remote-tier.md#what-tier-does):
+
+- **upload**: the local segments above the remote tier's end, in offset order, while a segment
+  is inactive (never the last one, unless `segpipe.last.segment.sealed`) and ends below the last
+  stable offset (min of the high watermark and the first offset of every open transaction);
+- **total retention** (`retention.ms`, `retention.bytes`, log start offset) over the remote
+  segments followed by the local ones above them, as one log: Kafka's rules, unchanged;
+- **local release** (`local.retention.ms` / `local.retention.bytes`, -2 = `retention.*`): the
+  same rules over the local segments, limited to those whose copy is remote once this run has
+  committed, so that every record stays in at least one tier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipelines.config.topic import TopicConfig
+from pipelines.log.retention import RetentionSegment, apply_retention
+from pipelines.log.scan import ScannedSegment
+from pipelines.log.transactions import producer_state
+from segment_io.remote.manifest import PartitionManifest, RemoteSegment
+from segment_io.topic_partition import TopicPartition
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A local segment to upload: its scan id and the end offset the remote tier records."""
+
+    segment_id: int
+    base_offset: int
+    end_offset: int
+
+
+@dataclass
+class TierPlan:
+    tp: TopicPartition
+    log_end_offset: int
+    last_stable_offset: int
+    log_start_offset: int
+    uploads: list[Upload] = field(default_factory=list)
+    remote_deleted: list[tuple[str, str]] = field(default_factory=list)  # (remote segment id, rule)
+    local_deleted: list[tuple[int, str]] = field(default_factory=list)  # (local segment id, rule)
+    local_released: list[tuple[int, str]] = field(default_factory=list)  # (local segment id, rule)
+
+    @property
+    def changes_remote(self) -> bool:
+        return bool(self.uploads or self.remote_deleted)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "partition": str(self.tp),
+            "log_end_offset": self.log_end_offset,
+            "last_stable_offset": self.last_stable_offset,
+            "log_start_offset": self.log_start_offset,
+            "upload": [u.base_offset for u in self.uploads],
+            "remote_deleted": [{"segment_id": s, "rule": r} for s, r in self.remote_deleted],
+            "local_deleted": len(self.local_deleted),
+            "local_released": len(self.local_released),
+        }
+
+
+def _next_bases(segments: list[ScannedSegment], leo: int) -> list[int]:
+    """Each segment's upper bound: the next segment's base, the log end for the last."""
+    return [s.meta.base_offset for s in segments[1:]] + [leo]
+
+
+def plan_tier(
+    tp: TopicPartition,
+    local: list[ScannedSegment],
+    remote: PartitionManifest,
+    config: TopicConfig,
+    log_start_checkpoint: int | None,
+    high_watermark: int | None,
+    now_ms: int,
+) -> TierPlan:
+    remote_end = remote.next_offset if remote.segments else None
+    leo = max(
+        [int(s.table.last_offset.max()) + 1 for s in local if len(s.table)]
+        + [s.meta.base_offset for s in local[-1:]]
+        + ([remote_end] if remote_end is not None else [])
+        + [0]
+    )
+    hw = leo if high_watermark is None else min(high_watermark, leo)
+    open_firsts = [p.open_txn_first for p in producer_state(local).values() if p.open_txn_first is not None]
+    lso = min([hw, *open_firsts])
+    first = remote.segments[0].base_offset if remote.segments else (local[0].meta.base_offset if local else 0)
+    log_start = max(log_start_checkpoint or 0, remote.log_start_offset, first)
+    plan = TierPlan(tp, leo, lso, log_start)
+
+    uppers = _next_bases(local, leo)
+    # Local segments the remote tier already holds are shadowed; the rest are the local log.
+    fresh = [k for k, s in enumerate(local) if remote_end is None or s.meta.base_offset >= remote_end]
+    combined = [RetentionSegment(s.base_offset, s.size, s.largest_timestamp) for s in remote.segments] + [
+        RetentionSegment(local[k].meta.base_offset, local[k].meta.size, local[k].meta.largest_timestamp)
+        for k in fresh
+    ]
+    total = apply_retention(combined, leo, hw, log_start, config, now_ms)
+    plan.log_start_offset = total.log_start_offset
+    gone_fresh = set()
+    for i, rule in total.deleted:
+        if i < len(remote.segments):
+            plan.remote_deleted.append((remote.segments[i].segment_id, rule))
+        else:
+            gone_fresh.add(fresh[i - len(remote.segments)])
+    # Below the new log start offset nothing stays, in either tier.
+    for k, s in enumerate(local):
+        if k in gone_fresh or uppers[k] <= plan.log_start_offset:
+            rule = next(
+                (
+                    r
+                    for i, r in total.deleted
+                    if i >= len(remote.segments) and fresh[i - len(remote.segments)] == k
+                ),
+                "log_start_offset",
+            )
+            plan.local_deleted.append((s.meta.segment_id, rule))
+    deleted_local = {sid for sid, _ in plan.local_deleted}
+
+    last_index = len(local) if config.last_segment_sealed else len(local) - 1
+    for k in fresh:
+        s = local[k]
+        if s.meta.segment_id in deleted_local:
+            continue
+        if k >= last_index or uppers[k] > lso:
+            break
+        plan.uploads.append(Upload(s.meta.segment_id, s.meta.base_offset, uppers[k] - 1))
+
+    remote_after = max([remote_end or 0] + [u.end_offset + 1 for u in plan.uploads])
+    kept = [(k, s) for k, s in enumerate(local) if s.meta.segment_id not in deleted_local]
+    local_ms, local_bytes = config.local_retention
+    local_rules = replace(
+        config, cleanup_policy=frozenset({"delete"}), retention_ms=local_ms, retention_bytes=local_bytes
+    )
+    release = apply_retention(
+        [RetentionSegment(s.meta.base_offset, s.meta.size, s.meta.largest_timestamp) for _, s in kept],
+        leo,
+        min(hw, remote_after),  # only what is remote after this run may go
+        plan.log_start_offset,
+        local_rules,
+        now_ms,
+    )
+    plan.local_released = [(kept[i][1].meta.segment_id, f"local_{rule}") for i, rule in release.deleted]
+    return plan
+
+
+def next_manifest(
+    remote: PartitionManifest,
+    plan: TierPlan,
+    uploaded: list[RemoteSegment],
+    leader_epochs: tuple[tuple[int, int], ...] | None,
+    partition_metadata: str | None,
+    now_ms: int,
+) -> PartitionManifest:
+    """The version this run commits: retention's survivors, then the new uploads."""
+    gone = {sid for sid, _ in plan.remote_deleted}
+    segments = tuple(s for s in remote.segments if s.segment_id not in gone) + tuple(uploaded)
+    return remote.successor(
+        now_ms,
+        segments=segments,
+        log_start_offset=plan.log_start_offset,
+        leader_epochs=leader_epochs if leader_epochs is not None else remote.leader_epochs,
+        partition_metadata=partition_metadata
+        if partition_metadata is not None
+        else remote.partition_metadata,
+        note="tier",
+    )
