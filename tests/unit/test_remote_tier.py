@@ -1,0 +1,202 @@
+"""The remote tier without Spark: manifest versions and their commit rule, verified uploads,
+retries, the upload throttle, tier plans and expiry (docs/remote-tier.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import JobConfig, TopicConfig
+from pipelines.jobs.tier.expire import expire
+from pipelines.jobs.tier.plan import plan_tier
+from pipelines.jobs.tier.throttle import Throttle
+from segment_io.errors import ManifestConflict, NotALogDirectory, RemoteTierCorrupt, UploadFailed
+from segment_io.remote.manifest import PartitionManifest, RemoteObject, RemoteSegment
+from segment_io.remote.tier import RemoteTier, SegmentUpload, retrying
+from segment_io.storage import LocalStorage, PendingFile
+from segment_io.topic_partition import TopicPartition
+from tests.scanned import T0, data, segment, txn
+
+pytestmark = pytest.mark.unit
+TP = TopicPartition("t", 0)
+DAY = 86_400_000
+
+
+def remote_segment(sid: str, base: int, end: int, ts: int = T0, size: int = 100) -> RemoteSegment:
+    return RemoteSegment(sid, base, end, ts, ts, {"log": RemoteObject(f"{base:020d}-{sid}.log", size, 7)})
+
+
+def test_a_manifest_version_reads_back_as_written() -> None:
+    m = PartitionManifest("t", 0, 3, T0, 10, (remote_segment("a", 10, 19), remote_segment("b", 20, 29)),
+                          ((0, 0), (2, 15)), "topic id\n", "tier")  # fmt: skip
+    assert PartitionManifest.from_bytes(m.to_bytes()) == m
+    assert m.next_offset == 30
+    assert {"00000000000000000010-a.json", "00000000000000000010-a.log"} <= m.object_names
+
+
+def test_only_one_of_two_writers_that_read_the_same_version_commits(tmp_path: Path) -> None:
+    tier = RemoteTier.open(str(tmp_path / "tier"), create=True)
+    seen_by_a, seen_by_b = tier.read(TP), tier.read(TP)
+    assert seen_by_a.version == 0
+    first = seen_by_a.successor(T0, segments=(remote_segment("a", 0, 9),), note="a")
+    tier.commit(first)
+    with pytest.raises(ManifestConflict) as caught:
+        tier.commit(seen_by_b.successor(T0 + 1, segments=(remote_segment("b", 0, 9),), note="b"))
+    assert caught.value.exit_code == 75 and "version 1" in str(caught.value)
+    # Nothing changed: the first writer's version is the newest, the only one.
+    assert tier.versions(TP) == [1] and tier.read(TP) == first
+
+
+def test_a_prefix_without_the_marker_is_not_a_remote_tier(tmp_path: Path) -> None:
+    with pytest.raises(NotALogDirectory, match="not a remote tier"):
+        RemoteTier.open(str(tmp_path))
+
+
+def test_a_damaged_manifest_version_is_refused_not_skipped(tmp_path: Path) -> None:
+    tier = RemoteTier.open(str(tmp_path / "tier"), create=True)
+    tier.commit(tier.read(TP).successor(T0, segments=(remote_segment("a", 0, 9),)))
+    path = Path(tier.version_path(TP, 1))
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(RemoteTierCorrupt, match=r"00000000000000000001\.json"):
+        tier.read(TP)
+
+
+class LossyStorage(LocalStorage):
+    """A store that keeps all but the last byte of what it is sent."""
+
+    def open_write(self, path: str) -> PendingFile:
+        pending = super().open_write(path)
+        real_commit = pending.commit
+
+        def commit(mtime_ms: int | None = None) -> None:
+            pending.handle.truncate(max(0, pending.handle.tell() - 1))  # type: ignore[attr-defined]
+            real_commit(mtime_ms)
+
+        pending.commit = commit  # type: ignore[method-assign]
+        return pending
+
+
+def test_an_upload_is_read_back_and_a_difference_fails_it(tmp_path: Path) -> None:
+    source = tmp_path / "00000000000000000000.log"
+    source.write_bytes(b"x" * 1000)
+    upload = SegmentUpload(TP, 0, 9, T0, T0, (("log", str(source)),))
+    good = RemoteTier.open(str(tmp_path / "good"), create=True)
+    segment_ = good.upload(LocalStorage(), upload, sleep=lambda s: None)
+    assert segment_.objects["log"].size == 1000
+    assert Path(good.object_path(TP, segment_.objects["log"].name)).read_bytes() == b"x" * 1000
+    RemoteTier.open(str(tmp_path / "lossy"), create=True)
+    lossy = RemoteTier(LossyStorage(), str(tmp_path / "lossy"))
+    with pytest.raises(UploadFailed, match="999 bytes"):
+        lossy.upload(LocalStorage(), upload, sleep=lambda s: None)
+
+
+def test_transient_errors_are_retried_with_backoff_and_permanent_ones_are_not() -> None:
+    waits: list[float] = []
+    attempts = iter([ConnectionResetError("dropped"), OSError(5, "503 SlowDown"), "done"])
+
+    def flaky() -> str:
+        item = next(attempts)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    assert retrying(flaky, "s3://b/k", waits.append) == "done"
+    assert len(waits) == 2 and waits[1] >= waits[0] and all(w > 0 for w in waits)
+    with pytest.raises(UploadFailed, match="s3://b/k: PermissionError"):
+        retrying(lambda: (_ for _ in ()).throw(PermissionError("AccessDenied")), "s3://b/k", waits.append)
+    with pytest.raises(UploadFailed, match="after 6 attempts"):
+        retrying(lambda: (_ for _ in ()).throw(OSError("500")), "s3://b/k", lambda s: None)
+
+
+def test_the_throttle_keeps_the_average_rate() -> None:
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    throttle = Throttle(1000.0, clock=lambda: now[0], sleep=sleep)
+    sent = list(throttle([b"a" * 500] * 6))
+    assert len(sent) == 6
+    # 3000 bytes at 1000 B/s: the last chunk leaves at 2.5 s (the first at 0 s).
+    assert now[0] == pytest.approx(2.5)
+
+
+def config(**values: object) -> TopicConfig:
+    return JobConfig.build({"retention.ms": -1, **values}).defaults
+
+
+def five_local() -> list:  # type: ignore[type-arg]
+    return [segment(k, 10 * k, data(10 * k, 10 * k + 9, ts=T0 + k * DAY)) for k in range(5)]
+
+
+def test_inactive_segments_below_the_last_stable_offset_are_uploaded_in_order() -> None:
+    plan = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(), None, None, T0)
+    # The last segment is active and stays local; every other goes, each ending where the next starts.
+    assert [(u.base_offset, u.end_offset) for u in plan.uploads] == [(0, 9), (10, 19), (20, 29), (30, 39)]
+    sealed = plan_tier(TP, five_local(), PartitionManifest.empty(TP),
+                       config(**{"segpipe.last.segment.sealed": True}), None, None, T0)  # fmt: skip
+    assert sealed.uploads[-1].end_offset == 49
+    # The high watermark bounds it too.
+    capped = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(), None, 25, T0)
+    assert [u.base_offset for u in capped.uploads] == [0, 10]
+
+
+def test_an_open_transaction_stops_uploads_at_its_first_offset() -> None:
+    local = five_local()
+    local[1] = segment(1, 10, data(10, 14), txn(15, 19, pid=7))  # never committed nor aborted
+    plan = plan_tier(TP, local, PartitionManifest.empty(TP), config(), None, None, T0)
+    assert plan.last_stable_offset == 15 and [u.base_offset for u in plan.uploads] == [0]
+
+
+def test_what_the_remote_tier_holds_is_not_uploaded_again() -> None:
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=(remote_segment("a", 0, 9), remote_segment("b", 10, 19))
+    )
+    plan = plan_tier(TP, five_local(), remote, config(), None, None, T0)
+    assert [u.base_offset for u in plan.uploads] == [20, 30]
+    assert not plan.remote_deleted and not plan.local_deleted
+
+
+def test_local_release_takes_only_segments_whose_copy_is_remote() -> None:
+    # local.retention.ms = 0: every local copy may go, but only what is tiered after this run.
+    plan = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(**{"local.retention.ms": 0}),
+                     None, None, T0 + 10 * DAY)  # fmt: skip
+    assert [sid for sid, _ in plan.local_released] == [0, 1, 2, 3]
+    assert {rule for _, rule in plan.local_released} == {"local_retention_ms"}
+    # -2 follows retention.ms (here: unlimited), so nothing is released.
+    kept = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(), None, None, T0 + 10 * DAY)
+    assert kept.local_released == []
+
+
+def test_total_retention_spans_both_tiers() -> None:
+    remote = PartitionManifest.empty(TP).successor(T0, segments=(
+        remote_segment("a", 0, 9, ts=T0), remote_segment("b", 10, 19, ts=T0 + DAY)))  # fmt: skip
+    local = five_local()[2:]  # 20..49 local, 0..19 remote only
+    plan = plan_tier(TP, local, remote, config(**{"retention.ms": 2 * DAY}), None, None, T0 + 3 * DAY + 1)
+    # 0..9 (T0) and 10..19 (T0+1d) are older than 2 days; 20..29 (T0+2d) is not.
+    assert plan.remote_deleted == [("a", "retention_ms"), ("b", "retention_ms")]
+    assert plan.log_start_offset == 20 and plan.local_deleted == []
+
+
+def test_expiry_keeps_what_the_newest_version_names_and_waits_out_the_grace_period(tmp_path: Path) -> None:
+    tier = RemoteTier.open(str(tmp_path / "tier"), create=True)
+    objects = Path(tier.object_path(TP, "x")).parent
+    objects.mkdir(parents=True)
+    for name in ("00000000000000000000-a.log", "00000000000000000000-b.log", "00000000000000000000-c.log"):
+        (objects / name).write_bytes(b"1234")
+    v1 = tier.read(TP).successor(T0, segments=(remote_segment("a", 0, 9, size=4),))
+    tier.commit(v1)
+    v2 = v1.successor(T0 + DAY, segments=(remote_segment("b", 0, 9, size=4),))
+    tier.commit(v2)
+    # "c" was never referenced: its age is its file time (now). "a" stopped at v2's commit.
+    cfg = JobConfig.build({"segpipe.remote.orphan.grace.ms": DAY})
+    early = expire(tier.url, cfg, T0 + DAY + 1000, log=lambda line: None)
+    assert early.objects_deleted == 0 and sorted(p.name for p in objects.iterdir())[0].endswith("-a.log")
+    late = expire(tier.url, cfg, T0 + 2 * DAY + 1000, log=lambda line: None)
+    assert late.objects_deleted == 1 and late.versions_deleted == 1
+    assert sorted(p.name for p in objects.iterdir()) == [
+        "00000000000000000000-b.log",
+        "00000000000000000000-c.log",
+    ]
+    assert tier.versions(TP) == [2] and tier.read(TP) == v2
