@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from segment_io.format.batch import build_v2_batch
@@ -9,6 +14,7 @@ from segment_io.format.compression import compress
 from segment_io.format.constants import Codec
 from segment_io.format.records import RecordColumns
 
+REPO = Path(__file__).resolve().parents[1]
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
@@ -114,3 +120,30 @@ def read_batches(root: Path, partition_dir: str) -> list[tuple[int, bytes]]:
         reader = SegmentReader(storage, seg.log.path, seg.base_offset)
         out += [(seg.base_offset, bytes(reader.batch_bytes(i))) for i in range(len(reader.scan().table))]
     return out
+
+
+def run_segpipe(
+    *args: str, env: dict[str, str] | None = None, fault: str | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """The command line as an operator runs it: a subprocess of its own process group, from the
+    repository's root; `fault` arms a SEGPIPE_FAULT kill point. Nothing of it outlives the call."""
+    full = {k: v for k, v in os.environ.items() if k != "SEGPIPE_FAULT"}
+    full.update(env or {})
+    full["PYSPARK_PYTHON"] = sys.executable
+    if fault:
+        full["SEGPIPE_FAULT"] = fault
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=REPO, env=full, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def kill_group(pid: int) -> None:
+    """Nothing of a run may outlive its test: its whole process group goes."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)

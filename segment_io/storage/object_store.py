@@ -87,7 +87,13 @@ class ObjectStorage(Storage):
             return f"memory://{path}"
         return f"{self.protocol}://{path.lstrip('/')}"
 
+    def _fresh(self, path: str) -> None:
+        """Forget what fsspec's listing cache holds for `path`: another process (a worker, another
+        run) may have written since, and a stale listing could hide a new manifest version."""
+        self.fs.invalidate_cache(path)
+
     def list(self, path: str) -> list[FileInfo]:
+        self._fresh(path)
         if not self.fs.exists(path):
             return []
         out = []
@@ -105,9 +111,11 @@ class ObjectStorage(Storage):
         return sorted(out, key=lambda f: f.name)
 
     def exists(self, path: str) -> bool:
+        self._fresh(path)
         return bool(self.fs.exists(path))
 
     def is_file(self, path: str) -> bool:
+        self._fresh(path)
         return bool(self.fs.isfile(path))
 
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:

@@ -11,17 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import read_log
+from tests.helpers import read_log, run_segpipe
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_700_700_000_000
-
-
-def segpipe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
-    )
 
 
 def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path) -> None:
@@ -42,7 +36,7 @@ def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path)
             "topic configs for ordrs",
         ),
     ]:
-        proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+        proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -51,7 +45,7 @@ def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path)
 def test_non_empty_destination_is_refused(tmp_path: Path, sample_dir: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
-    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"))
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"))
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
 
@@ -60,13 +54,13 @@ def test_a_destination_inside_the_source_is_refused(tmp_path: Path, sample_dir: 
     src = tmp_path / "src"
     shutil.copytree(sample_dir, src)
     before = sorted(p.name for p in src.iterdir())
-    proc = segpipe("clean", str(src), str(src / "cleaned"))
+    proc = run_segpipe("clean", str(src), str(src / "cleaned"))
     assert proc.returncode == 2 and "is inside the source" in proc.stderr, proc.stderr
     assert sorted(p.name for p in src.iterdir()) == before
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: Path) -> None:
-    proc = segpipe(
+    proc = run_segpipe(
         "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run"
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -83,7 +77,7 @@ def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
     tmp_path: Path, sample_dir: Path
 ) -> None:
     # No --now: the samples are years old, Kafka's 7-day retention.ms takes every segment.
-    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--dry-run")
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stdout.splitlines() if line.startswith("segpipe: warning: retention")]
     assert len(warnings) == 4
@@ -93,19 +87,19 @@ def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
     )
     assert proc.stdout.splitlines()[-1].endswith("4 warnings")
     # An ISO-8601 time is the same now as its epoch milliseconds.
-    proc = segpipe(
+    proc = run_segpipe(
         "clean", str(sample_dir), str(tmp_path / "out"), "--dry-run", "--now", "2023-11-23T00:00:00Z"
     )
     plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
     assert plan["now_ms"] == 1_700_697_600_000 and "segpipe: warning" not in proc.stdout
-    bad = segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--now", "yesterday")
+    bad = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--now", "yesterday")
     assert bad.returncode == 2 and "expected epoch milliseconds or an ISO-8601 time" in bad.stderr
 
 
 def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> None:
     out1, out2 = tmp_path / "out1", tmp_path / "out2"
     report = tmp_path / "report.json"
-    proc = segpipe(
+    proc = run_segpipe(
         "clean", str(sample_dir), str(out1), "--config", "conf/samples.yaml", "--now-ms", str(NOW),
         "--report", str(report), "--master", "local[2]",
     )  # fmt: skip
@@ -127,12 +121,12 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     orders = next(p for p in doc["partitions"] if p["partition"] == "orders-0")
     assert orders["removed_superseded"] > 0 and orders["records_out"] < orders["records_in"]
     assert orders["delete_horizons_stamped"] > 0
-    assert segpipe("inspect", str(out1)).returncode == 0
+    assert run_segpipe("inspect", str(out1)).returncode == 0
     # The output is itself a valid source; the second pass after delete.retention.ms drops tombstones.
     # Spark settings from --conf reach the session: one of segpipe's defaults overridden, one added.
     events = tmp_path / "events"
     events.mkdir()
-    proc = segpipe(
+    proc = run_segpipe(
         "clean", str(out1), str(out2), "--config", "conf/samples.yaml", "--now-ms", str(NOW + 3_600_000),
         "--conf", "spark.python.unix.domain.socket.enabled=false",
         "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
@@ -151,7 +145,7 @@ def test_corrupt_source_exits_65_with_file_and_position(tmp_path: Path, sample_d
     data = bytearray(log.read_bytes())
     data[100] ^= 0xFF  # inside the first batch
     log.write_bytes(bytes(data))
-    proc = segpipe("clean", str(src), str(tmp_path / "out"), "--master", "local[1]")
+    proc = run_segpipe("clean", str(src), str(tmp_path / "out"), "--master", "local[1]")
     assert proc.returncode == 65, proc.stderr
     assert "CRC mismatch" in proc.stderr and "clicks-0/00000000000000000000.log at byte 0" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -169,7 +163,7 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
     assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
-    inspect = segpipe("inspect", str(tmp_path / "out"))
+    inspect = run_segpipe("inspect", str(tmp_path / "out"))
     assert inspect.returncode == 0 and "time 1700" in inspect.stdout and "(2023-11-" in inspect.stdout
     # A setting the driver JVM reads at its start is refused there: the JVM already runs.
     late = subprocess.run(
@@ -190,7 +184,7 @@ def test_a_segment_without_a_time_index_is_said_to_age_by_its_file_time(
     shutil.copytree(sample_dir, src)
     (src / "orders-1" / "00000000000000000000.timeindex").unlink()
     report = tmp_path / "plan.json"
-    proc = segpipe(
+    proc = run_segpipe(
         "clean", str(src), str(tmp_path / "out"), "--now-ms", str(NOW), "--dry-run", "--report", str(report)
     )
     assert proc.returncode == 0, proc.stderr
@@ -204,11 +198,11 @@ def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
 ) -> None:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("x")
-    proc = segpipe("clean", str(sample_dir), str(tmp_path / "full"), "--dry-run", "--now-ms", str(NOW))
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "full"), "--dry-run", "--now-ms", str(NOW))
     assert proc.returncode == 2 and "not empty" in proc.stderr
     report = tmp_path / "plan.json"
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run", "--report", str(report)]
-    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(report.read_text())
     assert doc["dry_run"] and {p["partition"] for p in doc["plan"]} == {
@@ -218,7 +212,7 @@ def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
         "orders-1",
     }
     # An existing report file is never overwritten, and that is known before any work.
-    again = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+    again = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
     assert again.returncode == 2 and f"{report} exists; segpipe does not overwrite it" in again.stderr
     assert json.loads(report.read_text()) == doc and not (tmp_path / "out").exists()
 
@@ -228,11 +222,11 @@ def test_stray_files_are_listed_carried_over_and_recorded(tmp_path: Path, sample
     shutil.copytree(sample_dir, src)
     (src / "orders-0" / "notes.txt").write_text("operator notes")
     (src / "orders-0" / "00000000000000000000.log.bak").write_bytes(b"old")
-    inspect = segpipe("inspect", str(src))
+    inspect = run_segpipe("inspect", str(src))
     assert "not part of the log: 00000000000000000000.log.bak" in inspect.stdout
     assert "not part of the log: notes.txt" in inspect.stdout and inspect.returncode == 0
     out = tmp_path / "out"
-    proc = segpipe("clean", str(src), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW))
+    proc = run_segpipe("clean", str(src), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW))
     assert proc.returncode == 0, proc.stderr
     assert (
         "orders-0: files that are not Kafka's, carried over unread: 00000000000000000000.log.bak, notes.txt"
@@ -255,7 +249,7 @@ def test_config_files_and_flags_speak_kafka(tmp_path: Path, sample_dir: Path) ->
         (["--config", str(bad_yaml)], f"{bad_yaml} is not valid YAML: while parsing a flow sequence"),
         (["--config", str(misspelt)], "unknown key defualts (the keys are 'defaults' and 'topics')"),
     ]:
-        proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
+        proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert len(proc.stderr.splitlines()) == 1
     # Pasted Kafka configs that do not bear on cleaning are accepted; --print-config names sources.
@@ -267,7 +261,7 @@ def test_config_files_and_flags_speak_kafka(tmp_path: Path, sample_dir: Path) ->
         "--topic-set",
         "orders:segment.bytes=2000",
     ]
-    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags, "--print-config")
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags, "--print-config")
     assert proc.returncode == 0, proc.stderr
     assert "  segment.bytes = 2000  (--topic-set)" in proc.stdout
     assert "  cleanup.policy = compact  (conf/samples.yaml topics.orders)" in proc.stdout
@@ -276,7 +270,7 @@ def test_config_files_and_flags_speak_kafka(tmp_path: Path, sample_dir: Path) ->
 
 
 def test_quiet_verbose_version_and_exit_codes_in_help(tmp_path: Path, sample_dir: Path) -> None:
-    proc = segpipe(
+    proc = run_segpipe(
         "-q",
         "clean",
         str(sample_dir),
@@ -295,8 +289,8 @@ def test_quiet_verbose_version_and_exit_codes_in_help(tmp_path: Path, sample_dir
     assert all(line.startswith("segpipe:") for line in lines) and lines[-1].startswith(
         "segpipe: 4 partitions"
     )
-    assert segpipe("--version").stdout.startswith("segpipe ")
-    help_text = segpipe("--help").stdout
+    assert run_segpipe("--version").stdout.startswith("segpipe ")
+    help_text = run_segpipe("--help").stdout
     assert (
         "exit codes:" in help_text
         and " 65  bad data stopped the run" in help_text
@@ -310,7 +304,9 @@ def test_an_unreachable_master_and_missing_credentials_fail_at_once(tmp_path: Pa
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--master", f"spark://127.0.0.1:{port}")
+    proc = run_segpipe(
+        "clean", str(sample_dir), str(tmp_path / "out"), "--master", f"spark://127.0.0.1:{port}"
+    )
     assert proc.returncode == 2 and f"cannot reach the Spark master spark://127.0.0.1:{port}" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -385,7 +381,7 @@ def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
     data[200] ^= 0xFF
     log.write_bytes(bytes(data))
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW)]
-    proc = segpipe("clean", str(src), str(tmp_path / "out"), *flags, "--on-corrupt", "skip-partition")
+    proc = run_segpipe("clean", str(src), str(tmp_path / "out"), *flags, "--on-corrupt", "skip-partition")
     assert proc.returncode == 3, proc.stderr
     assert "segpipe: skipped partition clicks-0: CRC mismatch: " in proc.stdout
     assert "clicks-0/00000000000000000380.log at byte 0" in proc.stdout
@@ -406,13 +402,13 @@ def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
     )
     # The other partitions are exactly what a run without the damage publishes.
     ref = tmp_path / "ref"
-    assert segpipe("clean", str(sample_dir), str(ref), *flags).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(ref), *flags).returncode == 0
     for part in ("orders-0", "orders-1", "legacy-users-0"):
         assert {p.name: p.read_bytes() for p in (out / part).iterdir()} == {
             p.name: p.read_bytes() for p in (ref / part).iterdir()
         }
     # The default still stops the run and publishes nothing.
-    failed = segpipe("clean", str(src), str(tmp_path / "out2"), *flags)
+    failed = run_segpipe("clean", str(src), str(tmp_path / "out2"), *flags)
     assert failed.returncode == 65 and not (tmp_path / "out2").exists()
 
 
@@ -432,7 +428,7 @@ def test_skip_partition_finds_malformed_records_behind_a_valid_crc_before_writin
                          base_timestamp=NOW, max_timestamp=NOW, attributes=0)  # fmt: skip
     write_log(src, "broken-0", [[good, bad], [v2_batch(4, [(0, NOW, b"k", b"v", [])])]])
     flags = ["--now-ms", str(NOW), "--set", "cleanup.policy=compact", "--on-corrupt", "skip-partition"]
-    proc = segpipe("clean", str(src), str(tmp_path / "out"), *flags)
+    proc = run_segpipe("clean", str(src), str(tmp_path / "out"), *flags)
     assert proc.returncode == 3, proc.stderr
     assert (
         f"segpipe: skipped partition broken-0: corrupt batch: {src}/broken-0/00000000000000000000.log at byte {len(good)}"

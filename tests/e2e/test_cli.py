@@ -6,33 +6,28 @@ import base64
 import json
 import os
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import run_segpipe
+
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def segpipe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, cwd=ROOT
-    )
-
-
 def test_generate_inspect_dump(tmp_path: Path) -> None:
     dst = tmp_path / "logs"
-    gen = segpipe(
+    gen = run_segpipe(
         "generate", str(dst), "--topics", "a,b", "--partitions", "2", "--records", "500",
         "--codecs", "zstd,snappy", "--log-append-time", "--segment-bytes", "16384",
     )  # fmt: skip
     assert gen.returncode == 0, gen.stderr
     assert "a-0: log end offset" in gen.stdout
-    assert segpipe("generate", str(dst)).returncode == 2  # refuses a non-empty destination
+    assert run_segpipe("generate", str(dst)).returncode == 2  # refuses a non-empty destination
 
-    inspect = segpipe("inspect", str(dst), "--json")
+    inspect = run_segpipe("inspect", str(dst), "--json")
     assert inspect.returncode == 0, inspect.stdout
     doc = json.loads(inspect.stdout)
     assert doc["valid"] and [f"{p['topic']}-{p['partition']}" for p in doc["partitions"]] == [
@@ -45,7 +40,7 @@ def test_generate_inspect_dump(tmp_path: Path) -> None:
     assert {"zstd", "snappy"} <= set(seg["codecs"]) <= {"zstd", "snappy", "none"}  # none: markers
     assert seg["first_offset"] == 0
 
-    dump = segpipe("dump", str(dst), "--topic", "a", "--partition", "1")
+    dump = run_segpipe("dump", str(dst), "--topic", "a", "--partition", "1")
     assert dump.returncode == 0, dump.stderr
     rows = [json.loads(line) for line in dump.stdout.splitlines()]
     offsets = [r["offset"] for r in rows]
@@ -57,7 +52,7 @@ def test_generate_inspect_dump(tmp_path: Path) -> None:
     assert {r["timestamp_type"] for r in data} == {"LogAppendTime"}
     batches = [
         json.loads(line)
-        for line in segpipe("dump", str(dst), "--topic", "a", "--batches").stdout.splitlines()
+        for line in run_segpipe("dump", str(dst), "--topic", "a", "--batches").stdout.splitlines()
     ]
     max_ts = {b["base_offset"]: b["max_timestamp"] for b in batches if b["partition"] == 1}
     # A consumer sees the batch's max timestamp (the broker's append time) for LogAppendTime.
@@ -70,12 +65,12 @@ def test_generate_inspect_dump(tmp_path: Path) -> None:
 def test_dump_marks_control_records(tmp_path: Path) -> None:
     dst = tmp_path / "logs"
     assert (
-        segpipe(
+        run_segpipe(
             "generate", str(dst), "--topics", "t", "--transactional-ratio", "0.5", "--records", "400"
         ).returncode
         == 0
     )
-    rows = [json.loads(line) for line in segpipe("dump", str(dst)).stdout.splitlines()]
+    rows = [json.loads(line) for line in run_segpipe("dump", str(dst)).stdout.splitlines()]
     control = [r for r in rows if r["is_control"]]
     assert control and {r["control_type"] for r in control} <= {"COMMIT", "ABORT"}
     assert all(r["is_transactional"] and r["producer_id"] >= 0 for r in control)
@@ -92,53 +87,55 @@ def test_readme_demo_command_runs() -> None:
 def test_config_describe_lists_every_topic_config_with_its_default() -> None:
     from pipelines.config import TOPIC_CONFIGS, TopicConfig
 
-    proc = segpipe("config", "describe", "--json")
+    proc = run_segpipe("config", "describe", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert list(rows) == [d.name for d in TOPIC_CONFIGS]
     assert {name: row["default"] for name, row in rows.items()} == TopicConfig().to_kafka()
     assert rows["retention.ms"]["default"] == 604_800_000 and rows["cleanup.policy"]["default"] == "delete"
     assert all(row["type"] and row["doc"] for row in rows.values())
-    text = segpipe("config", "describe")
+    text = run_segpipe("config", "describe")
     assert text.returncode == 0 and "delete.retention.ms  (long ≥ 0, default 86400000)" in text.stdout
 
 
 def test_a_segment_file_is_inspected_and_dumped_and_refused_as_a_source(tmp_path: Path) -> None:
     root = ROOT / "data" / "samples"
     log = root / "orders-1" / "00000000000000000000.log"
-    proc = segpipe("inspect", str(log))
+    proc = run_segpipe("inspect", str(log))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("orders-1: 1 segments") and "00000000000000000000.log" in proc.stdout
-    index = segpipe("inspect", str(log.with_suffix(".index")))
+    index = run_segpipe("inspect", str(log.with_suffix(".index")))
     assert index.stdout == proc.stdout  # an index file stands for its segment
-    records = [json.loads(line) for line in segpipe("dump", str(log)).stdout.splitlines()]
+    records = [json.loads(line) for line in run_segpipe("dump", str(log)).stdout.splitlines()]
     whole = [
         json.loads(line)
-        for line in segpipe("dump", str(root), "--topic", "orders", "--partition", "1").stdout.splitlines()
+        for line in run_segpipe(
+            "dump", str(root), "--topic", "orders", "--partition", "1"
+        ).stdout.splitlines()
     ]
     assert records and records == [r for r in whole if r["offset"] < records[-1]["offset"] + 1]
-    clean = segpipe("clean", str(log), str(tmp_path / "out"))
+    clean = run_segpipe("clean", str(log), str(tmp_path / "out"))
     assert (
         clean.returncode == 2
         and "is a file; give the log directory or the partition directory" in clean.stderr
     )
     assert "Traceback" not in clean.stderr and not (tmp_path / "out").exists()
-    not_segment = segpipe("inspect", str(root / "orders-1" / "leader-epoch-checkpoint"))
+    not_segment = run_segpipe("inspect", str(root / "orders-1" / "leader-epoch-checkpoint"))
     assert not_segment.returncode == 2 and "not a segment file" in not_segment.stderr
 
 
 def test_empty_directories_say_so(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
-    proc = segpipe("inspect", str(tmp_path / "logs"))
+    proc = run_segpipe("inspect", str(tmp_path / "logs"))
     assert proc.returncode == 0 and "no partition directories" in proc.stdout
     (tmp_path / "orders-3").mkdir()
-    proc = segpipe("inspect", str(tmp_path / "orders-3"))
+    proc = run_segpipe("inspect", str(tmp_path / "orders-3"))
     assert proc.returncode == 0 and proc.stdout.startswith("orders-3: 0 segments, 0 bytes, 0 records")
 
 
 def test_filters_that_match_nothing_are_named_and_misnamed_topic_configs_refused(tmp_path: Path) -> None:
     root = ROOT / "data" / "samples"
-    proc = segpipe("dump", str(root), "--topic", "ordrs")
+    proc = run_segpipe("dump", str(root), "--topic", "ordrs")
     assert proc.returncode == 0 and proc.stdout == ""
     assert (
         "no partition matches the filters (partitions there: clicks-0, legacy-users-0, orders-0, orders-1)"
@@ -146,7 +143,7 @@ def test_filters_that_match_nothing_are_named_and_misnamed_topic_configs_refused
     )
     for flags in (["--topic-set", "ordrs:retention.ms=1000"], ["--config", str(tmp_path / "c.yaml")]):
         (tmp_path / "c.yaml").write_text("topics:\n  ordrs:\n    retention.ms: 1000\n")
-        proc = segpipe("clean", str(root), str(tmp_path / "out"), *flags)
+        proc = run_segpipe("clean", str(root), str(tmp_path / "out"), *flags)
         assert proc.returncode == 2, proc.stderr
         assert (
             "topic configs for ordrs, which" in proc.stderr
@@ -156,15 +153,16 @@ def test_filters_that_match_nothing_are_named_and_misnamed_topic_configs_refused
 
 def test_compressed_legacy_wrappers_count_their_records_and_show_their_offsets() -> None:
     root = ROOT / "data" / "samples"
-    report = json.loads(segpipe("inspect", str(root), "--json").stdout)
+    report = json.loads(run_segpipe("inspect", str(root), "--json").stdout)
     legacy = next(p for p in report["partitions"] if p["topic"] == "legacy-users")
     records = [
-        json.loads(line) for line in segpipe("dump", str(root), "--topic", "legacy-users").stdout.splitlines()
+        json.loads(line)
+        for line in run_segpipe("dump", str(root), "--topic", "legacy-users").stdout.splitlines()
     ]
     assert sum(s["records"] for s in legacy["segments"]) == len(records)
     batches = [
         json.loads(line)
-        for line in segpipe("dump", str(root), "--topic", "legacy-users", "--batches").stdout.splitlines()
+        for line in run_segpipe("dump", str(root), "--topic", "legacy-users", "--batches").stdout.splitlines()
     ]
     wrappers = [b for b in batches if b["magic"] < 2 and b["codec"] != "none"]
     assert wrappers and all(b["base_offset"] >= 0 and b["records_count"] > 1 for b in wrappers)
@@ -177,10 +175,12 @@ def test_dump_selects_by_offset_and_time_and_decodes_as_asked() -> None:
     root = ROOT / "data" / "samples"
     everything = [
         json.loads(line)
-        for line in segpipe("dump", str(root), "--topic", "orders", "--partition", "0").stdout.splitlines()
+        for line in run_segpipe(
+            "dump", str(root), "--topic", "orders", "--partition", "0"
+        ).stdout.splitlines()
     ]
     lo, hi = everything[10]["offset"], everything[20]["offset"]
-    picked = segpipe(
+    picked = run_segpipe(
         "dump",
         str(root),
         "--topic",
@@ -199,16 +199,16 @@ def test_dump_selects_by_offset_and_time_and_decodes_as_asked() -> None:
     assert rows[0]["key"] == base64.b64decode(everything[10]["key"]).hex()
     t0, t1 = everything[10]["timestamp"], everything[20]["timestamp"]
     iso = datetime.fromtimestamp(t0 / 1000, tz=UTC).isoformat()
-    timed = segpipe(
+    timed = run_segpipe(
         "dump", str(root), "--topic", "orders", "--partition", "0", "--from-time", iso, "--to-time", str(t1)
     )
     assert {json.loads(line)["offset"] for line in timed.stdout.splitlines()} == {
         r["offset"] for r in everything if t0 <= r["timestamp"] <= t1
     }
-    assert segpipe("dump", str(root), "--limit", "0").stdout == ""
+    assert run_segpipe("dump", str(root), "--limit", "0").stdout == ""
     batches = [
         json.loads(line)
-        for line in segpipe("dump", str(root), "--topic", "orders", "--batches").stdout.splitlines()
+        for line in run_segpipe("dump", str(root), "--topic", "orders", "--batches").stdout.splitlines()
     ]
     assert {"codec", "is_transactional", "is_control", "timestamp_type"} <= set(batches[0])
     assert any(b["is_control"] and b["is_transactional"] for b in batches)
@@ -223,11 +223,11 @@ def test_generate_refuses_impossible_options_before_writing(tmp_path: Path) -> N
         (["--topics", "bad/name"], "topic name 'bad/name': Kafka allows"),
         (["--partitions", "0"], "partitions must be at least 1 (got 0)"),
     ]:
-        proc = segpipe("generate", str(tmp_path / "dst"), *flags)
+        proc = run_segpipe("generate", str(tmp_path / "dst"), *flags)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / "dst").exists()
     # Without --topics the options shape the sample set (all four of its topics).
-    proc = segpipe("generate", str(tmp_path / "dst"), "--records", "30")
+    proc = run_segpipe("generate", str(tmp_path / "dst"), "--records", "30")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "dst").iterdir() if p.is_dir()) == [
         "clicks-0", "legacy-users-0", "orders-0", "orders-1"

@@ -4,9 +4,7 @@ same bytes as a run that was never interrupted. SIGTERM stops a run cleanly."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import kill_group, run_segpipe
+
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_700_700_000_000
@@ -22,24 +22,7 @@ FLAGS = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "loc
 
 
 def run(src: Path, dst: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SEGPIPE_FAULT"}
-    if fault:
-        env["SEGPIPE_FAULT"] = fault
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(src), str(dst), *FLAGS],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=600)
-    finally:
-        _kill_group(proc.pid)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def _kill_group(pid: int) -> None:
-    """Nothing of a run may outlive its test."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    return run_segpipe("clean", str(src), str(dst), *FLAGS, fault=fault)
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -113,7 +96,7 @@ def test_sigterm_stops_the_run_cleanly(sample_dir: Path, tmp_path: Path) -> None
         time.sleep(0.05)  # bounded: until the run has staged its output
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    _kill_group(proc.pid)
+    kill_group(proc.pid)
     assert proc.returncode == 143, err
     assert "Traceback" not in err and len(err.splitlines()) <= 3, err
     assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published"

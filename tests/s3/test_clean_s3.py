@@ -5,50 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import read_log
+from tests.helpers import read_log, run_segpipe
 
 pytestmark = pytest.mark.s3
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_700_700_000_000
-
-
-@pytest.fixture(scope="module")
-def s3_env() -> Iterator[dict[str, str]]:
-    """A moto S3 server bound to 127.0.0.1 for this module only; stopped at the end."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
-
-
-def segpipe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600,
-        env={**os.environ, **env, "PYSPARK_PYTHON": sys.executable},
-    )  # fmt: skip
 
 
 def test_clean_from_s3_to_s3_matches_a_local_run(
@@ -60,21 +25,21 @@ def test_clean_from_s3_to_s3_matches_a_local_run(
     fs.mkdir("archive")
     fs.put(str(sample_dir) + "/", "archive/src/", recursive=True)
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
-    proc = segpipe(s3_env, "clean", "s3://archive/src", "s3://archive/out", *flags)
+    proc = run_segpipe("clean", "s3://archive/src", "s3://archive/out", *flags, env=s3_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert fs.exists("archive/out/_segpipe/manifest.json")
     assert not fs.exists("archive/out/_segpipe/INCOMPLETE")
-    assert segpipe(s3_env, "inspect", "s3://archive/out").returncode == 0
+    assert run_segpipe("inspect", "s3://archive/out", env=s3_env).returncode == 0
     # Same bytes as a local run of the same job.
     local = tmp_path / "local"
-    assert segpipe(s3_env, "clean", str(sample_dir), str(local), *flags).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == 0
     fs.get("archive/out/", str(tmp_path / "from-s3") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
         for log in sorted((local / part).glob("*")):
             assert (tmp_path / "from-s3" / part / log.name).read_bytes() == log.read_bytes(), log.name
         assert read_log(tmp_path / "from-s3", part) == read_log(local, part)
     # A non-empty destination is refused.
-    again = segpipe(s3_env, "clean", "s3://archive/src", "s3://archive/out", *flags)
+    again = run_segpipe("clean", "s3://archive/src", "s3://archive/out", *flags, env=s3_env)
     assert again.returncode == 2 and "not empty" in again.stderr
 
 
@@ -132,12 +97,12 @@ def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
     elif stage != "after-publish":
         assert fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")  # readers treat the output as absent
     if stage != "after-publish":  # published whole before the kill: nothing to redo
-        proc = segpipe(s3_env, "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags)
+        proc = run_segpipe("clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags, env=s3_env)
         assert proc.returncode == 0, proc.stderr
         removed = f"segpipe: removed staging of a run that did not finish: s3://{bucket}/out"
         assert (removed in proc.stdout) == (stage != "after-scan")
     local = tmp_path / "local"
-    assert segpipe(s3_env, "clean", str(sample_dir), str(local), *flags).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == 0
     fs.invalidate_cache()
     fs.get(f"{bucket}/out/", str(tmp_path / "from-s3") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
