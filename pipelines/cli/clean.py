@@ -13,13 +13,20 @@ from pipelines.cli.spark_args import (
     now_from,
     spark_run,
 )
-from pipelines.errors import EXIT_OK, EXIT_SKIPPED
+from pipelines.config import JobConfig
+from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("clean", help="apply Kafka retention and compaction, writing a new log directory")
     p.add_argument("src", help="log directory (path or fsspec URL); never modified")
-    p.add_argument("dst", help="output directory; must be absent or empty")
+    p.add_argument("dst", nargs="?", help="output directory; must be absent or empty (none with --in-place)")
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="SRC is a remote tier: write the cleaned segments into it as new objects and commit them as a "
+        "new manifest version (old objects stay until tier --expire)",
+    )
     p.add_argument("--remote", metavar="REMOTE_URL", help="SRC's remote tier: the two are cleaned as one log")
     add_config_arguments(p)
     add_now_argument(p, "retention.ms, delete horizons, min.compaction.lag.ms, producer expiry")
@@ -54,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
+    if args.in_place:
+        return _run_in_place(args, config)
+    if args.dst is None:
+        raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     src = log_url(args.src, args.remote)
     storage, path = open_storage(src)
     topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions})
@@ -78,6 +89,27 @@ def run(args: argparse.Namespace) -> int:
 
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
+            log=console.say, on_corrupt=args.on_corrupt,
+        )  # fmt: skip
+    return EXIT_SKIPPED if report.skipped else EXIT_OK
+
+
+def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
+    from pipelines.output.destination import require_new_file
+    from segment_io.remote.tier import RemoteTier
+
+    if args.dst is not None or args.remote:
+        raise ConfigError("clean --in-place takes one path, the remote tier (no DST, no --remote)")
+    tier = RemoteTier.open(args.src)  # refuses anything but a remote tier
+    config.require_topics({tp.topic for tp in tier.partitions()}, args.src)
+    now_ms = now_from(args)
+    if args.report:
+        require_new_file(args.report)
+    with spark_run(args, "pipelines.jobs.clean") as sc:
+        from pipelines.jobs.clean.in_place import clean_in_place
+
+        report = clean_in_place(
+            sc, args.src, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt,
         )  # fmt: skip
     return EXIT_SKIPPED if report.skipped else EXIT_OK

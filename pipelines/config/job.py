@@ -7,7 +7,7 @@ configs that do not bear on cleaning are accepted and ignored. Where each value 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -55,6 +55,19 @@ class JobConfig:
         return {
             t: {n: {"value": v, "source": src} for n, (v, src) in self.effective(t).items()} for t in topics
         }
+
+    def all_sealed(self, why: str) -> JobConfig:
+        """Every topic's last segment counts as inactive (`why` is recorded as the value's source):
+        a remote tier holds no active segment."""
+        name = "segpipe.last.segment.sealed"
+        sources = {key: {**values, name: why} for key, values in self.sources.items()}
+        sources["*"] = {**sources.get("*", {}), name: why}
+        return replace(
+            self,
+            defaults=replace(self.defaults, last_segment_sealed=True),
+            topics={t: replace(c, last_segment_sealed=True) for t, c in self.topics.items()},
+            sources=sources,
+        )
 
     def ignored_note(self) -> str | None:
         if not self.ignored:

@@ -96,6 +96,7 @@ class PartitionManifest:
     segments: tuple[RemoteSegment, ...] = ()
     leader_epochs: tuple[tuple[int, int], ...] = ()
     partition_metadata: str | None = None
+    cleaner_offset: int | None = None  # where the last in-place clean's dirty section ended
     note: str = ""  # what made this version: "tier", "retention", "clean", ...
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -132,6 +133,7 @@ class PartitionManifest:
             "note": self.note,
             "leader_epochs": [list(e) for e in self.leader_epochs],
             "partition_metadata": self.partition_metadata,
+            "cleaner_offset": self.cleaner_offset,
             "segments": [s.to_json() for s in self.segments],
             **({"extra": self.extra} if self.extra else {}),
         }
@@ -152,6 +154,7 @@ class PartitionManifest:
             segments=tuple(RemoteSegment.from_json(s) for s in body["segments"]),
             leader_epochs=tuple((int(e), int(o)) for e, o in body.get("leader_epochs", [])),
             partition_metadata=body.get("partition_metadata"),
+            cleaner_offset=body.get("cleaner_offset"),
             note=str(body.get("note", "")),
             extra=dict(body.get("extra", {})),
         )

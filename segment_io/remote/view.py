@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import builtins
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -34,6 +34,7 @@ from segment_io.topic_partition import TopicPartition
 SCHEME = "tiered"
 ROOT = "tiered:"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
 
 
@@ -123,30 +124,36 @@ class TieredView(Storage):
         ]
 
     def _list_root(self) -> builtins.list[FileInfo]:
-        entries = {f.name: f for f in self._local_entries() if f.name != LOG_START_CHECKPOINT}
+        generated = (LOG_START_CHECKPOINT, CLEANER_CHECKPOINT)
+        entries = {f.name: f for f in self._local_entries() if f.name not in generated}
         for tp in self.manifests:
             entries.setdefault(tp.dir_name, FileInfo(f"{ROOT}/{tp.dir_name}", tp.dir_name, 0, 0, True))
         entries = {
             name: (replace_path(f, f"{ROOT}/{name}") if f.is_dir else f) for name, f in entries.items()
         }
-        starts = self._log_start_offsets()
-        if starts:
-            entries[LOG_START_CHECKPOINT] = self._virtual_file(
-                LOG_START_CHECKPOINT, format_offset_checkpoint(starts)
-            )
+        for name, remote_offset in (
+            (LOG_START_CHECKPOINT, _moved_log_start),
+            (CLEANER_CHECKPOINT, _cleaner_offset),
+        ):
+            offsets = self._checkpoint(name, remote_offset)
+            if offsets:
+                entries[name] = self._virtual_file(name, format_offset_checkpoint(offsets))
         return sorted(entries.values(), key=lambda f: f.name)
 
-    def _log_start_offsets(self) -> dict[TopicPartition, int]:
-        starts: dict[TopicPartition, int] = {}
+    def _checkpoint(
+        self, name: str, remote_offset: Callable[[PartitionManifest], int | None]
+    ) -> dict[TopicPartition, int]:
+        """A root checkpoint: the local one's entries, raised to what the manifests record."""
+        offsets: dict[TopicPartition, int] = {}
         local = {f.name: f for f in self._local_entries()}
-        if LOG_START_CHECKPOINT in local:
-            path = local[LOG_START_CHECKPOINT].path
-            starts.update(parse_offset_checkpoint(self.read(path), path))
+        if name in local:
+            path = local[name].path
+            offsets.update(parse_offset_checkpoint(self.read(path), path))
         for tp, manifest in self.manifests.items():
-            # Only where retention moved it past the first segment (else Kafka's default holds).
-            if manifest.segments and manifest.log_start_offset > manifest.segments[0].base_offset:
-                starts[tp] = max(starts.get(tp, 0), manifest.log_start_offset)
-        return starts
+            offset = remote_offset(manifest)
+            if offset is not None:
+                offsets[tp] = max(offsets.get(tp, 0), offset)
+        return offsets
 
     def _list_partition(self, tp: TopicPartition) -> builtins.list[FileInfo]:
         manifest = self.manifests.get(tp)
@@ -256,6 +263,17 @@ class TieredView(Storage):
     remove = _read_only
     rename = _read_only
     create_exclusive = _read_only
+
+
+def _moved_log_start(manifest: PartitionManifest) -> int | None:
+    """Only where retention moved it past the first segment (else Kafka's default holds)."""
+    if manifest.segments and manifest.log_start_offset > manifest.segments[0].base_offset:
+        return manifest.log_start_offset
+    return None
+
+
+def _cleaner_offset(manifest: PartitionManifest) -> int | None:
+    return manifest.cleaner_offset
 
 
 def replace_path(info: FileInfo, path: str) -> FileInfo:

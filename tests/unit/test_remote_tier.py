@@ -10,7 +10,7 @@ import pytest
 from pipelines.config import JobConfig, TopicConfig
 from pipelines.jobs.tier.expire import expire
 from pipelines.jobs.tier.plan import plan_tier
-from pipelines.jobs.tier.throttle import Throttle
+from pipelines.output.throttle import Throttle
 from segment_io.errors import ManifestConflict, NotALogDirectory, RemoteTierCorrupt, UploadFailed
 from segment_io.remote.manifest import PartitionManifest, RemoteObject, RemoteSegment
 from segment_io.remote.tier import RemoteTier, SegmentUpload, retrying

@@ -19,24 +19,20 @@ from pipelines.config import JobConfig
 from pipelines.jobs.tier.plan import TierPlan, next_manifest, plan_tier
 from pipelines.jobs.tier.release import finish_releases, release_segments, write_log_start_offsets
 from pipelines.jobs.tier.report import TierReport
-from pipelines.jobs.tier.throttle import per_task
-from pipelines.jobs.tier.upload import UploadTask, run_uploads
 from pipelines.log.scanned import Scanned, scan_log
 from pipelines.output.destination import require_new_file
+from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import StageTimer
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import segment_error_in
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
-from pipelines.runtime.tasks import packed
-from segment_io.checkpoints import parse_leader_epoch_checkpoint
-from segment_io.layout import PartitionListing, segment_file_name
-from segment_io.remote.manifest import PartitionManifest, RemoteSegment
-from segment_io.remote.tier import RemoteTier, SegmentUpload
+from segment_io.layout import PartitionListing
+from segment_io.remote.manifest import PartitionManifest
+from segment_io.remote.tier import RemoteTier
 from segment_io.storage import open_storage
 from segment_io.topic_partition import TopicPartition
 
-WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.tier.upload")
-UPLOAD_TASKS_PER_CORE = 2
+WORKER_MODULES = ("pipelines.log.scan", "pipelines.output.remote_upload")
 Log = Callable[[str], Any]
 
 
@@ -108,7 +104,15 @@ def _tier(
     fault_point("before-upload")
     raise_if_stopped()
     with timer.stage("upload"):
-        uploaded = _upload(sc, plans, scanned, partitions, remote.url, max_bytes_per_second)
+        tasks = [
+            task
+            for i, p in enumerate(plans)
+            if p.tp in partitions
+            for task in upload_tasks(
+                scanned, i, partitions[p.tp], [(u.segment_id, u.end_offset) for u in p.uploads]
+            )
+        ]
+        uploaded = upload_all(sc, tasks, remote.url, max_bytes_per_second)
     report.add_uploads(uploaded)
     fault_point("after-upload")
     raise_if_stopped()
@@ -116,7 +120,7 @@ def _tier(
         for index, plan in enumerate(plans):
             if plan.changes_remote:
                 part = partitions.get(plan.tp)
-                epochs, metadata = _partition_files(scanned, part)
+                epochs, metadata = partition_files(scanned.storage, part)
                 manifest = next_manifest(
                     manifests[plan.tp], plan, uploaded.get(index, []), epochs, metadata, now
                 )
@@ -156,82 +160,6 @@ def _plan(
         cps.get("replication-offset-checkpoint", {}).get(tp),
         now,
     )
-
-
-def _partition_files(
-    scanned: Scanned, part: PartitionListing | None
-) -> tuple[tuple[tuple[int, int], ...] | None, str | None]:
-    """The local leader-epoch checkpoint entries and partition.metadata, where present."""
-    if part is None:
-        return None, None
-    files = {f.name: f for f in part.other_files}
-    epochs = metadata = None
-    if "leader-epoch-checkpoint" in files:
-        info = files["leader-epoch-checkpoint"]
-        epochs = tuple(parse_leader_epoch_checkpoint(scanned.storage.read(info.path), info.path))
-    if "partition.metadata" in files:
-        metadata = scanned.storage.read(files["partition.metadata"].path).decode()
-    return epochs, metadata
-
-
-def _upload_tasks(
-    plans: list[TierPlan], scanned: Scanned, partitions: dict[TopicPartition, PartitionListing]
-) -> list[UploadTask]:
-    tasks = []
-    for index, plan in enumerate(plans):
-        part = partitions.get(plan.tp)
-        if part is None or not plan.uploads:
-            continue
-        snapshots = {f.name: f for f in part.snapshots}
-        epochs, _ = _partition_files(scanned, part)
-        for u in plan.uploads:
-            files = scanned.files[u.segment_id]
-            kinds = [
-                ("log", files.log),
-                ("index", files.index),
-                ("timeindex", files.timeindex),
-                ("txnindex", files.txnindex),
-            ]
-            snapshot = snapshots.get(segment_file_name(u.end_offset + 1, "snapshot"))
-            kinds.append(("snapshot", snapshot))
-            present = tuple((kind, info.path) for kind, info in kinds if info is not None)
-            meta = scanned.scanned_by_id[u.segment_id].meta
-            segment_epochs = tuple(e for e in (epochs or ()) if e[1] <= u.end_offset)
-            upload = SegmentUpload(
-                plan.tp,
-                u.base_offset,
-                u.end_offset,
-                meta.largest_timestamp,
-                meta.mtime_ms,
-                present,
-                segment_epochs,
-            )
-            size = sum(info.size for _, info in kinds if info is not None)
-            tasks.append(UploadTask(index, scanned.url, upload, size))
-    return tasks
-
-
-def _upload(
-    sc: Any,
-    plans: list[TierPlan],
-    scanned: Scanned,
-    partitions: dict[TopicPartition, PartitionListing],
-    remote_url: str,
-    max_bytes_per_second: int | None,
-) -> dict[int, list[RemoteSegment]]:
-    """Every planned upload, in parallel; by plan index, in offset order."""
-    tasks = _upload_tasks(plans, scanned, partitions)
-    if not tasks:
-        return {}
-    rdd = packed(sc, tasks, [t.size for t in tasks], UPLOAD_TASKS_PER_CORE)
-    rate = per_task(max_bytes_per_second, min(rdd.getNumPartitions(), sc.defaultParallelism))
-    rows = rdd.flatMap(lambda pack: run_uploads(pack, remote_url, rate)).collect()
-    out: dict[int, list[RemoteSegment]] = {}
-    for index, segment in rows:
-        out.setdefault(index, []).append(segment)
-    for segments in out.values():
-        segments.sort(key=lambda s: s.base_offset)
-    return out
 
 
 def _finish(report: TierReport, timer: StageTimer, report_path: str | None, log: Log) -> TierReport:
