@@ -151,3 +151,9 @@ class UploadFailed(SegpipeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.url, self.cause))
+
+    @classmethod
+    def from_message(cls, message: str) -> UploadFailed:
+        """Rebuild the error from its own `str()` (a URL holds "://" but never ": ")."""
+        url, _, cause = message.removeprefix("upload failed: ").partition(": ")
+        return cls(url, cause)

@@ -24,7 +24,7 @@ from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.remote_errors import segment_error_in
+from pipelines.runtime.remote_errors import typed_error_in
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from pipelines.runtime.tasks import packed
 from segment_io.errors import SegmentError
@@ -72,7 +72,7 @@ def clean(
             raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
         return _clean(spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log, on_corrupt)
     except Exception as exc:
-        typed = segment_error_in(exc)
+        typed = typed_error_in(exc)
         if typed is None or typed is exc:
             raise
         raise typed from None

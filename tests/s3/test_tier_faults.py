@@ -1,0 +1,79 @@
+"""`tier` through a proxy that makes S3 misbehave: throttling, 500s, dropped connections and
+stalls are ridden out; a permanent refusal stops the run naming the object and the cause, with
+nothing committed, nothing released locally, and no credential in what it prints."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from segment_io.remote.tier import RemoteTier
+from tests.helpers import run_segpipe
+from tests.s3.fault_proxy import Fault, FaultProxy
+from tests.s3.test_tier_s3 import RELEASE, bucket, check_whole, tree
+
+pytestmark = pytest.mark.s3
+SECRET = "s3cr3t-never-printed"
+
+
+@pytest.fixture
+def proxied(s3_env: dict[str, str]) -> Iterator[tuple[FaultProxy, dict[str, str]]]:
+    with FaultProxy(s3_env["AWS_ENDPOINT_URL"]) as proxy:
+        yield proxy, {**s3_env, "AWS_ENDPOINT_URL": proxy.url, "AWS_SECRET_ACCESS_KEY": SECRET}
+
+
+def test_throttling_errors_drops_and_stalls_are_ridden_out(
+    proxied: tuple[FaultProxy, dict[str, str]], s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    proxy, env = proxied
+    remote = bucket(s3_env, "flaky")
+    log = tmp_path / "log"
+    shutil.copytree(sample_dir, log)
+    for fault in (
+        Fault("status", "PUT", ".log", times=3, status=503, code="SlowDown"),
+        Fault("status", "PUT", ".index", times=2, status=500, code="InternalError"),
+        Fault("status", "GET", ".timeindex", times=2, status=500, code="InternalError"),
+        Fault("drop", "PUT", ".timeindex", times=2),
+        Fault("drop", "GET", ".log", times=1),
+        Fault("stall", "PUT", "/manifest/", times=1, seconds=1.5),
+    ):
+        proxy.add(fault)
+    proc = run_segpipe("tier", str(log), remote, *RELEASE, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(f.hits == f.times for f in proxy.faults), [
+        (f.kind, f.path_contains, f.hits) for f in proxy.faults
+    ]
+    proxy.clear()
+    check_whole(s3_env, remote, log, sample_dir, tmp_path)
+
+
+def test_a_permanent_refusal_stops_the_run_and_commits_nothing(
+    proxied: tuple[FaultProxy, dict[str, str]], s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    proxy, env = proxied
+    remote = bucket(s3_env, "denied")
+    log = tmp_path / "log"
+    shutil.copytree(sample_dir, log)
+    before = tree(log)
+    proxy.add(
+        Fault(
+            "status",
+            "PUT",
+            "clicks-0/segments/00000000000000000380",
+            times=-1,
+            status=403,
+            code="AccessDenied",
+        )
+    )
+    proc = run_segpipe("tier", str(log), remote, *RELEASE, env=env)
+    assert proc.returncode == 74, proc.stderr[-3000:]
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: upload failed: s3://denied/tier/clicks-0/segments/00000000000000000380-")
+    assert "PermissionError" in error or "AccessDenied" in error or "Forbidden" in error
+    assert SECRET not in proc.stdout + proc.stderr
+    tier = RemoteTier.open(remote)
+    assert all(tier.versions(tp) == [] for tp in tier.partitions())  # nothing committed
+    assert tree(log) == before  # nothing released
