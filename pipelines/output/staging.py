@@ -52,9 +52,17 @@ def require_writable(dst_url: str) -> list[Leftover]:
     leftovers = find_leftovers(dst_url)
     storage, final = open_storage(dst_url)
     reclaimed = {x.path for x in leftovers}
-    if final not in reclaimed and storage.exists(final) and storage.list(final):
+    if final not in reclaimed and storage.exists(final) and _holds_anything(storage, final):
         raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
     return leftovers
+
+
+def _holds_anything(storage: Storage, path: str) -> bool:
+    """On a disk any entry counts (publication renames into an empty directory only); in an object
+    store only objects do (some stores, SeaweedFS, keep empty folders after their objects go)."""
+    if storage.renames_directories:
+        return bool(storage.list(path))
+    return next(iter(storage.walk_files(path)), None) is not None
 
 
 def remove_leftover(storage: Storage, leftover: Leftover) -> int:

@@ -30,6 +30,19 @@ def _mtime_ms(info: dict[str, Any]) -> int:
     return -1
 
 
+def _precondition_failed(exc: BaseException) -> bool:
+    """The store refused a conditional write because the key exists (412, or 409 when two such
+    writes race), whichever way the client library reported it."""
+    for error in (exc, exc.__cause__, exc.__context__):
+        response = getattr(error, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                return True
+    return False
+
+
 # Object stores whose writers publish nothing until close (a PUT, or a completed multipart
 # upload): their writers stream. Other fsspec file systems (memory://, ...) may show a file as
 # soon as it is opened, so their writes are held back and written whole on commit.
@@ -97,8 +110,11 @@ class ObjectStorage(Storage):
         if not self.fs.exists(path):
             return []
         out = []
+        own = path.rstrip("/")
         for info in self.fs.ls(path, detail=True):
             full = info["name"].rstrip("/")
+            if full == own:  # a folder's own marker object (`key/`, as SeaweedFS keeps folders)
+                continue
             out.append(
                 FileInfo(
                     path=full,
@@ -148,7 +164,14 @@ class ObjectStorage(Storage):
         Other fsspec file systems get a check before the write (one process at a time)."""
         self.makedirs(posixpath.dirname(path))
         if self.protocol in ("s3", "s3a"):
-            self.fs.pipe_file(path, data, mode="create")  # FileExistsError when the key exists
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                raise
+            except OSError as exc:
+                if _precondition_failed(exc):  # stores that leave out which condition failed
+                    raise FileExistsError(path) from None
+                raise
             return
         if self.fs.exists(path):
             raise FileExistsError(path)

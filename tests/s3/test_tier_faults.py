@@ -71,7 +71,7 @@ def test_a_permanent_refusal_stops_the_run_and_commits_nothing(
     proc = run_segpipe("tier", str(log), remote, *RELEASE, env=env)
     assert proc.returncode == 74, proc.stderr[-3000:]
     error = proc.stderr.strip().splitlines()[-1]
-    assert error.startswith("error: upload failed: s3://denied/tier/clicks-0/segments/00000000000000000380-")
+    assert error.startswith(f"error: upload failed: {remote}/clicks-0/segments/00000000000000000380-")
     assert "PermissionError" in error or "AccessDenied" in error or "Forbidden" in error
     assert SECRET not in proc.stdout + proc.stderr
     tier = RemoteTier.open(remote)

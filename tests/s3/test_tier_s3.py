@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -29,12 +30,26 @@ def tree(root: Path) -> dict[str, str]:
     }
 
 
+BUCKET = "segpipe-tests"
+
+
 def bucket(s3_env: dict[str, str], name: str) -> str:
+    """A fresh prefix in the one test bucket (every new bucket costs SeaweedFS new volumes)."""
     import s3fs
 
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
-    fs.mkdir(name)
-    return f"s3://{name}/tier"
+    if not fs.exists(BUCKET):
+        fs.mkdir(BUCKET)
+        # A new bucket may take a moment to take writes (SeaweedFS): wait, boundedly, until one works.
+        for attempt in range(50):
+            try:
+                fs.pipe_file(f"{BUCKET}/ready", b"ready")
+                break
+            except OSError:
+                if attempt == 49:
+                    raise
+                time.sleep(0.2)
+    return f"s3://{BUCKET}/{name}"
 
 
 def check_whole(s3_env: dict[str, str], remote: str, log: Path, original: Path, tmp_path: Path) -> None:
@@ -50,9 +65,7 @@ def check_whole(s3_env: dict[str, str], remote: str, log: Path, original: Path, 
     assert tree(restored) == tree(original)
 
 
-def test_tier_to_s3_reads_and_restores_as_the_original(
-    s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
-) -> None:
+def tier_reads_and_restores_as_the_original(s3_env: dict[str, str], sample_dir: Path, tmp_path: Path) -> None:
     remote = bucket(s3_env, "tiered")
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
@@ -80,8 +93,7 @@ def test_two_writers_of_one_s3_manifest_cannot_both_commit(s3_env: dict[str, str
     assert one.versions(tp) == [1] and one.read(tp).note == "one"
 
 
-@pytest.mark.parametrize("fault", ["mid-upload", "after-upload", "after-commit", "mid-release"])
-def test_a_tier_run_killed_at_any_step_is_finished_by_the_next(
+def killed_run_is_finished_by_the_next(
     fault: str, s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
     remote = bucket(s3_env, f"crash-{fault}")
@@ -108,3 +120,48 @@ def test_a_tier_run_killed_at_any_step_is_finished_by_the_next(
         named = tier.read(tp).object_names
         assert {f.name for f in tier.segment_objects(tp)} == named
     check_whole(s3_env, remote, log, sample_dir, tmp_path / "after-expire")
+
+
+def in_place_clean_equals_a_local_clean(s3_env: dict[str, str], sample_dir: Path, tmp_path: Path) -> None:
+    remote = bucket(s3_env, "inplace")
+    log = tmp_path / "log"
+    shutil.copytree(sample_dir, log)
+    assert run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env).returncode == 0
+    copy = tmp_path / "copy"
+    assert run_segpipe("restore", remote, str(copy), "--master", "local[2]", env=s3_env).returncode == 0
+    rules = [
+        "--set",
+        "cleanup.policy=compact",
+        "--set",
+        "retention.ms=-1",
+        "--now",
+        NOW,
+        "--master",
+        "local[2]",
+    ]
+    sealed = ["--set", "segpipe.last.segment.sealed=true"]
+    reference = run_segpipe("clean", str(copy), str(tmp_path / "reference"), *rules, *sealed, env=s3_env)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    proc = run_segpipe("clean", remote, "--in-place", *rules, env=s3_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "committed the cleaned log of 4 partitions" in proc.stdout + proc.stderr
+    after = tmp_path / "after"
+    assert run_segpipe("restore", remote, str(after), "--master", "local[2]", env=s3_env).returncode == 0
+    assert tree(after) == tree(tmp_path / "reference")
+
+
+def test_tier_to_s3_reads_and_restores_as_the_original(
+    s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    tier_reads_and_restores_as_the_original(s3_env, sample_dir, tmp_path)
+
+
+def test_in_place_clean_on_s3(s3_env: dict[str, str], sample_dir: Path, tmp_path: Path) -> None:
+    in_place_clean_equals_a_local_clean(s3_env, sample_dir, tmp_path)
+
+
+@pytest.mark.parametrize("fault", ["mid-upload", "after-upload", "after-commit", "mid-release"])
+def test_a_tier_run_killed_at_any_step_is_finished_by_the_next(
+    fault: str, s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    killed_run_is_finished_by_the_next(fault, s3_env, sample_dir, tmp_path)
