@@ -72,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--max-bytes-per-second must be a positive number of bytes")
     log_dir, remote = args.paths
     _refuse_before_spark(log_dir)
+    from pipelines.output.destination import require_outside
+
+    require_outside(log_dir, remote, "holds only Kafka's partition directories")
     note = config.ignored_note()
     if note:
         console.say(note)

@@ -17,12 +17,15 @@ def require_destination(src_url: str, dst_url: str) -> None:
     """Refuse a destination inside the source (its output and staging would modify SRC, and a
     log directory holding a non-partition directory is one Kafka refuses to load), not empty, or
     being written by a live run."""
+    require_outside(src_url, dst_url, "is never modified")
+    require_writable(dst_url)
+
+
+def require_outside(src_url: str, dst_url: str, why: str) -> None:
+    """Refuse a destination at or inside the source (`why` says what the source must stay)."""
     (src_fs, src), (dst_fs, dst) = _location(src_url), _location(dst_url)
     if src_fs == dst_fs and (dst == src or dst.startswith(src.rstrip("/") + "/")):
-        raise DestinationInsideSource(
-            f"destination {dst_url} is inside the source {src_url}, which is never modified"
-        )
-    require_writable(dst_url)
+        raise DestinationInsideSource(f"destination {dst_url} is inside the source {src_url}, which {why}")
 
 
 def require_new_file(url: str) -> None:

@@ -6,22 +6,12 @@ point every client (s3fs, boto3, segpipe's subprocesses) at the endpoint of the 
 from __future__ import annotations
 
 import os
-import random
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
-START_TIMEOUT_S = 60  # SeaweedFS answers in seconds; give up (and fail) after this
+from tests.s3.stores import seaweedfs
 
 
 @contextmanager
@@ -64,56 +54,8 @@ def s3_env() -> Iterator[dict[str, str]]:
         server.stop()
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _ports(count: int) -> list[int]:
-    """`count` consecutive free ports whose gRPC twins (port + 10000) are free too."""
-    for _ in range(200):
-        first = random.randrange(20000, 45000 - count)
-        ports = list(range(first, first + count))
-        if all(_free(p) and _free(p + 10000) for p in ports):
-            return ports
-    raise RuntimeError("no free ports for SeaweedFS")
-
-
 @pytest.fixture(scope="module")
 def seaweed_env() -> Iterator[dict[str, str]]:
     """A SeaweedFS server (master, volume, filer and S3 gateway in one process) for this module."""
-    weed = Path(sys.executable).parent / "weed"
-    data = Path(tempfile.mkdtemp(prefix="segpipe-seaweedfs-"))
-    s3, master, volume, filer = _ports(4)
-    proc = subprocess.Popen(
-        [str(weed), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", f"-s3.port={s3}",
-         f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}", "-s3.port.iceberg=0",
-         "-s3.port.lance=0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{s3}/", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"SeaweedFS did not start (exit {proc.poll()})")
-            time.sleep(0.25)
-        with aws_endpoint(f"http://127.0.0.1:{s3}") as env:
-            yield env
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # it does not always stop on SIGTERM
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        shutil.rmtree(data, ignore_errors=True)
+    with seaweedfs() as url, aws_endpoint(url) as env:
+        yield env
