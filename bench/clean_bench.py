@@ -16,9 +16,7 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -26,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from measure import Peaks, watch  # noqa: E402
+from measure import Peaks, run_measured  # noqa: E402
 
 from segment_io.generate import TopicSpec, generate_partition, write_root_checkpoints  # noqa: E402
 from segment_io.storage import open_storage  # noqa: E402
@@ -101,17 +99,7 @@ def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[floa
     for s in CONFIG_SETS + extra:
         cmd += ["--set", s]
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
-    peaks, stop = Peaks(), threading.Event()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = threading.Thread(target=watch, args=(proc.pid, peaks, stop), daemon=True)
-    watcher.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    stop.set()
-    watcher.join()
-    if proc.returncode != 0:
-        sys.exit(f"clean failed ({proc.returncode}):\n{err[-4000:]}")
+    wall, peaks = run_measured(cmd, env, "clean")
     report = json.loads((dst / "_segpipe" / "report.json").read_text())
     return wall, peaks, report
 

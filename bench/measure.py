@@ -74,3 +74,24 @@ def watch(pid: int, peaks: Peaks, stop: threading.Event) -> None:
                 peaks.rss[kind] = max(peaks.rss.get(kind, 0), value)
         peaks.total = max(peaks.total, sum(by_kind.values()))
         peaks.anon = max(peaks.anon, anon)
+
+
+def run_measured(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, Peaks]:
+    """Run `cmd`, sampling the memory of its process tree: (wall seconds, peaks); exits the
+    benchmark with the command's stderr if it fails."""
+    import subprocess
+    import sys
+    import time
+
+    peaks, stop = Peaks(), threading.Event()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = threading.Thread(target=watch, args=(proc.pid, peaks, stop), daemon=True)
+    watcher.start()
+    _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    stop.set()
+    watcher.join()
+    if proc.returncode != 0:
+        sys.exit(f"{what} failed ({proc.returncode}):\n{err[-4000:]}")
+    return wall, peaks

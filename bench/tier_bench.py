@@ -15,9 +15,7 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from clean_bench import DATA, generate, size_spec  # noqa: E402
-from measure import Peaks, watch  # noqa: E402
+from measure import Peaks, run_measured  # noqa: E402
 
 from tests.s3.stores import seaweedfs  # noqa: E402
 
@@ -82,17 +80,7 @@ def run_tier(endpoint: str, src: Path, remote: str, report: Path) -> tuple[float
     cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "tier", str(src), remote, "--set", "retention.ms=-1",
            "--set", "segpipe.last.segment.sealed=true", "--now-ms", str(NOW_MS), "--report", str(report),
            "--master", "local[2]"]  # fmt: skip
-    peaks, stop = Peaks(), threading.Event()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = threading.Thread(target=watch, args=(proc.pid, peaks, stop), daemon=True)
-    watcher.start()
-    _, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    stop.set()
-    watcher.join()
-    if proc.returncode != 0:
-        sys.exit(f"tier failed ({proc.returncode}):\n{err[-4000:]}")
+    wall, peaks = run_measured(cmd, env, "tier")
     return wall, peaks, json.loads(report.read_text())
 
 

@@ -9,6 +9,8 @@ upload) with its own exit code, not as an internal error.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from segment_io import errors
 
@@ -31,3 +33,15 @@ def typed_error_in(exc: BaseException) -> errors.SegpipeError | None:
     if issubclass(cls, errors.UploadFailed):
         return errors.UploadFailed.from_message(message.strip())
     return None
+
+
+@contextmanager
+def typed_errors() -> Iterator[None]:
+    """Around a job: an error its Spark tasks raised leaves as the typed segpipe error it was."""
+    try:
+        yield
+    except Exception as exc:
+        typed = typed_error_in(exc)
+        if typed is None or typed is exc:
+            raise
+        raise typed from None

@@ -24,7 +24,7 @@ from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.remote_errors import typed_error_in
+from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from pipelines.runtime.tasks import packed
 from segment_io.errors import SegmentError
@@ -67,15 +67,10 @@ def clean(
     DST whole and names it in the report, instead of stopping the run. Returns the run report
     (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
     """
-    try:
-        if on_corrupt not in ON_CORRUPT:
-            raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+    if on_corrupt not in ON_CORRUPT:
+        raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+    with typed_errors():
         return _clean(spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log, on_corrupt)
-    except Exception as exc:
-        typed = typed_error_in(exc)
-        if typed is None or typed is exc:
-            raise
-        raise typed from None
 
 
 def _clean(

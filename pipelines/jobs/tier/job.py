@@ -24,7 +24,7 @@ from pipelines.output.destination import require_new_file
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import StageTimer
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.remote_errors import typed_error_in
+from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from segment_io.layout import PartitionListing
 from segment_io.remote.manifest import PartitionManifest
@@ -50,14 +50,9 @@ def tier(
     """Tier `log_dir` to the remote tier at `remote_url` (created when absent): upload the inactive
     segments below the last stable offset, apply total retention across both tiers, release local
     copies beyond `local.retention.*`. Returns the run report (`report.rows()`)."""
-    try:
+    with typed_errors():
         return _tier(spark, log_dir, remote_url, config or JobConfig(), now_ms, dry_run, report_path, log,
                      max_bytes_per_second)  # fmt: skip
-    except Exception as exc:
-        typed = typed_error_in(exc)
-        if typed is None or typed is exc:
-            raise
-        raise typed from None
 
 
 def _tier(
