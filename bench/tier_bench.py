@@ -53,9 +53,12 @@ def files_bytes(root: Path) -> int:
 
 @contextmanager
 def moto_server() -> Iterator[str]:
+    import logging
+
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     try:
