@@ -51,6 +51,9 @@ class KafkaSegmentsReader(DataSourceReader):
         topics = options.get("topic")
         self.topics = {t.strip() for t in topics.split(",") if t.strip()} if topics else None
         self.verify_crc = _flag(options, "verifyCrc", True)
+        # `partitions`: only these partition directories (`orders-0,orders-1`), e.g. the sound ones.
+        chosen = options.get("partitions")
+        self.partition_dirs = {p.strip() for p in chosen.split(",") if p.strip()} if chosen else None
         from segment_io.remote.view import log_url
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
@@ -69,7 +72,8 @@ class KafkaSegmentsReader(DataSourceReader):
         out = [
             SegmentPartition(self.url, seg.log.path, seg.base_offset, part.tp.topic, part.tp.partition)
             for part in listing.partitions
-            if self.topics is None or part.tp.topic in self.topics
+            if (self.topics is None or part.tp.topic in self.topics)
+            and (self.partition_dirs is None or part.tp.dir_name in self.partition_dirs)
             for seg in part.segments
         ]
         # Spark needs at least one input partition; this one reads nothing.

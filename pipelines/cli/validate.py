@@ -1,0 +1,51 @@
+"""`segpipe validate`: the structure suites over a log directory (and its remote tier)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pipelines.cli import console
+from pipelines.cli.spark_args import add_spark_arguments, spark_run
+from pipelines.errors import EXIT_INVALID, EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("validate", help="prove a log directory sound with great-expectations suites")
+    p.add_argument("path", help="log directory (path or fsspec URL), or a remote tier")
+    p.add_argument(
+        "--remote", metavar="REMOTE_URL", help="the log's remote tier: the two are validated as one log"
+    )
+    p.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write the great-expectations Data Docs (HTML) here (default: PATH/_segpipe/validation/ "
+        "for a local segpipe output)",
+    )
+    add_spark_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from segment_io.layout import list_log_dir
+    from segment_io.remote.view import log_url
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(log_url(args.path, args.remote))
+    list_log_dir(storage, path)  # a missing or misnamed path costs nothing
+    report_dir = args.report
+    if report_dir is None and os.path.isdir(os.path.join(args.path, "_segpipe")):
+        report_dir = os.path.join(os.path.abspath(args.path), "_segpipe", "validation")
+    with spark_run(args, "pipelines.jobs.validate") as sc:
+        from pipelines.jobs.validate import validate
+        from pipelines.runtime.session import get_spark
+
+        del sc  # the session over the command's context, with the kafka-segments source
+        spark = get_spark()
+        result = validate(spark, args.path, args.remote, report_dir, console.say)
+    for line in result.lines():
+        console.say(line)
+    console.say(result.summary_line())
+    return EXIT_OK if result.success else EXIT_INVALID

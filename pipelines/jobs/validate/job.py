@@ -1,0 +1,216 @@
+"""`validate`: great-expectations suites over a log directory read through the kafka-segments data
+source, with the Data Docs written where the caller says. File-level rules run first, per
+partition in parallel; the records of partitions whose files are sound are then judged rule by
+rule. Every failure names its rule, partition, offset and key."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipelines.jobs.validate.checks import (
+    FILE_RULES,
+    IDENTITY,
+    FileCheck,
+    check_partition_files,
+    record_checks,
+)
+from pipelines.jobs.validate.suites import file_structure_suite, record_structure_suite
+from segment_io.layout import list_log_dir
+from segment_io.remote.view import log_url
+from segment_io.storage import open_storage
+
+WORKER_MODULES = ("pipelines.jobs.validate.checks",)
+Log = Callable[[str], Any]
+# A failed expectation lists this many of its rows (and counts all of them).
+SHOWN_PER_RULE = 20
+
+
+@dataclass(frozen=True)
+class Failure:
+    rule: str
+    partition: str
+    offset: int | None
+    key: str | None  # base64, as `dump` prints keys
+    detail: str = ""
+
+    def line(self) -> str:
+        where = f"partition {self.partition}" + (f" offset {self.offset}" if self.offset is not None else "")
+        key = f" key {self.key}" if self.key else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"segpipe: validation failed: {self.rule}: {where}{key}{detail}"
+
+
+@dataclass
+class ValidationReport:
+    path: str
+    success: bool = True
+    checked: dict[str, int] = field(default_factory=dict)  # rule -> rows judged
+    failed: dict[str, int] = field(default_factory=dict)  # rule -> rows that broke it
+    failures: list[Failure] = field(default_factory=list)  # the first rows of each broken rule
+    data_docs: str | None = None
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        out = [f.line() for f in self.failures]
+        for rule, count in self.failed.items():
+            shown = sum(1 for f in self.failures if f.rule == rule)
+            if count > shown:
+                out.append(f"segpipe: validation failed: {rule}: {count - shown:,} more rows")
+        return out
+
+    def summary_line(self) -> str:
+        broken = sum(1 for n in self.failed.values() if n)
+        verdict = "passed" if self.success else f"FAILED ({broken} of {len(self.checked)} rules broken)"
+        docs = f"; Data Docs: {self.data_docs}" if self.data_docs else ""
+        rules = len(self.checked)
+        return f"segpipe: validation {verdict}: {rules} rules over {self.path} in {self.seconds:.1f} s{docs}"
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"rule": r, "checked": n, "failed": self.failed.get(r, 0)} for r, n in self.checked.items()]
+
+    def to_dataframe(self, spark: Any) -> Any:
+        return spark.createDataFrame(
+            [tuple(r.values()) for r in self.rows()], "rule string, checked long, failed long"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def validate(
+    spark: Any, path: str, remote: str | None = None, report_dir: str | None = None, log: Log = print
+) -> ValidationReport:
+    """Run the structure suites over PATH (and its remote tier); Data Docs under `report_dir`."""
+    started = time.perf_counter()
+    url = log_url(path, remote)
+    storage, root = open_storage(url)
+    listing = list_log_dir(storage, root)
+    sc = getattr(spark, "sparkContext", spark)
+    from pipelines.runtime.session import preload_in_workers
+
+    preload_in_workers(sc, WORKER_MODULES)
+    parts = list(listing.partitions)
+    file_rows: list[FileCheck] = (
+        sc.parallelize(parts, max(1, min(len(parts), sc.defaultParallelism * 2)))
+        .flatMap(lambda p: check_partition_files(url, p))
+        .collect()
+        if parts
+        else []
+    )
+    report = ValidationReport(path)
+    sound = [
+        p.tp.dir_name
+        for p in parts
+        if all(r.ok for r in file_rows if (r.topic, r.partition) == (p.tp.topic, p.tp.partition))
+    ]
+    gx, context = _context(report_dir)
+    files_df = _files_frame(spark, file_rows)
+    _run(gx, context, "files", file_structure_suite(gx), files_df, ["topic", "partition", "detail"], report)
+    if sound:
+        records = (
+            spark.read.format("kafka-segments")
+            .option("verifyCrc", "false")
+            .option("partitions", ",".join(sound))
+            .load(url)
+        )
+        checks = record_checks(records, _bounds(spark, listing.checkpoints))
+        _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
+    if report_dir is not None:
+        report.data_docs = (
+            os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
+        )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _context(report_dir: str | None) -> tuple[Any, Any]:
+    """An ephemeral great-expectations context: no analytics, no progress bars, Data Docs on disk."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    if report_dir is not None:
+        site: Any = {
+            "class_name": "SiteBuilder",
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": report_dir},
+        }
+        context.add_data_docs_site(site_name="segpipe", site_config=site)
+    context.data_sources.add_spark("segpipe")
+    return gx, context
+
+
+def _files_frame(spark: Any, rows: list[FileCheck]) -> Any:
+    """One row per partition, one boolean column per file rule, and the first problem's text."""
+    by_partition: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in rows:
+        row = by_partition.setdefault(
+            (r.topic, r.partition), {"topic": r.topic, "partition": r.partition, "detail": ""}
+        )
+        row[r.rule] = r.ok
+        if not r.ok and not row["detail"]:
+            row["detail"] = r.detail
+    ddl = "topic string, partition int, detail string, " + ", ".join(f"{rule} boolean" for rule in FILE_RULES)
+    data = [
+        (v["topic"], v["partition"], v["detail"], *(v[rule] for rule in FILE_RULES))
+        for v in by_partition.values()
+    ]
+    return spark.createDataFrame(data, ddl)
+
+
+def _bounds(spark: Any, checkpoints: dict[str, dict[Any, int]]) -> Any:
+    starts = checkpoints.get("log-start-offset-checkpoint", {})
+    cleaned = checkpoints.get("cleaner-offset-checkpoint", {})
+    tps = sorted(set(starts) | set(cleaned))
+    data = [(tp.topic, tp.partition, starts.get(tp), cleaned.get(tp)) for tp in tps]
+    return spark.createDataFrame(
+        data, "topic string, partition int, log_start_offset long, cleaner_offset long"
+    )
+
+
+def _run(
+    gx: Any, context: Any, name: str, suite: Any, df: Any, identity: list[str], report: ValidationReport
+) -> None:
+    """Validate `df` against `suite` through a checkpoint (which writes the Data Docs)."""
+    source = context.data_sources.get("segpipe")
+    batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=name, data=batch, suite=context.suites.add(suite))
+    )
+    actions = (
+        [gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["segpipe"])]
+        if context.get_site_names()
+        else []
+    )
+    result_format = {"result_format": "SUMMARY", "unexpected_index_column_names": identity,
+                     "partial_unexpected_count": SHOWN_PER_RULE}  # fmt: skip
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=name, validation_definitions=[definition], actions=actions, result_format=result_format
+        )
+    )
+    run = checkpoint.run(batch_parameters={"dataframe": df})
+    for validation in run.run_results.values():
+        for result in validation.results:
+            rule = result.expectation_config.meta.get("rule", result.expectation_config.type)
+            report.checked[rule] = int(result.result.get("element_count") or 0)
+            report.failed[rule] = int(result.result.get("unexpected_count") or 0)
+            if result.success:
+                continue
+            report.success = False
+            for row in result.result.get("partial_unexpected_index_list") or []:
+                report.failures.append(
+                    Failure(
+                        rule,
+                        f"{row.get('topic')}-{row.get('partition')}",
+                        row.get("offset"),
+                        row.get("key_b64"),
+                        str(row.get("detail") or ""),
+                    )
+                )
