@@ -1,0 +1,86 @@
+"""The structure suites: a log with one partition broken in each way trips exactly that rule on
+exactly that partition; its good twin and a real cleaned output pass; Data Docs are written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines import clean
+from pipelines.config import JobConfig
+from pipelines.jobs.validate import validate
+from segment_io.format.constants import CONTROL_MASK
+from tests.conftest import FIXED_NOW_MS
+from tests.helpers import v2_batch, write_log
+
+pytestmark = pytest.mark.spark
+T = 1_700_000_000_000
+
+
+def keyed(base: int, *keys: bytes | None, ts: int = T) -> bytes:
+    return v2_batch(base, [(i, ts + i, k, b"v", []) for i, k in enumerate(keys)])
+
+
+def good(root: Path, name: str) -> None:
+    write_log(root, name, [[keyed(0, b"a", b"b"), keyed(2, b"c")], [keyed(3, b"d", b"e")]])
+
+
+def broken_log(root: Path) -> dict[str, str]:
+    """One partition per rule, each broken in that way only; returns partition -> rule."""
+    good(root, "good-0")
+    write_log(root, "dupkey-0", [[keyed(0, b"a", b"b"), keyed(2, b"a")], [keyed(3, b"x")]])
+    write_log(root, "nullkey-0", [[keyed(0, b"a", None), keyed(2, b"c")], [keyed(3, b"x")]])
+    write_log(root, "ts-0", [[keyed(0, b"a"), keyed(1, b"b", ts=-5)]])
+    control = v2_batch(
+        1, [(0, T, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])], attributes=CONTROL_MASK
+    )
+    write_log(root, "control-0", [[keyed(0, b"a"), control]])
+    good(root, "start-0")
+    good(root, "crc-0")
+    log = root / "crc-0" / f"{0:020d}.log"
+    data = bytearray(log.read_bytes())
+    data[-3] ^= 0xFF  # a value byte of the last batch: its CRC no longer matches
+    log.write_bytes(bytes(data))
+    good(root, "index-0")
+    index = root / "index-0" / f"{0:020d}.index"
+    index.write_bytes(b"\x00\x00\x00\x05\x00\x00\x10\x00")  # offset 5 at byte 4096: past the log's end
+    (root / "cleaner-offset-checkpoint").write_text("0\n2\ndupkey 0 3\nnullkey 0 3\n")
+    (root / "log-start-offset-checkpoint").write_text("0\n1\nstart 0 2\n")
+    return {
+        "dupkey-0": "key_unique_in_cleaned_section",
+        "nullkey-0": "key_not_null_in_cleaned_section",
+        "ts-0": "timestamp_non_negative",
+        "control-0": "control_on_transactional",
+        "start-0": "offset_in_bounds",
+        "crc-0": "batches_crc_valid",
+        "index-0": "indexes_consistent",
+    }
+
+
+def test_each_broken_partition_trips_exactly_its_rule(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    expected = broken_log(tmp_path / "log")
+    docs = tmp_path / "docs"
+    report = validate(spark, str(tmp_path / "log"), report_dir=str(docs))
+    assert not report.success
+    tripped = {(f.partition, f.rule) for f in report.failures}
+    assert tripped == {(p, r) for p, r in expected.items()}, tripped
+    # Every failure names its row: the duplicated key and where it is.
+    dup = sorted((f.offset, f.key) for f in report.failures if f.rule == "key_unique_in_cleaned_section")
+    assert dup == [(0, "YQ=="), (2, "YQ==")]
+    crc = next(f for f in report.failures if f.rule == "batches_crc_valid")
+    assert "CRC mismatch" in crc.detail and "at byte" in crc.detail
+    assert all(report.failed[r] == 0 for r in report.checked if r not in set(expected.values()))
+    assert (docs / "index.html").exists() and list((docs / "validations").rglob("*.html"))
+    assert report.to_dataframe(spark).count() == len(report.checked) == 11
+
+
+def test_the_good_twins_and_a_cleaned_output_pass(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    good(tmp_path / "log", "good-0")
+    assert validate(spark, str(tmp_path / "log")).success
+    out = tmp_path / "cleaned"
+    config = JobConfig.build({"cleanup.policy": "compact", "retention.ms": -1})
+    clean(spark, str(sample_dir), str(out), config, now_ms=FIXED_NOW_MS, log=lambda line: None)
+    report = validate(spark, str(out))
+    assert report.success, report.lines()
+    assert report.checked["key_unique_in_cleaned_section"] > 1000
