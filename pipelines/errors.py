@@ -6,7 +6,7 @@ the data errors in segment_io) and carries the exit code the command line ends w
     1    a check found the data invalid (`inspect`)
     2    refused before any work: arguments, configuration, paths, destination
     3    finished, with partitions skipped for bad data (`clean --on-corrupt=skip-partition`)
-    4    a validation gate failed (reserved: `clean --validate`; nothing published)
+    4    a validation gate failed (`clean --validate`; nothing published, the Data Docs kept)
     65   bad data stopped the run (file and byte named; nothing published)
     74   the remote tier could not be written (after retries; the object and cause named)
     75   another writer committed the remote manifest first (nothing changed; run again)
@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_REFUSED = 2
 EXIT_SKIPPED = 3
+EXIT_VALIDATION = 4
 EXIT_DATA = 65  # sysexits' EX_DATAERR
 EXIT_IO = 74  # sysexits' EX_IOERR
 EXIT_CONFLICT = 75  # sysexits' EX_TEMPFAIL
@@ -34,6 +35,7 @@ EXIT_CODES = (
     (EXIT_INVALID, "a check found the data invalid (inspect)"),
     (EXIT_REFUSED, "refused before any work: arguments, configuration, paths, destination"),
     (EXIT_SKIPPED, "finished, with partitions skipped for bad data (published without them)"),
+    (EXIT_VALIDATION, "the output failed its validation (clean --validate; nothing published)"),
     (EXIT_DATA, "bad data stopped the run (file and byte named; nothing published)"),
     (EXIT_IO, "the remote tier could not be written (object and cause named; nothing committed)"),
     (EXIT_CONFLICT, "another writer committed the remote manifest first (nothing changed; run again)"),
@@ -50,6 +52,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
+    "EXIT_VALIDATION",
     "EXIT_INVALID",
     "EXIT_OK",
     "EXIT_REFUSED",
@@ -63,6 +66,7 @@ __all__ = [
     "SegmentError",
     "SegpipeError",
     "Terminated",
+    "ValidationFailed",
 ]
 
 
@@ -98,3 +102,9 @@ class RunInProgress(DestinationRefused):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM: like Ctrl-C, the run stops, cancels its Spark jobs and publishes nothing."""
+
+
+class ValidationFailed(SegpipeError):
+    """The staged output broke a validation rule: nothing was published."""
+
+    exit_code = EXIT_VALIDATION

@@ -44,6 +44,12 @@ def add_parser(sub: Any) -> None:
         "name it, and exit 3 (skip-partition)",
     )
     p.add_argument(
+        "--validate",
+        action="store_true",
+        help="run the validation suites on the staged output before publishing it: a failure publishes "
+        "nothing and exits 4 (the Data Docs are kept beside DST)",
+    )
+    p.add_argument(
         "--print-config",
         action="store_true",
         help="print every topic's effective config and where each value came from, then stop",
@@ -87,9 +93,15 @@ def run(args: argparse.Namespace) -> int:
     with spark_run(args, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean import clean
 
+        gate = None
+        if args.validate:
+            from pipelines.jobs.validate.gate import validation_gate
+            from pipelines.runtime.session import get_spark
+
+            gate = validation_gate(get_spark(), args.dst, console.say)
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-            log=console.say, on_corrupt=args.on_corrupt,
+            log=console.say, on_corrupt=args.on_corrupt, gate=gate,
         )  # fmt: skip
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 

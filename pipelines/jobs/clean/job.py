@@ -5,6 +5,8 @@ then one rewrite task per output group) → copy (untouched segments, side files
 from __future__ import annotations
 
 import json
+import posixpath
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,7 +25,7 @@ from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.staging import Staging
-from pipelines.runtime.faults import fault_point
+from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from pipelines.runtime.tasks import packed
@@ -57,6 +59,7 @@ def clean(
     report_path: str | None = None,
     log: Log = print,
     on_corrupt: str = "fail",
+    gate: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
@@ -64,13 +67,17 @@ def clean(
     read. DST must be absent or empty; it appears complete or not at all. `now_ms` is the
     "now" of every time rule (default: the clock). `on_corrupt="skip-partition"` leaves a
     partition whose data is bad (found by the scan: CRCs, headers, indexes, offset ranges) out of
-    DST whole and names it in the report, instead of stopping the run. Returns the run report
+    DST whole and names it in the report, instead of stopping the run. `gate(staged_url)` runs on the
+    complete staged output before publication; an error it raises publishes nothing (the
+    validation gate). Returns the run report
     (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
     """
     if on_corrupt not in ON_CORRUPT:
         raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
     with typed_errors():
-        return _clean(spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log, on_corrupt)
+        return _clean(
+            spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log, on_corrupt, gate
+        )
 
 
 def _clean(
@@ -83,6 +90,7 @@ def _clean(
     report_path: str | None,
     log: Log,
     on_corrupt: str,
+    gate: Callable[[str], None] | None,
 ) -> RunReport:
     now = clock_ms() if now_ms is None else now_ms
     # A dry run refuses what the run would refuse.
@@ -136,6 +144,11 @@ def _clean(
         ]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
         staging.write_meta("report.json", report.to_dict())
+        if gate is not None:
+            if is_armed("corrupt-output"):
+                _corrupt_one_batch(staging)
+            with timer.stage("validate"):
+                gate(staging.url)
         topics = sorted({p.tp.topic for p in plans})
         fault_point("before-publish")
         with publishing():  # a run told to stop before this never publishes; after, it has
@@ -274,3 +287,18 @@ def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Stagin
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):
         write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging)
     write_root_checkpoints(scanned.listing, plans, scanned.segments, staging)
+
+
+def _corrupt_one_batch(staging: Staging) -> None:
+    """The `corrupt-output` fault: flip the last byte of the first staged .log (a CRC mismatch),
+    so that a validation gate has something to catch."""
+    for info in staging.storage.walk_files(staging.path):
+        if (
+            info.name.endswith(".log")
+            and info.size > 0
+            and posixpath.basename(posixpath.dirname(info.path)) != "_segpipe"
+        ):
+            data = bytearray(staging.storage.read(info.path))
+            data[-1] ^= 0xFF
+            staging.storage.write_atomic(info.path, bytes(data), info.mtime_ms)
+            return

@@ -1,0 +1,56 @@
+"""The validation gate of `clean --validate`: the structure suites over the staged output before
+it is published. A failure raises ValidationFailed (exit 4; the run publishes nothing) and keeps
+the Data Docs beside DST (`DST.validation/`, or a local temporary folder for an object-store DST)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.errors import ValidationFailed
+from pipelines.jobs.validate.job import validate
+from segment_io.storage import LocalStorage, open_storage
+
+VALIDATION_DIR = posixpath.join("_segpipe", "validation")
+
+
+def validation_gate(spark: Any, dst: str, log: Callable[[str], Any] = print) -> Callable[[str], None]:
+    """A `gate` for `clean`: validates the staged output; on success its Data Docs go into the
+    output (`DST/_segpipe/validation/`)."""
+
+    def gate(staged_url: str) -> None:
+        storage, final = open_storage(dst)
+        if isinstance(storage, LocalStorage):
+            docs = f"{final}.validation"
+            shutil.rmtree(docs, ignore_errors=True)
+        else:
+            docs = tempfile.mkdtemp(prefix="segpipe-validation-")
+        result = validate(spark, staged_url, report_dir=docs, log=log)
+        if not result.success:
+            for line in result.lines():
+                log(line)
+            broken = sum(1 for n in result.failed.values() if n)
+            raise ValidationFailed(
+                f"validation failed: the output broke {broken} rules and was not published; "
+                f"Data Docs: {os.path.join(docs, 'index.html')}"
+            )
+        staged, path = open_storage(staged_url)
+        target = posixpath.join(path, VALIDATION_DIR)
+        if isinstance(staged, LocalStorage):
+            os.rename(docs, target)
+        else:
+            for root, _, names in os.walk(docs):
+                for name in names:
+                    local = os.path.join(root, name)
+                    with open(local, "rb") as handle:
+                        staged.write_atomic(
+                            posixpath.join(target, os.path.relpath(local, docs)), handle.read()
+                        )
+            shutil.rmtree(docs, ignore_errors=True)
+        log(f"segpipe: validation passed: {len(result.checked)} rules in {result.seconds:.1f} s")
+
+    return gate
