@@ -17,6 +17,14 @@ def __getattr__(name: str) -> Any:
         from pipelines.jobs.clean import clean
 
         return clean
+    if name == "tier":
+        from pipelines.jobs.tier import tier
+
+        return tier
+    if name == "validate":
+        from pipelines.jobs.validate import validate
+
+        return validate
     if name == "get_spark":
         from pipelines.runtime.session import get_spark
 
