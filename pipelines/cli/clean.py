@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             from pipelines.jobs.validate.gate import validation_gate
             from pipelines.runtime.session import get_spark
 
-            gate = validation_gate(get_spark(), args.dst, console.say)
+            gate = validation_gate(get_spark(), args.dst, console.say, against=src)
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt, gate=gate,

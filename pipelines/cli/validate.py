@@ -17,6 +17,12 @@ def add_parser(sub: Any) -> None:
         "--remote", metavar="REMOTE_URL", help="the log's remote tier: the two are validated as one log"
     )
     p.add_argument(
+        "--against",
+        metavar="SRC",
+        help="the log PATH was cleaned from: also check the compaction promise (records unchanged, every "
+        "key's latest value kept, the run report's counts)",
+    )
+    p.add_argument(
         "--report",
         metavar="DIR",
         help="write the great-expectations Data Docs (HTML) here (default: PATH/_segpipe/validation/ "
@@ -44,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
         del sc  # the session over the command's context, with the kafka-segments source
         spark = get_spark()
-        result = validate(spark, args.path, args.remote, report_dir, console.say)
+        result = validate(spark, args.path, args.remote, report_dir, console.say, against=args.against)
     for line in result.lines():
         console.say(line)
     console.say(result.summary_line())

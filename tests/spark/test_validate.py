@@ -3,6 +3,8 @@ exactly that partition; its good twin and a real cleaned output pass; Data Docs 
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from pipelines.config import JobConfig
 from pipelines.jobs.validate import validate
 from segment_io.format.constants import CONTROL_MASK
 from tests.conftest import FIXED_NOW_MS
-from tests.helpers import v2_batch, write_log
+from tests.helpers import read_log, v2_batch, write_log
 
 pytestmark = pytest.mark.spark
 T = 1_700_000_000_000
@@ -84,3 +86,52 @@ def test_the_good_twins_and_a_cleaned_output_pass(spark, sample_dir: Path, tmp_p
     report = validate(spark, str(out))
     assert report.success, report.lines()
     assert report.checked["key_unique_in_cleaned_section"] > 1000
+
+
+def rebuilt(out: Path, dst: Path, change: Callable[[list[dict]], list[dict]]) -> Path:  # type: ignore[type-arg]
+    """A copy of the cleaned output whose partition t-0 holds `change(records)`, one batch each."""
+    shutil.copytree(out, dst)
+    rows = change(read_log(out, "t-0"))
+    shutil.rmtree(dst / "t-0")
+    batches = [
+        v2_batch(
+            r["offset"],
+            [(0, r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])],
+        )
+        for r in sorted(rows, key=lambda r: r["offset"])
+    ]
+    write_log(dst, "t-0", [batches])
+    return dst
+
+
+def test_the_promise_holds_for_a_clean_and_catches_each_breach(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    versions = [keyed(0, b"a", b"b", b"c"), keyed(3, b"a", b"b"), keyed(5, b"a", b"d")]
+    write_log(src, "t-0", [versions, [keyed(7, b"e")]])
+    out = tmp_path / "out"
+    config = JobConfig.build({"cleanup.policy": "compact", "retention.ms": -1})
+    clean(spark, str(src), str(out), config, now_ms=FIXED_NOW_MS, log=lambda line: None)
+    assert validate(spark, str(out), against=str(src)).success
+
+    def removed(rows: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+        return [r for r in rows if r["offset"] != 6]  # d's only value
+
+    def put_back(rows: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+        old = next(r for r in read_log(src, "t-0") if r["offset"] == 1)  # b, superseded at 4
+        return [*rows, old]
+
+    def changed(rows: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+        return [{**r, "value": b"changed"} if r["offset"] == 2 else r for r in rows]
+
+    for name, change, rule, rows in [
+        ("removed", removed, "latest_value_kept", 1),
+        ("put-back", put_back, "key_unique_in_cleaned_section", 2),  # both records of the key
+        ("changed", changed, "record_from_source", 1),
+    ]:
+        broken = rebuilt(out, tmp_path / name, change)
+        report = validate(spark, str(broken), against=str(src))
+        assert not report.success and report.failed[rule] == rows, (name, report.failed)
+        if name != "changed":  # a record fewer or more: the run report's counts no longer add up
+            assert report.failed["counts_match"] == 1
+        else:
+            assert report.failed["counts_match"] == 0 and report.failed["latest_value_kept"] == 0

@@ -33,6 +33,10 @@ RECORD_RULES = (
     "key_not_null_in_cleaned_section",
 )
 IDENTITY = ("topic", "partition", "offset", "key_b64")
+REMOVAL_FIELDS = (
+    "removed_superseded", "removed_tombstone", "removed_aborted", "removed_null_key", "removed_markers",
+    "removed_by_retention",
+)  # fmt: skip
 
 
 def _rule_of(error: SegmentError) -> str:
@@ -103,3 +107,79 @@ def record_checks(records: Any, bounds: Any) -> Any:
         (~keyed_cleaned | (F.col("_cleaned_key_count") <= 1)).alias("key_unique_in_cleaned_section"),
         (~cleaned | F.col("key").isNotNull()).alias("key_not_null_in_cleaned_section"),
     )
+
+
+def promise_record_checks(output: Any, source: Any) -> Any:
+    """Per output record: `record_from_source`, the source holds a record at the same offset
+    with the same key, value, headers and timestamp (compaction keeps records byte for byte)."""
+    from pyspark.sql import functions as F
+
+    cols = ["topic", "partition", "offset"]
+    compared = ("key", "value", "headers", "timestamp")
+    src = source.select(*cols, *(F.col(c).alias(f"src_{c}") for c in compared))
+    joined = output.join(src, cols, "left")
+    same = (
+        F.col("src_timestamp").isNotNull()
+        & F.col("key").eqNullSafe(F.col("src_key"))
+        & F.col("value").eqNullSafe(F.col("src_value"))
+        & (F.to_json(F.col("headers")) == F.to_json(F.col("src_headers")))
+        & (F.col("timestamp") == F.col("src_timestamp"))
+    )
+    kept = F.coalesce(same, F.lit(False)).alias("record_from_source")
+    return joined.select(*cols, F.base64("key").alias("key_b64"), kept)
+
+
+def promise_key_checks(output: Any, source: Any, bounds: Any) -> Any:
+    """Per key of the source's cleaned section (below the output's cleaner checkpoint, at or above
+    its log start offset): `latest_value_kept`, the key's latest record is in the output when it
+    is a non-transactional record with a value (a tombstone may be past its delete horizon and a
+    transactional record may have been aborted: those are not required)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    src = source.join(F.broadcast(bounds), ["topic", "partition"], "inner").where(
+        F.col("cleaner_offset").isNotNull()
+        & (F.col("offset") < F.col("cleaner_offset"))
+        & (F.col("offset") >= F.coalesce(F.col("log_start_offset"), F.lit(0)))
+        & ~F.col("is_control")
+        & F.col("key").isNotNull()
+    )
+    latest = Window.partitionBy("topic", "partition", "key").orderBy(F.col("offset").desc())
+    required = (
+        src.withColumn("_rank", F.row_number().over(latest))
+        .where((F.col("_rank") == 1) & F.col("value").isNotNull() & ~F.col("is_transactional"))
+        .select("topic", "partition", "offset", "key")
+    )
+    kept = output.select("topic", "partition", "offset", F.lit(True).alias("_kept"))
+    return required.join(kept, ["topic", "partition", "offset"], "left").select(
+        "topic", "partition", "offset", F.base64("key").alias("key_b64"),
+        F.coalesce(F.col("_kept"), F.lit(False)).alias("latest_value_kept"),
+    )  # fmt: skip
+
+
+def count_checks(spark: Any, output: Any, source: Any, report_rows: list[dict[str, Any]]) -> Any:
+    """Per partition of the run report: records in = the source's count, records out = the
+    output's, and records in = records out + every removal reason (`counts_match`)."""
+    from pyspark.sql import functions as F
+
+    def counts(df: Any) -> dict[str, int]:
+        rows = df.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
+        return {f"{r['topic']}-{r['partition']}": int(r["n"]) for r in rows}
+
+    src, out = counts(source), counts(output)
+    data = []
+    for row in report_rows:
+        name = row["partition"]
+        topic, _, part = name.rpartition("-")
+        removed = sum(int(row.get(f, 0)) for f in REMOVAL_FIELDS)
+        ok = (
+            row["records_in"] == src.get(name, 0)
+            and row["records_out"] == out.get(name, 0)
+            and row["records_in"] == row["records_out"] + removed
+        )
+        detail = (
+            f"report: in {row['records_in']}, out {row['records_out']}, removed {removed}; "
+            f"counted: source {src.get(name, 0)}, output {out.get(name, 0)}"
+        )
+        data.append((topic, int(part), ok, detail))
+    return spark.createDataFrame(data, "topic string, partition int, counts_match boolean, detail string")

@@ -18,9 +18,11 @@ from segment_io.storage import LocalStorage, open_storage
 VALIDATION_DIR = posixpath.join("_segpipe", "validation")
 
 
-def validation_gate(spark: Any, dst: str, log: Callable[[str], Any] = print) -> Callable[[str], None]:
-    """A `gate` for `clean`: validates the staged output; on success its Data Docs go into the
-    output (`DST/_segpipe/validation/`)."""
+def validation_gate(
+    spark: Any, dst: str, log: Callable[[str], Any] = print, against: str | None = None
+) -> Callable[[str], None]:
+    """A `gate` for `clean`: validates the staged output (and, `against` SRC, the compaction
+    promise); on success its Data Docs go into the output (`DST/_segpipe/validation/`)."""
 
     def gate(staged_url: str) -> None:
         storage, final = open_storage(dst)
@@ -29,7 +31,7 @@ def validation_gate(spark: Any, dst: str, log: Callable[[str], Any] = print) -> 
             shutil.rmtree(docs, ignore_errors=True)
         else:
             docs = tempfile.mkdtemp(prefix="segpipe-validation-")
-        result = validate(spark, staged_url, report_dir=docs, log=log)
+        result = validate(spark, staged_url, report_dir=docs, log=log, against=against)
         if not result.success:
             for line in result.lines():
                 log(line)

@@ -5,7 +5,9 @@ rule. Every failure names its rule, partition, offset and key."""
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -16,9 +18,18 @@ from pipelines.jobs.validate.checks import (
     IDENTITY,
     FileCheck,
     check_partition_files,
+    count_checks,
+    promise_key_checks,
+    promise_record_checks,
     record_checks,
 )
-from pipelines.jobs.validate.suites import file_structure_suite, record_structure_suite
+from pipelines.jobs.validate.suites import (
+    file_structure_suite,
+    promise_counts_suite,
+    promise_keys_suite,
+    promise_records_suite,
+    record_structure_suite,
+)
 from segment_io.layout import list_log_dir
 from segment_io.remote.view import log_url
 from segment_io.storage import open_storage
@@ -82,9 +93,15 @@ class ValidationReport:
 
 
 def validate(
-    spark: Any, path: str, remote: str | None = None, report_dir: str | None = None, log: Log = print
+    spark: Any,
+    path: str,
+    remote: str | None = None,
+    report_dir: str | None = None,
+    log: Log = print,
+    against: str | None = None,
 ) -> ValidationReport:
-    """Run the structure suites over PATH (and its remote tier); Data Docs under `report_dir`."""
+    """Run the structure suites over PATH (and its remote tier) and, with `against` (the source
+    PATH was cleaned from), the compaction promise; Data Docs under `report_dir`."""
     started = time.perf_counter()
     url = log_url(path, remote)
     storage, root = open_storage(url)
@@ -117,14 +134,50 @@ def validate(
             .option("partitions", ",".join(sound))
             .load(url)
         )
-        checks = record_checks(records, _bounds(spark, listing.checkpoints))
+        bounds = _bounds(spark, listing.checkpoints)
+        checks = record_checks(records, bounds)
         _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
+        if against is not None:
+            _promise(spark, gx, context, url, records, against, bounds, report)
     if report_dir is not None:
         report.data_docs = (
             os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
         )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _promise(
+    spark: Any,
+    gx: Any,
+    context: Any,
+    url: str,
+    output: Any,
+    against: str,
+    bounds: Any,
+    report: ValidationReport,
+) -> None:
+    """The compaction promise: output records come from the source unchanged, every key's latest
+    value survived, and the run report's counts add up (where PATH has one)."""
+    source = spark.read.format("kafka-segments").load(log_url(against))
+    _run(gx, context, "promise-records", promise_records_suite(gx), promise_record_checks(output, source),
+         list(IDENTITY), report)  # fmt: skip
+    _run(gx, context, "promise-keys", promise_keys_suite(gx), promise_key_checks(output, source, bounds),
+         list(IDENTITY), report)  # fmt: skip
+    storage, root = open_storage(url)
+    report_json = posixpath.join(root, "_segpipe", "report.json")
+    if storage.exists(report_json):
+        rows = json.loads(storage.read(report_json)).get("partitions", [])
+        counts = count_checks(spark, output, source, rows)
+        _run(
+            gx,
+            context,
+            "promise-counts",
+            promise_counts_suite(gx),
+            counts,
+            ["topic", "partition", "detail"],
+            report,
+        )
 
 
 def _context(report_dir: str | None) -> tuple[Any, Any]:

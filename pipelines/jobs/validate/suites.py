@@ -29,3 +29,24 @@ def record_structure_suite(gx: Any) -> Any:
     for rule in RECORD_RULES:
         suite.add_expectation(_in_true(gx, rule, rule))
     return suite
+
+
+def promise_records_suite(gx: Any) -> Any:
+    """Every output record is a source record, byte for byte, at its offset."""
+    suite = gx.ExpectationSuite(name="segpipe-promise-records")
+    suite.add_expectation(_in_true(gx, "record_from_source", "record_from_source"))
+    return suite
+
+
+def promise_keys_suite(gx: Any) -> Any:
+    """Every key's latest value in the cleaned section survived."""
+    suite = gx.ExpectationSuite(name="segpipe-promise-keys")
+    suite.add_expectation(_in_true(gx, "latest_value_kept", "latest_value_kept"))
+    return suite
+
+
+def promise_counts_suite(gx: Any) -> Any:
+    """Records in = kept + removed by reason, as the run report says and as counted."""
+    suite = gx.ExpectationSuite(name="segpipe-promise-counts")
+    suite.add_expectation(_in_true(gx, "counts_match", "counts_match"))
+    return suite
