@@ -35,7 +35,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="print the plan and write nothing at DST (refusals as for a run)",
     )
-    p.add_argument("--report", help="also write the JSON report (with the plan) to this new file")
+    p.add_argument(
+        "--report",
+        help="also write the JSON report (with the plan) to this new file, and the same run as a page "
+        "people read beside it (.html)",
+    )
+    p.add_argument("--json", action="store_true", help="print the dry run's plan as JSON (for machines)")
     p.add_argument(
         "--on-corrupt",
         choices=["fail", "skip-partition"],
@@ -101,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             gate = validation_gate(get_spark(), args.dst, console.say, against=src)
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-            log=console.say, on_corrupt=args.on_corrupt, gate=gate,
+            log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,
         )  # fmt: skip
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 

@@ -61,7 +61,8 @@ def test_a_destination_inside_the_source_is_refused(tmp_path: Path, sample_dir: 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: Path) -> None:
     proc = run_segpipe(
-        "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run"
+        "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run",
+        "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
@@ -71,6 +72,15 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: 
     assert parts["orders-0"]["cleanable_range"][0] == 0 and parts["orders-0"]["groups"]
     assert not (tmp_path / "out").exists()
     assert proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions") and "dry run" in proc.stdout
+    # For people, the same plan is a table: one row per partition.
+    table = run_segpipe(
+        "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run"
+    )  # fmt: skip
+    lines = table.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("partition"))
+    rows = {line.split()[0]: line for line in lines[head + 1 : head + 5]}
+    assert set(rows) == set(parts) and "(retention_ms)" in rows["clicks-0"] and "[0, " in rows["orders-0"]
+    assert "{" not in table.stdout
 
 
 def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
@@ -88,7 +98,13 @@ def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
     assert proc.stdout.splitlines()[-1].endswith("4 warnings")
     # An ISO-8601 time is the same now as its epoch milliseconds.
     proc = run_segpipe(
-        "clean", str(sample_dir), str(tmp_path / "out"), "--dry-run", "--now", "2023-11-23T00:00:00Z"
+        "clean",
+        str(sample_dir),
+        str(tmp_path / "out"),
+        "--dry-run",
+        "--now",
+        "2023-11-23T00:00:00Z",
+        "--json",
     )
     plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
     assert plan["now_ms"] == 1_700_697_600_000 and "segpipe: warning" not in proc.stdout
@@ -211,6 +227,9 @@ def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
         "orders-0",
         "orders-1",
     }
+    page = (tmp_path / "plan.html").read_text()  # the same run, as a page people read
+    for p in doc["partitions"]:
+        assert f'data-field="records_in" data-value="{p["records_in"]}"' in page
     # An existing report file is never overwritten, and that is known before any work.
     again = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
     assert again.returncode == 2 and f"{report} exists; segpipe does not overwrite it" in again.stderr

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.clock import clock_ms
+from pipelines.clock import clock_ms, iso
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
-from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition
+from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition, plan_table
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
@@ -24,6 +24,7 @@ from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
+from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
@@ -60,6 +61,7 @@ def clean(
     log: Log = print,
     on_corrupt: str = "fail",
     gate: Callable[[str], None] | None = None,
+    plan_json: bool = False,
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
@@ -75,9 +77,8 @@ def clean(
     if on_corrupt not in ON_CORRUPT:
         raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
     with typed_errors():
-        return _clean(
-            spark, src, dst, config or JobConfig(), now_ms, dry_run, report_path, log, on_corrupt, gate
-        )
+        config = config or JobConfig()
+        return _clean(spark, src, dst, config, now_ms, dry_run, report_path, log, on_corrupt, gate, plan_json)
 
 
 def _clean(
@@ -91,12 +92,14 @@ def _clean(
     log: Log,
     on_corrupt: str,
     gate: Callable[[str], None] | None,
+    plan_json: bool,
 ) -> RunReport:
     now = clock_ms() if now_ms is None else now_ms
     # A dry run refuses what the run would refuse.
     require_destination(src, dst)
     if report_path:
         require_new_file(report_path)
+        require_new_file(html_path(report_path))
     timer = StageTimer()
     sc = getattr(spark, "sparkContext", spark)
     preload_in_workers(sc, WORKER_MODULES)
@@ -123,7 +126,12 @@ def _clean(
         )
         report.partitions = [partition_metrics(p, scanned.segments[p.tp], []) for p in plans]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
-        log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
+        if plan_json:
+            log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
+        else:
+            log(f"segpipe: dry run at now = {now} ({iso(now)}): the plan")
+            for line in plan_table(summaries):
+                log(line)
         _write_report(report, report_path)
         log(report.totals_line())
         return report
@@ -172,10 +180,15 @@ def _skipped(tp: TopicPartition, exc: SegmentError) -> dict[str, Any]:
 
 
 def _write_report(report: RunReport, report_path: str | None) -> None:
+    """The JSON report, and the same run as a page people read (`.html` beside it)."""
     if report_path:
+        page = html_path(report_path)
         require_new_file(report_path)  # checked at the start too; another run may have written it since
+        require_new_file(page)
         storage, path = open_storage(report_path)
         storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
+        page_storage, page_file = open_storage(page)
+        page_storage.write_atomic(page_file, render(report).encode())
 
 
 def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:

@@ -331,3 +331,40 @@ def _legacy_horizon(segments: list[ScannedSegment], first_dirty: int, config: To
         if nxt is not None and nxt <= first_dirty:
             horizon = s.meta.mtime_ms - config.delete_retention_ms
     return horizon
+
+
+def plan_table(summaries: list[dict[str, Any]]) -> list[str]:
+    """The dry run's plan for people: one row per partition (segments kept and deleted by which
+    rule, the cleanable range, output groups, bytes)."""
+    header = (
+        "partition",
+        "policy",
+        "segments",
+        "kept",
+        "deleted (rule)",
+        "cleanable range",
+        "groups",
+        "MB in",
+    )
+    rows = [header]
+    for p in summaries:
+        deleted = p["segments_deleted"]
+        rules: dict[str, int] = {}
+        for d in deleted:
+            rules[d["rule"]] = rules.get(d["rule"], 0) + 1
+        kept = p["segments_copied"] + sum(g["inputs"] for g in p["groups"])
+        span = p["cleanable_range"]
+        rows.append(
+            (
+                p["partition"],
+                ",".join(p["cleanup_policy"]),
+                str(kept + len(deleted)),
+                str(kept),
+                ", ".join(f"{n} ({rule})" for rule, n in sorted(rules.items())) or "0",
+                "-" if span is None else f"[{span[0]}, {span[1]})",
+                str(len(p["groups"])),
+                f"{p['input_bytes'] / 2**20:,.1f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
