@@ -9,8 +9,9 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _level = NORMAL
@@ -31,22 +32,48 @@ def level() -> int:
     return _level
 
 
+# Called before each line is printed: a live progress line on the terminal is cleared first.
+_before_line: list[Callable[[], None]] = []
+
+
 def say(line: str) -> None:
     """A line of a command's output (stdout); under -q only `segpipe:` lines are kept."""
     if _level > QUIET or line.startswith("segpipe:"):
+        for clear in _before_line:
+            clear()
         print(line, flush=True)
 
 
 @contextmanager
-def held_back_noise() -> Iterator[None]:
+def progress(sc: Any, terminal_fd: int) -> Iterator[None]:
+    """Progress lines on the terminal's stderr (`terminal_fd`) while Spark runs; not under -q."""
+    if _level == QUIET or terminal_fd < 0:
+        yield
+        return
+    from pipelines.runtime.progress import Reporter
+
+    stream = os.fdopen(os.dup(terminal_fd), "w")
+    reporter = Reporter(sc.statusTracker(), stream, live=os.isatty(terminal_fd)).start()
+    _before_line.append(reporter.clear)
+    try:
+        yield
+    finally:
+        _before_line.remove(reporter.clear)
+        reporter.stop()
+        stream.close()
+
+
+@contextmanager
+def held_back_noise() -> Iterator[int]:
     """While Spark runs, this process's stderr (which the JVM and Python workers inherit) passes
-    through a filter that drops the NOISE lines; unless -v."""
+    through a filter that drops the NOISE lines; unless -v. Yields the terminal's own stderr (a
+    descriptor; -1 when there is none) for lines that must not wait for a newline."""
     try:
         original = os.dup(2)
     except OSError:  # no stderr at all (`2>&-`): nothing to filter
         original = -1
     if _level >= VERBOSE or original < 0:
-        yield
+        yield original
         return
     _flush_stderr()
     read_end, write_end = os.pipe()
@@ -65,7 +92,7 @@ def held_back_noise() -> Iterator[None]:
     # A daemon: the JVM may still hold the pipe open while this process ends.
     threading.Thread(target=forward, name="segpipe-stderr", daemon=True).start()
     try:
-        yield
+        yield original
     finally:
         _flush_stderr()
         os.dup2(original, 2)

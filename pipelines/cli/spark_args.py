@@ -52,5 +52,9 @@ def spark_run(args: argparse.Namespace, job_module: str) -> Iterator[Any]:
     settings = spark_settings(args.conf)
     check_master(args.master)
     log_level = "info" if console.level() >= console.VERBOSE else "warn"
-    with console.held_back_noise(), spark_for_command(job_module, args.master, settings, log_level) as sc:
+    with (
+        console.held_back_noise() as terminal,
+        spark_for_command(job_module, args.master, settings, log_level) as sc,
+        console.progress(sc, terminal),
+    ):
         yield sc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -136,19 +136,28 @@ class RunReport:
 
 
 class StageTimer:
-    """Seconds per stage of a run, in the order the stages ran (`with timer.stage("scan"): ...`)."""
+    """Seconds per stage of a run, in the order the stages ran (`with timer.stage("scan"): ...`);
+    `on_enter`/`on_leave` tell others (the progress line) which stage is under way."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, on_enter: Callable[[str], None] | None = None, on_leave: Callable[[], None] | None = None
+    ) -> None:
         self.started = time.perf_counter()
         self.seconds: dict[str, float] = {}
+        self.on_enter = on_enter
+        self.on_leave = on_leave
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
+        if self.on_enter is not None:
+            self.on_enter(name)
         try:
             yield
         finally:
             self.seconds[name] = time.perf_counter() - t0
+            if self.on_leave is not None:
+                self.on_leave()
 
     @property
     def total(self) -> float:

@@ -26,6 +26,7 @@ from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
+from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
@@ -100,8 +101,8 @@ def _clean(
     if report_path:
         require_new_file(report_path)
         require_new_file(html_path(report_path))
-    timer = StageTimer()
     sc = getattr(spark, "sparkContext", spark)
+    timer = StageTimer(on_enter=lambda name: progress.enter(sc, name), on_leave=progress.leave)
     preload_in_workers(sc, WORKER_MODULES)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):

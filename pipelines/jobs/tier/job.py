@@ -23,6 +23,7 @@ from pipelines.log.scanned import Scanned, scan_log
 from pipelines.output.destination import require_new_file
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import StageTimer
+from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
@@ -69,8 +70,8 @@ def _tier(
     now = clock_ms() if now_ms is None else now_ms
     if report_path:
         require_new_file(report_path)
-    timer = StageTimer()
     sc = getattr(spark, "sparkContext", spark)
+    timer = StageTimer(on_enter=lambda name: progress.enter(sc, name), on_leave=progress.leave)
     preload_in_workers(sc, WORKER_MODULES)
     remote = (
         RemoteTier.open(remote_url, create=not dry_run)

@@ -1,0 +1,112 @@
+"""Progress of a long run from Spark's status tracker: on a terminal one live line for the stage
+under way (tasks done of all its tasks, elapsed time, an estimate of the rest), elsewhere a plain
+line every half minute. A job names its stages (`enter`); the reporter only reads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+PLAIN_EVERY_S = 30.0  # not a terminal: one line this often (schedulers' logs stay short)
+LIVE_EVERY_S = 0.5
+
+
+@dataclass
+class _Stage:
+    name: str
+    group: str
+    started: float
+
+
+_current: list[_Stage] = []  # the stage under way, set by the job's thread, read by the reporter
+
+
+def enter(sc: Any, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+    """The job's stage `name` starts: its Spark jobs are grouped under it."""
+    group = f"segpipe-{name}"
+    sc.setJobGroup(group, f"segpipe {name}")
+    _current[:] = [_Stage(name, group, clock())]
+
+
+def leave() -> None:
+    _current.clear()
+
+
+def tasks_of(tracker: Any, group: str) -> tuple[int, int]:
+    """(tasks done, tasks in all) of every stage of every job in `group`."""
+    done = total = 0
+    for job in tracker.getJobIdsForGroup(group) or []:
+        info = tracker.getJobInfo(job)
+        for stage_id in info.stageIds if info is not None else []:
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+                total += stage.numTasks
+    return done, total
+
+
+def progress_line(stage: _Stage, done: int, total: int, now: float) -> str:
+    elapsed = now - stage.started
+    head = f"segpipe: {stage.name}: "
+    if total == 0:
+        return f"{head}{elapsed:,.0f} s"
+    eta = f", about {elapsed * (total - done) / done:,.0f} s to go" if 0 < done < total else ""
+    return f"{head}{done:,}/{total:,} tasks, {elapsed:,.0f} s{eta}"
+
+
+@dataclass
+class Reporter:
+    """Writes progress to `stream` until `stop()`; live (one rewritten line) when `live`."""
+
+    tracker: Any
+    stream: IO[str]
+    live: bool
+    clock: Callable[[], float] = time.monotonic
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _last_plain: float = 0.0
+    _shown: bool = False
+
+    def tick(self) -> None:
+        if not _current:
+            return
+        stage = _current[0]
+        now = self.clock()
+        line = progress_line(stage, *tasks_of(self.tracker, stage.group), now)
+        if self.live:
+            self.stream.write("\r\x1b[K" + line)
+            self._shown = True
+        elif now - self._last_plain >= PLAIN_EVERY_S and now - stage.started >= PLAIN_EVERY_S:
+            self.stream.write(line + "\n")
+            self._last_plain = now
+        self.stream.flush()
+
+    def clear(self) -> None:
+        """Remove the live line (before another line is printed); it comes back at the next tick."""
+        if self.live and self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False
+
+    def start(self) -> Reporter:
+        every = LIVE_EVERY_S if self.live else 1.0
+
+        def loop() -> None:
+            while not self._stop.wait(every):
+                try:
+                    self.tick()
+                except Exception:  # a progress line must never fail a run
+                    return
+
+        self._thread = threading.Thread(target=loop, name="segpipe-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.clear()  # the live line goes; the run's own lines follow

@@ -1,0 +1,64 @@
+"""Progress lines from a status tracker (a stand-in with Spark's StatusTracker methods) and a
+fixed clock: tasks done of all, an estimate of the rest; live on a terminal, sparse elsewhere."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+
+from pipelines.runtime import progress
+
+pytestmark = pytest.mark.unit
+
+
+class Tracker:
+    """Two jobs in the group: stages of 10 and 30 tasks."""
+
+    def __init__(self) -> None:
+        self.done = {1: 0, 2: 0}
+
+    def getJobIdsForGroup(self, group: str) -> list[int]:
+        return [7, 8] if group == "segpipe-scan" else []
+
+    def getJobInfo(self, job: int) -> SimpleNamespace:
+        return SimpleNamespace(stageIds=[1] if job == 7 else [2])
+
+    def getStageInfo(self, stage: int) -> SimpleNamespace:
+        return SimpleNamespace(numTasks={1: 10, 2: 30}[stage], numCompletedTasks=self.done[stage])
+
+
+class Context:
+    def setJobGroup(self, group: str, description: str) -> None:
+        self.group = group
+
+
+def test_a_live_line_counts_tasks_and_estimates_the_rest() -> None:
+    now = [100.0]
+    tracker, out = Tracker(), io.StringIO()
+    progress.enter(Context(), "scan", clock=lambda: now[0])
+    reporter = progress.Reporter(tracker, out, live=True, clock=lambda: now[0])
+    now[0] = 110.0
+    tracker.done = {1: 10, 2: 10}  # 20 of 40 in 10 s: about 10 s to go
+    reporter.tick()
+    assert out.getvalue() == "\r\x1b[Ksegpipe: scan: 20/40 tasks, 10 s, about 10 s to go"
+    reporter.clear()
+    assert out.getvalue().endswith("\r\x1b[K")
+    progress.leave()
+    reporter.tick()  # no stage under way: nothing
+    assert out.getvalue().count("segpipe:") == 1
+
+
+def test_without_a_terminal_a_plain_line_comes_every_half_minute() -> None:
+    now = [0.0]
+    tracker, out = Tracker(), io.StringIO()
+    progress.enter(Context(), "scan", clock=lambda: now[0])
+    reporter = progress.Reporter(tracker, out, live=False, clock=lambda: now[0])
+    for t in range(0, 95, 5):  # ticks every 5 s for 90 s
+        now[0] = float(t)
+        reporter.tick()
+    lines = out.getvalue().splitlines()
+    assert [line.split(": ", 2)[2].split(" tasks")[0] for line in lines] == ["0/40", "0/40", "0/40"]
+    assert all("\r" not in line for line in lines)
+    progress.leave()
