@@ -9,7 +9,7 @@ make up the remote log at that version, and is never changed once written.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from segment_io.topic_partition import TopicPartition
@@ -98,7 +98,6 @@ class PartitionManifest:
     partition_metadata: str | None = None
     cleaner_offset: int | None = None  # where the last in-place clean's dirty section ended
     note: str = ""  # what made this version: "tier", "retention", "clean", ...
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tp(self) -> TopicPartition:
@@ -135,7 +134,6 @@ class PartitionManifest:
             "partition_metadata": self.partition_metadata,
             "cleaner_offset": self.cleaner_offset,
             "segments": [s.to_json() for s in self.segments],
-            **({"extra": self.extra} if self.extra else {}),
         }
         return (json.dumps(body, indent=1) + "\n").encode()
 
@@ -156,7 +154,6 @@ class PartitionManifest:
             partition_metadata=body.get("partition_metadata"),
             cleaner_offset=body.get("cleaner_offset"),
             note=str(body.get("note", "")),
-            extra=dict(body.get("extra", {})),
         )
 
     @classmethod

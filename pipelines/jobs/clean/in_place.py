@@ -47,7 +47,8 @@ def clean_in_place(
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     staging_path = posixpath.join(tier.root, STAGING)
     staging_url = tier.storage.url(staging_path)
-    _remove_finished_staging(tier.storage, staging_path, log)
+    if not dry_run:  # a dry run writes and removes nothing
+        _remove_finished_staging(tier.storage, staging_path, log)
     sealed = (config or JobConfig()).all_sealed(SEALED_BECAUSE)
     source = tiered_url(remote_url, None)
     report = clean(spark, source, staging_url, sealed, now_ms, dry_run, report_path, log, on_corrupt)
