@@ -250,6 +250,22 @@ def _cancel_jobs(sc: Any) -> None:
         sc.cancelAllJobs()
 
 
+def settle(sc: Any, timeout_s: float = 60.0) -> None:
+    """Cancel the context's jobs and wait (bounded) until no task runs anywhere. A cancelled job
+    ends at once, but its tasks (and their Python workers) stop only later: what they write must
+    land before a failed run removes its staging, or it would recreate a directory just removed."""
+    import time
+
+    _cancel_jobs(sc)
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(Exception):  # a stopped context has no tasks left to wait for
+        tracker = sc._jsc.sc().statusTracker()
+        while time.monotonic() < deadline:
+            if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
+                return
+            time.sleep(0.1)  # bounded by the deadline
+
+
 def interrupt_cancels_jobs(sc: Any) -> None:
     """SIGINT (Ctrl-C) and SIGTERM stop the run: its Spark jobs are cancelled (from another
     thread: the JVM connection of the main thread may be busy) and the main thread is interrupted

@@ -29,7 +29,7 @@ from pipelines.output.staging import Staging
 from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
+from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
 from pipelines.runtime.tasks import packed
 from segment_io.errors import SegmentError
 from segment_io.storage import open_storage
@@ -166,6 +166,7 @@ def _clean(
                  "configs": config.describe(topics), "skipped": skipped}
             )  # fmt: skip
     except BaseException:
+        settle(sc)  # no task of this run writes into its staging after this
         staging.abort()
         raise
     fault_point("after-publish")

@@ -11,7 +11,7 @@ from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
+from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
 from pipelines.runtime.tasks import packed
 from segment_io.layout import list_log_dir
 from segment_io.remote.tier import RemoteTier
@@ -61,6 +61,7 @@ def restore(
             staging.publish({"run_id": staging.run_id, "restored_from": remote_url, "local": local,
                              "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
     except BaseException:
+        settle(sc)  # no task of this run writes into its staging after this
         staging.abort()
         raise
     written = sum(t.size for t in tasks)
