@@ -29,6 +29,10 @@ class PartitionMetrics:
     segments_in: int = 0
     segments_out: int = 0
     segments_deleted: int = 0
+    # Segments deleted by each retention rule, named as the topic configs that set them.
+    deleted_by_log_start_offset: int = 0
+    deleted_by_retention_bytes: int = 0
+    deleted_by_retention_ms: int = 0
     segments_copied: int = 0
     batches_copied_verbatim: int = 0
     batches_rewritten: int = 0

@@ -181,6 +181,14 @@ def offsets(root: Path, part: str) -> list[int]:
     return [r["offset"] for r in read_log(root, part)]
 
 
+def deleted_by(root: Path, part: str) -> dict[str, int]:
+    """The run report's segments deleted per retention rule, for one partition."""
+    report = json.loads((root / "_segpipe" / "report.json").read_text())
+    row = next(p for p in report["partitions"] if p["partition"] == part)
+    rules = ("log_start_offset", "retention_bytes", "retention_ms")
+    return {rule: row[f"deleted_by_{rule}"] for rule in rules if row[f"deleted_by_{rule}"]}
+
+
 def test_superseded_records_and_verbatim_copies(out: Path) -> None:
     batches = read_batches(out, "sup-0")
     assert [seg for seg, _ in batches] == [0, 0, 5]  # segments 0 and 3 merged into one group
@@ -269,6 +277,7 @@ def test_time_retention_deletes_old_prefix_and_maintains_partition_files(out: Pa
     epochs = parse_leader_epoch_checkpoint((out / "ret-0" / "leader-epoch-checkpoint").read_bytes(), "x")
     # (0,0), (1,1) and (3,2) all start at or below the new log start 2: the last one is re-added at 2.
     assert epochs == [(3, 2)]
+    assert deleted_by(out, "ret-0") == {"retention_ms": 2}
 
 
 def test_everything_expired_leaves_an_empty_segment_at_the_log_end(out: Path) -> None:
@@ -278,12 +287,14 @@ def test_everything_expired_leaves_an_empty_segment_at_the_log_end(out: Path) ->
 
 def test_size_retention_stops_before_going_below_the_limit(out: Path) -> None:
     assert [seg for seg, _ in read_batches(out, "size-0")] == [1, 2, 3]
+    assert deleted_by(out, "size-0") == {"retention_bytes": 1}
 
 
 def test_log_start_offset_rule_applies_to_compact_only_topics(out: Path) -> None:
     assert [seg for seg, _ in read_batches(out, "lso-0")] == [2, 3]
     starts = parse_offset_checkpoint((out / "log-start-offset-checkpoint").read_bytes(), "x")
     assert all(tp.topic != "lso" for tp in starts)  # log start = first segment base: not written
+    assert deleted_by(out, "lso-0") == {"log_start_offset": 2}
 
 
 def test_legacy_batches_are_converted_to_v2(out: Path) -> None:

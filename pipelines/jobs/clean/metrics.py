@@ -23,6 +23,8 @@ def partition_metrics(
     m.bytes_in = plan.input_bytes
     m.records_in = _records(segments)
     m.segments_deleted = len(deleted)
+    for _, rule in plan.deleted:  # rule: log_start_offset, retention_bytes or retention_ms
+        setattr(m, f"deleted_by_{rule}", getattr(m, f"deleted_by_{rule}") + 1)
     m.removed_by_retention = _records(deleted)
     m.bytes_removed_by_retention = plan.deleted_bytes
     m.segments_copied = len(copied)
