@@ -18,15 +18,20 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic-set", action="append", default=[], metavar="TOPIC:NAME=VALUE")
 
 
-def add_now_argument(p: argparse.ArgumentParser, rules: str) -> None:
+CLOCK_DEFAULT = (
+    "the clock at the start of the run, so an old archive can lose everything to retention.ms "
+    "(7 days by default)"
+)
+
+
+def add_now_argument(p: argparse.ArgumentParser, rules: str, default: str = CLOCK_DEFAULT) -> None:
     p.add_argument(
         "--now",
         "--now-ms",
         dest="now",
         metavar="TIME",
         help=f"the 'now' every time rule ({rules}) is applied at: epoch ms or ISO-8601 "
-        "(2026-11-23T12:00:00Z). Default: the clock at the start of the run, so an old archive can lose "
-        "everything to retention.ms (7 days by default)",
+        f"(2026-11-23T12:00:00Z). Default: {default}",
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.spark_args import add_spark_arguments, spark_run
+from pipelines.cli.spark_args import add_now_argument, add_spark_arguments, now_from, spark_run
 from pipelines.errors import EXIT_INVALID, EXIT_OK
 
 
@@ -21,6 +21,11 @@ def add_parser(sub: Any) -> None:
         metavar="SRC",
         help="the log PATH was cleaned from: also check the compaction promise (records unchanged, every "
         "key's latest value kept, the run report's counts)",
+    )
+    add_now_argument(
+        p,
+        "with --against: a tombstone whose delete horizon is not reached had to stay",
+        default="the `now` of PATH's run report (without one, only tombstones with no horizon must stay)",
     )
     p.add_argument(
         "--report",
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
         del sc  # the session over the command's context, with the kafka-segments source
         spark = get_spark()
-        result = validate(spark, args.path, args.remote, report_dir, console.say, against=args.against)
+        now_ms = now_from(args)
+        result = validate(spark, args.path, args.remote, report_dir, console.say, args.against, now_ms)
     for line in result.lines():
         console.say(line)
     console.say(result.summary_line())

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-MB = 1024 * 1024
+from segment_io.format.constants import MB
 
 
 @dataclass

@@ -1,6 +1,11 @@
 """Progress of a long run from Spark's status tracker: on a terminal one live line for the stage
-under way (tasks done of all its tasks, elapsed time, an estimate of the rest), elsewhere a plain
-line every half minute. A job names its stages (`enter`); the reporter only reads."""
+under way (tasks done of all its tasks, MB processed and MB/s, elapsed time, an estimate of the
+rest), elsewhere a plain line every half minute. A job names its stages (`enter`); the bytes a
+stage reads are added as its tasks are packed (`runtime.tasks.packed` calls `add_bytes`); the
+reporter only reads.
+
+MB processed is the stage's bytes times the share of its tasks done: tasks are packed to about
+equal bytes, so the share is a fair measure, and the line says "about"."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
+
+from segment_io.format.constants import MB
 
 PLAIN_EVERY_S = 30.0  # not a terminal: one line this often (schedulers' logs stay short)
 LIVE_EVERY_S = 0.5
@@ -19,6 +26,7 @@ class _Stage:
     name: str
     group: str
     started: float
+    size_bytes: int = 0  # what the stage reads, when the job said (`add_bytes`)
 
 
 _current: list[_Stage] = []  # the stage under way, set by the job's thread, read by the reporter
@@ -29,6 +37,12 @@ def enter(sc: Any, name: str, clock: Callable[[], float] = time.monotonic) -> No
     group = f"segpipe-{name}"
     sc.setJobGroup(group, f"segpipe {name}")
     _current[:] = [_Stage(name, group, clock())]
+
+
+def add_bytes(size_bytes: int) -> None:
+    """The stage under way reads `size_bytes` more (said as its tasks are made)."""
+    if _current:
+        _current[0].size_bytes += size_bytes
 
 
 def leave() -> None:
@@ -54,7 +68,12 @@ def progress_line(stage: _Stage, done: int, total: int, now: float) -> str:
     if total == 0:
         return f"{head}{elapsed:,.0f} s"
     eta = f", about {elapsed * (total - done) / done:,.0f} s to go" if 0 < done < total else ""
-    return f"{head}{done:,}/{total:,} tasks, {elapsed:,.0f} s{eta}"
+    volume = ""
+    if stage.size_bytes:
+        mb = stage.size_bytes / MB * done / total
+        rate = f", {mb / elapsed:,.0f} MB/s" if elapsed > 0 else ""
+        volume = f", about {mb:,.0f}/{stage.size_bytes / MB:,.0f} MB{rate}"
+    return f"{head}{done:,}/{total:,} tasks{volume}, {elapsed:,.0f} s{eta}"
 
 
 @dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from pipelines.runtime import progress
+
 T = TypeVar("T")
 
 # A pack averages at most this many bytes, whatever the parallelism.
@@ -30,6 +32,8 @@ def packs(sizes: list[int], parts: int, most: int = MOST_BYTES_PER_TASK) -> list
 
 
 def packed(sc: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -> Any:
-    """An RDD with one element per pack of `items` (a list), one Spark partition per pack."""
+    """An RDD with one element per pack of `items` (a list), one Spark partition per pack. The
+    bytes count towards the stage under way (its progress line's MB)."""
+    progress.add_bytes(sum(sizes))
     chosen = packs(sizes, sc.defaultParallelism * tasks_per_core)
     return sc.parallelize([[items[i] for i in pack] for pack in chosen], max(1, len(chosen)))

@@ -35,6 +35,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 # Offsets relative to a segment's (or a batch's) base are int32: a segment spans at most this many.
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+MB = 1024 * 1024  # what Kafka's cleaner log lines call a MB, and so do segpipe's
 
 # Kafka's defaults for how large segments and their indexes grow (segment.bytes,
 # segment.index.bytes, index.interval.bytes), for writers and for the topic configs.

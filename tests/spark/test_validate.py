@@ -12,7 +12,7 @@ import pytest
 from pipelines import clean
 from pipelines.config import JobConfig
 from pipelines.jobs.validate import validate
-from segment_io.format.constants import CONTROL_MASK
+from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK
 from tests.conftest import FIXED_NOW_MS
 from tests.helpers import read_log, v2_batch, write_log
 
@@ -135,3 +135,31 @@ def test_the_promise_holds_for_a_clean_and_catches_each_breach(spark, tmp_path: 
             assert report.failed["counts_match"] == 1
         else:
             assert report.failed["counts_match"] == 0 and report.failed["latest_value_kept"] == 0
+
+
+def test_the_promise_follows_aborts_and_tombstones(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An aborted record is not a key's latest value (the one before it is); a tombstone the first
+    pass only stamps with a horizon had to stay."""
+    src = tmp_path / "src"
+    txn = {"attributes": TRANSACTIONAL_MASK, "producer_id": 7, "producer_epoch": 0}
+    aborted = v2_batch(2, [(0, T, b"a", b"never", [])], base_sequence=0, **txn)
+    abort = v2_batch(
+        3, [(0, T, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])],
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK, producer_id=7, producer_epoch=0,
+    )  # fmt: skip
+    tombstone = v2_batch(4, [(0, T, b"b", None, [])])
+    write_log(src, "t-0", [[keyed(0, b"a", b"b"), aborted, abort, tombstone], [keyed(5, b"z")]])
+    out = tmp_path / "out"
+    config = JobConfig.build({"cleanup.policy": "compact", "retention.ms": -1})
+    clean(spark, str(src), str(out), config, now_ms=FIXED_NOW_MS, log=lambda line: None)
+    assert [r["offset"] for r in read_log(out, "t-0")] == [0, 3, 4, 5]  # a@0, the marker, b's tombstone
+    assert validate(spark, str(out), against=str(src)).success
+    for offset in (0, 4):  # a's committed value, b's unexpired tombstone
+        broken = rebuilt(
+            out, tmp_path / f"without-{offset}", lambda rows, o=offset: [r for r in rows if r["offset"] != o]
+        )
+        report = validate(spark, str(broken), against=str(src))
+        assert report.failed["latest_value_kept"] == 1, (offset, report.failed)
+        assert [(f.rule, f.offset) for f in report.failures if f.rule == "latest_value_kept"] == [
+            ("latest_value_kept", offset)
+        ]

@@ -50,6 +50,21 @@ def test_a_live_line_counts_tasks_and_estimates_the_rest() -> None:
     assert out.getvalue().count("segpipe:") == 1
 
 
+def test_a_stage_that_reads_bytes_shows_mb_and_mb_per_second() -> None:
+    now = [0.0]
+    tracker, out = Tracker(), io.StringIO()
+    progress.enter(Context(), "scan", clock=lambda: now[0])
+    progress.add_bytes(300 * progress.MB)
+    progress.add_bytes(100 * progress.MB)  # a second packing in the same stage adds up
+    reporter = progress.Reporter(tracker, out, live=True, clock=lambda: now[0])
+    now[0] = 4.0
+    tracker.done = {1: 10, 2: 0}  # a quarter of the tasks: about 100 of 400 MB in 4 s
+    reporter.tick()
+    assert out.getvalue().endswith("scan: 10/40 tasks, about 100/400 MB, 25 MB/s, 4 s, about 12 s to go")
+    progress.leave()
+    progress.add_bytes(1)  # no stage under way: nothing to count it in
+
+
 def test_without_a_terminal_a_plain_line_comes_every_half_minute() -> None:
     now = [0.0]
     tracker, out = Tracker(), io.StringIO()

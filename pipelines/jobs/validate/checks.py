@@ -129,25 +129,61 @@ def promise_record_checks(output: Any, source: Any) -> Any:
     return joined.select(*cols, F.base64("key").alias("key_b64"), kept)
 
 
-def promise_key_checks(output: Any, source: Any, bounds: Any) -> Any:
-    """Per key of the source's cleaned section (below the output's cleaner checkpoint, at or above
-    its log start offset): `latest_value_kept`, the key's latest record is in the output when it
-    is a non-transactional record with a value (a tombstone may be past its delete horizon and a
-    transactional record may have been aborted: those are not required)."""
+def aborted_offsets(records: Any) -> Any:
+    """(topic, partition, offset) of every aborted record: a transactional data record whose
+    producer's first control marker after it is an ABORT (control key: version int16, type
+    int16, 0 = abort, 1 = commit). A record with no marker after it (an open transaction) is not
+    aborted. Only transactional rows take part, without keys or values: the sort stays small."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    src = source.join(F.broadcast(bounds), ["topic", "partition"], "inner").where(
-        F.col("cleaner_offset").isNotNull()
-        & (F.col("offset") < F.col("cleaner_offset"))
-        & (F.col("offset") >= F.coalesce(F.col("log_start_offset"), F.lit(0)))
-        & ~F.col("is_control")
-        & F.col("key").isNotNull()
+    marker_type = F.when(
+        F.col("is_control"), F.conv(F.hex(F.substring(F.col("key"), 3, 2)), 16, 10).cast("int")
+    )
+    rows = records.where(F.col("is_transactional")).select(
+        "topic", "partition", "producer_id", "offset", "is_control", marker_type.alias("marker")
+    )
+    after = (
+        Window.partitionBy("topic", "partition", "producer_id")
+        .orderBy("offset")
+        .rowsBetween(1, Window.unboundedFollowing)
+    )
+    fate = F.first("marker", ignorenulls=True).over(after)
+    return (
+        rows.withColumn("_fate", fate)
+        .where(~F.col("is_control") & (F.col("_fate") == 0))
+        .select("topic", "partition", "offset")
+    )
+
+
+def promise_key_checks(output: Any, source: Any, bounds: Any, now_ms: int | None) -> Any:
+    """Per key of the source's cleaned section (below the output's cleaner checkpoint, at or above
+    its log start offset): `latest_value_kept`, the key's latest record that was not aborted is
+    in the output, if it has a value, or if it is a tombstone Kafka's cleaner keeps: a v2 batch
+    with no delete horizon yet (the first pass only stamps one), or one not yet reached at
+    `now_ms`. Legacy (magic 0/1) tombstones expire by file times and are not required."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    src = (
+        source.join(F.broadcast(bounds), ["topic", "partition"], "inner")
+        .where(
+            F.col("cleaner_offset").isNotNull()
+            & (F.col("offset") < F.col("cleaner_offset"))
+            & (F.col("offset") >= F.coalesce(F.col("log_start_offset"), F.lit(0)))
+            & ~F.col("is_control")
+            & F.col("key").isNotNull()
+        )
+        .join(aborted_offsets(source), ["topic", "partition", "offset"], "left_anti")
+    )
+    horizon = F.col("delete_horizon_ms")
+    tombstone_kept = (F.col("magic") == 2) & (
+        horizon.isNull() | (F.lit(now_ms) < horizon if now_ms is not None else F.lit(False))
     )
     latest = Window.partitionBy("topic", "partition", "key").orderBy(F.col("offset").desc())
     required = (
         src.withColumn("_rank", F.row_number().over(latest))
-        .where((F.col("_rank") == 1) & F.col("value").isNotNull() & ~F.col("is_transactional"))
+        .where((F.col("_rank") == 1) & (F.col("value").isNotNull() | tombstone_kept))
         .select("topic", "partition", "offset", "key")
     )
     kept = output.select("topic", "partition", "offset", F.lit(True).alias("_kept"))

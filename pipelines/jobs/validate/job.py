@@ -99,9 +99,12 @@ def validate(
     report_dir: str | None = None,
     log: Log = print,
     against: str | None = None,
+    now_ms: int | None = None,
 ) -> ValidationReport:
     """Run the structure suites over PATH (and its remote tier) and, with `against` (the source
-    PATH was cleaned from), the compaction promise; Data Docs under `report_dir`."""
+    PATH was cleaned from), the compaction promise; Data Docs under `report_dir`. `now_ms` is the
+    clean's `now` (default: the one in PATH's run report), which decides which tombstones with a
+    delete horizon had to stay."""
     started = time.perf_counter()
     url = log_url(path, remote)
     storage, root = open_storage(url)
@@ -142,7 +145,7 @@ def validate(
         try:
             _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
             if against is not None:
-                _promise(spark, gx, context, url, records, against, bounds, report)
+                _promise(spark, gx, context, url, records, against, bounds, report, now_ms)
         finally:
             checks.unpersist()
             records.unpersist()
@@ -163,13 +166,14 @@ def _promise(
     against: str,
     bounds: Any,
     report: ValidationReport,
+    now_ms: int | None,
 ) -> None:
     """The compaction promise: output records come from the source unchanged, every key's latest
     value survived, and the run report's counts add up (where PATH has one)."""
     # The source is read once per promise suite, not cached: it is the whole uncleaned log, and
     # caching it (4 GB of records, local[2]) exhausted the driver JVM's memory here.
     source = spark.read.format("kafka-segments").load(log_url(against))
-    _promise_suites(spark, gx, context, url, output, source, bounds, report)
+    _promise_suites(spark, gx, context, url, output, source, bounds, report, now_ms)
 
 
 def _promise_suites(
@@ -181,16 +185,20 @@ def _promise_suites(
     source: Any,
     bounds: Any,
     report: ValidationReport,
+    now_ms: int | None,
 ) -> None:
-    """The three promise suites over the output and the (persisted) source."""
-    _run(gx, context, "promise-records", promise_records_suite(gx), promise_record_checks(output, source),
-         list(IDENTITY), report)  # fmt: skip
-    _run(gx, context, "promise-keys", promise_keys_suite(gx), promise_key_checks(output, source, bounds),
-         list(IDENTITY), report)  # fmt: skip
+    """The three promise suites over the output and the source."""
     storage, root = open_storage(url)
     report_json = posixpath.join(root, "_segpipe", "report.json")
-    if storage.exists(report_json):
-        rows = json.loads(storage.read(report_json)).get("partitions", [])
+    run = json.loads(storage.read(report_json)) if storage.exists(report_json) else None
+    if now_ms is None and run is not None:
+        now_ms = run.get("now_ms")
+    _run(gx, context, "promise-records", promise_records_suite(gx), promise_record_checks(output, source),
+         list(IDENTITY), report)  # fmt: skip
+    _run(gx, context, "promise-keys", promise_keys_suite(gx),
+         promise_key_checks(output, source, bounds, now_ms), list(IDENTITY), report)  # fmt: skip
+    if run is not None:
+        rows = run.get("partitions", [])
         counts = count_checks(spark, output, source, rows)
         _run(
             gx,
