@@ -123,7 +123,7 @@ def validate(
     )
     report = ValidationReport(path)
     sound = [
-        p.tp.dir_name
+        p
         for p in parts
         if all(r.ok for r in file_rows if (r.topic, r.partition) == (p.tp.topic, p.tp.partition))
     ]
@@ -131,24 +131,23 @@ def validate(
     files_df = _files_frame(spark, file_rows)
     _run(gx, context, "files", file_structure_suite(gx), files_df, ["topic", "partition", "detail"], report)
     if sound:
-        records = (
-            spark.read.format("kafka-segments")
-            .option("verifyCrc", "false")
-            .option("partitions", ",".join(sound))
-            .load(url)
-        )
-        bounds = _bounds(spark, listing.checkpoints)
-        # Each expectation is its own Spark job: the records are decoded, and the checks (two
-        # window sorts) computed, once for all of them.
-        records = records.persist(_spill())
-        checks = record_checks(records, bounds).persist(_spill())
+        # Each expectation is its own Spark job: the checks are computed once for all of them and
+        # kept, narrow (identity and one boolean per rule).
+        checks = record_checks(spark, url, sound, _bounds_of(listing.checkpoints)).persist(_spill())
         try:
             _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
-            if against is not None:
-                _promise(spark, gx, context, url, records, against, bounds, report, now_ms)
         finally:
             checks.unpersist()
-            records.unpersist()
+        if against is not None:
+            # The promise reads the records, values and all, through the kafka-segments source.
+            records = (
+                spark.read.format("kafka-segments")
+                .option("verifyCrc", "false")
+                .option("partitions", ",".join(p.tp.dir_name for p in sound))
+                .load(url)
+            )
+            bounds = _bounds(spark, listing.checkpoints)
+            _promise(spark, gx, context, url, records, against, bounds, report, now_ms)
     if report_dir is not None:
         report.data_docs = (
             os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
@@ -254,11 +253,16 @@ def _files_frame(spark: Any, rows: list[FileCheck]) -> Any:
     return spark.createDataFrame(data, ddl)
 
 
-def _bounds(spark: Any, checkpoints: dict[str, dict[Any, int]]) -> Any:
+def _bounds_of(checkpoints: dict[str, dict[Any, int]]) -> dict[Any, tuple[int | None, int | None]]:
+    """Per partition: (log start offset, cleaner checkpoint), from the root checkpoint files."""
     starts = checkpoints.get("log-start-offset-checkpoint", {})
     cleaned = checkpoints.get("cleaner-offset-checkpoint", {})
-    tps = sorted(set(starts) | set(cleaned))
-    data = [(tp.topic, tp.partition, starts.get(tp), cleaned.get(tp)) for tp in tps]
+    return {tp: (starts.get(tp), cleaned.get(tp)) for tp in set(starts) | set(cleaned)}
+
+
+def _bounds(spark: Any, checkpoints: dict[str, dict[Any, int]]) -> Any:
+    """`_bounds_of` as a DataFrame (topic, partition, log_start_offset, cleaner_offset)."""
+    data = [(tp.topic, tp.partition, *b) for tp, b in sorted(_bounds_of(checkpoints).items())]
     return spark.createDataFrame(
         data, "topic string, partition int, log_start_offset long, cleaner_offset long"
     )
