@@ -5,7 +5,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export NUMBA_CACHE_DIR := $(CURDIR)/.venv/numba-cache
 export GX_ANALYTICS_ENABLED := False
 
-.PHONY: venv demo test lint bench samples
+.PHONY: venv demo test lint bench samples kafka
 
 venv:
 	@scripts/bootstrap
@@ -31,3 +31,8 @@ bench: venv
 
 samples: venv
 	rm -rf data/samples && .venv/bin/segpipe generate data/samples
+
+# Apache Kafka's own broker for the tests marked `kafka`: fetches its jars through Maven into
+# ~/.cache/segpipe (outside the repository) and prints how to run one by hand.
+kafka: venv
+	.venv/bin/python -m tests.kafka.broker

@@ -9,7 +9,8 @@ from segment_io.topic_partition import TopicPartition
 
 def _lines(data: bytes, path: str, what: str) -> list[tuple[int, str]]:
     """(byte position, text) of each line after a version `0` line and an entry count line that
-    matches the number of entries; anything else raises CorruptCheckpoint."""
+    matches the number of entries (none when the file ends before the count, as Kafka reads it);
+    anything else raises CorruptCheckpoint."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -21,10 +22,14 @@ def _lines(data: bytes, path: str, what: str) -> list[tuple[int, str]]:
         position += len(line.encode()) + 1
     if lines and lines[-1][1] == "":
         lines.pop()
-    if len(lines) < 2:
-        raise CorruptCheckpoint(path, 0, "missing version or entry count line")
+    # Kafka reads a file that ends before its entry count line as empty: it creates the
+    # cleaner's checkpoint empty (0 bytes) and leaves it so until the cleaner has an entry.
+    if not lines:
+        return []
     if lines[0][1].strip() != "0":
         raise CorruptCheckpoint(path, 0, f"unknown {what} version {lines[0][1]!r}")
+    if len(lines) == 1:
+        return []
     count_at, count_text = lines[1]
     if not count_text.strip().isdigit():
         raise CorruptCheckpoint(path, count_at, f"bad entry count {count_text!r}")

@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from pipelines.cli import clean, config, console, dump, generate, inspect, tier, validate
+from pipelines.cli import clean, config, console, dump, generate, inspect, restore_kafka, tier, validate
 from pipelines.errors import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_parser(sub)
     clean.add_parser(sub)
     tier.add_parser(sub)
+    restore_kafka.add_parser(sub)
     validate.add_parser(sub)
     config.add_parser(sub)
     return parser

@@ -1,0 +1,48 @@
+"""`segpipe restore-kafka`: a log directory (a clean's output, an archive) into a stopped Kafka
+broker's log directory whose topics exist, as the README's "Restoring into Kafka" says."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.cli import console
+from pipelines.errors import EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "restore-kafka",
+        help="put a log directory's partitions into a stopped Kafka broker's log dir (topics created first)",
+    )
+    p.add_argument("archive", help="the log directory to restore (local), e.g. segpipe clean's output")
+    p.add_argument(
+        "log_dir", help="the stopped broker's log directory (log.dirs), holding the topics' partitions"
+    )
+    p.add_argument(
+        "--backup",
+        metavar="DIR",
+        help="where the replaced files and checkpoints go (default: LOG_DIR.segpipe-backup-<epoch ms>, "
+        "beside the log directory; never inside it, where Kafka would load it)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from segment_io.kafka_restore import restore_into_kafka
+
+    log_dir = Path(args.log_dir)
+    backup = (
+        Path(args.backup)
+        if args.backup
+        else log_dir.with_name(f"{log_dir.name}.segpipe-backup-{int(time.time() * 1000)}")
+    )
+    summary = restore_into_kafka(Path(args.archive), log_dir, backup)
+    console.say(
+        f"segpipe: restored {len(summary.partitions)} partitions ({summary.files} files, "
+        f"{summary.bytes / 2**20:,.1f} MB) into {log_dir}; the replaced files are in {summary.backup}. "
+        "Start the broker."
+    )
+    return EXIT_OK

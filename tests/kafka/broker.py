@@ -1,0 +1,216 @@
+"""Apache Kafka's own broker for tests: one combined broker+controller JVM (KRaft) on 127.0.0.1 with
+free ports, its log directory wherever the test says. The jars come from Maven Central through
+`tests/kafka/pom.xml` into a cache outside the repository (`$SEGPIPE_CACHE_DIR`, by default
+`~/.cache/segpipe`), fetched once per pom.
+
+    .venv/bin/python -m tests.kafka.broker      # fetch the jars; print how to run a broker by hand
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+POM = Path(__file__).with_name("pom.xml")
+START_TIMEOUT_S = 90.0  # a cold JVM on 2 busy cores answers in about 10 s
+STOP_TIMEOUT_S = 30.0  # a clean shutdown flushes and checkpoints; killed after this
+FETCH_TIMEOUT_S = 600.0
+
+
+class BrokerUnavailable(RuntimeError):
+    """Java or Maven is missing, or the jars could not be fetched: the tests that need a broker
+    cannot run here (they skip with this reason, or fail where SEGPIPE_REQUIRE_KAFKA=1)."""
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("SEGPIPE_CACHE_DIR", Path.home() / ".cache" / "segpipe"))
+    return root / f"kafka-{hashlib.sha256(POM.read_bytes()).hexdigest()[:12]}"
+
+
+def jars() -> Path:
+    """The directory of the broker's jars, fetched through Maven on first use (atomically: a
+    fetch that stops half way leaves nothing that looks complete)."""
+    libs = cache_dir() / "libs"
+    if (libs / ".complete").exists():
+        return libs
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            raise BrokerUnavailable(f"{tool} not on PATH: Kafka's broker cannot be fetched or run")
+    partial = libs.with_name(f"libs.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        proc = subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={partial}"],
+            capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise BrokerUnavailable(f"fetching Kafka's jars took over {FETCH_TIMEOUT_S:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+        raise BrokerUnavailable("fetching Kafka's jars through Maven failed: " + " | ".join(tail))
+    (partial / ".complete").touch()
+    shutil.rmtree(libs, ignore_errors=True)
+    partial.rename(libs)
+    return libs
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+LOG4J2 = """
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+@dataclass
+class Broker:
+    """One KRaft broker+controller. `start()` formats its storage the first time; `stop()` shuts
+    it down cleanly (killed if it hangs). Its log is `home/server.log`."""
+
+    home: Path
+    settings: dict[str, str] = field(default_factory=dict)  # broker configs on top of the defaults
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    started_in_s: float = 0.0
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def server_log(self) -> Path:
+        return self.home / "server.log"
+
+    def _properties(self) -> Path:
+        configs = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            **self.settings,
+        }
+        path = self.home / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in configs.items()))
+        return path
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        log4j = self.home / "log4j2.properties"
+        log4j.write_text(LOG4J2.format(log=self.server_log))
+        return ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}",
+                "-cp", f"{jars()}/*", main, *args]  # fmt: skip
+
+    def start(self) -> Broker:
+        self.home.mkdir(parents=True, exist_ok=True)
+        properties = self._properties()
+        if not (self.log_dir / "meta.properties").exists():
+            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(properties)),
+                           check=True, capture_output=True, timeout=120)  # fmt: skip
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            self._java("kafka.Kafka", str(properties)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        self._wait_ready(started + START_TIMEOUT_S)
+        self.started_in_s = time.monotonic() - started
+        return self
+
+    def _wait_ready(self, deadline: float) -> None:
+        from kafka.admin import KafkaAdminClient
+
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"Kafka's broker exited with {self.proc.returncode}; see {self.server_log}"
+                )
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000)
+                try:
+                    if admin.describe_cluster().get("brokers"):
+                        return
+                finally:
+                    admin.close()
+            except Exception:  # not listening yet, or not registered yet
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(
+                    f"Kafka's broker did not start in {START_TIMEOUT_S:.0f} s; see {self.server_log}"
+                )
+            time.sleep(0.25)  # bounded by the deadline
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM): Kafka flushes, writes its checkpoints and its clean-shutdown
+        marker. Killed if it has not exited in STOP_TIMEOUT_S."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(
+                f"Kafka's broker did not stop in {STOP_TIMEOUT_S:.0f} s and was killed"
+            ) from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def log_lines(self, *needles: str) -> list[str]:
+        """Lines of the broker's log that contain any of `needles`."""
+        text = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
+        return [line for line in text.splitlines() if any(n in line for n in needles)]
+
+
+def main() -> None:
+    libs = jars()
+    print(f"Kafka's broker jars: {libs} ({sum(1 for _ in libs.glob('*.jar'))} jars)")
+    tool = f"java -cp '{libs}/*' kafka.tools.StorageTool"
+    print("Run a broker by hand (KRaft, one node; server.properties as in Kafka's config/server.properties):")
+    print(f"  {tool} format -t $({tool} random-uuid) -c server.properties --standalone")
+    print(f"  java -cp '{libs}/*' kafka.Kafka server.properties")
+    print("The tests start their own (tests/kafka/, marked `kafka`): .venv/bin/python -m pytest -m kafka")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The restore procedure on a broker's log directory made by hand: what it replaces, what it keeps
+(partition.metadata, the broker's other checkpoint entries), where the replaced files go, and each
+reason it refuses before changing anything."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
+from segment_io.kafka_restore import RestoreRefused, restore_into_kafka
+from segment_io.topic_partition import TopicPartition
+
+pytestmark = pytest.mark.unit
+ORDERS_0, OFFSETS_0 = TopicPartition("orders", 0), TopicPartition("__consumer_offsets", 0)
+
+
+def broker_dir(root: Path) -> Path:
+    log_dir = root / "kafka-logs"
+    (log_dir / "orders-0").mkdir(parents=True)
+    (log_dir / "__consumer_offsets-0").mkdir()
+    (log_dir / "meta.properties").write_text("node.id=1\n")
+    (log_dir / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: broker-topic-id\n")
+    (log_dir / "orders-0" / f"{0:020d}.log").write_bytes(b"")
+    (log_dir / "orders-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        (log_dir / name).write_bytes(format_offset_checkpoint({ORDERS_0: 0, OFFSETS_0: 17}))
+    return log_dir
+
+
+def archive_dir(root: Path) -> Path:
+    archive = root / "cleaned"
+    (archive / "orders-0").mkdir(parents=True)
+    (archive / "_segpipe").mkdir()
+    (archive / "orders-0" / f"{5:020d}.log").write_bytes(b"batches")
+    (archive / "orders-0" / f"{5:020d}.index").write_bytes(b"")
+    (archive / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: archive-topic-id\n")
+    for name in (
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "log-start-offset-checkpoint",
+    ):
+        (archive / name).write_bytes(format_offset_checkpoint({ORDERS_0: 42 if "start" not in name else 5}))
+    return archive
+
+
+def test_partitions_are_replaced_and_the_brokers_own_entries_kept(tmp_path: Path) -> None:
+    log_dir, archive = broker_dir(tmp_path), archive_dir(tmp_path)
+    summary = restore_into_kafka(archive, log_dir, tmp_path / "backup")
+    part = log_dir / "orders-0"
+    assert sorted(p.name for p in part.iterdir()) == [
+        f"{5:020d}.index",
+        f"{5:020d}.log",
+        "partition.metadata",
+    ]
+    assert "broker-topic-id" in (part / "partition.metadata").read_text()  # the cluster's topic id stays
+    for name, offset in (("recovery-point-offset-checkpoint", 42), ("replication-offset-checkpoint", 42),
+                         ("log-start-offset-checkpoint", 5)):  # fmt: skip
+        entries = parse_offset_checkpoint((log_dir / name).read_bytes(), name)
+        assert entries[ORDERS_0] == offset
+        assert entries.get(OFFSETS_0) == (None if "start" in name else 17)  # the broker's others stay
+    backup = tmp_path / "backup"
+    assert sorted(p.name for p in (backup / "orders-0").iterdir()) == [
+        f"{0:020d}.log",
+        "leader-epoch-checkpoint",
+    ]
+    assert (backup / "recovery-point-offset-checkpoint").exists()
+    assert (summary.partitions, summary.files) == (("orders-0",), 2)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", ["no-topic", "not-kafka", "backup-inside", "backup-not-empty"])
+def test_each_refusal_changes_nothing(tmp_path: Path, case: str) -> None:
+    log_dir, archive = broker_dir(tmp_path), archive_dir(tmp_path)
+    backup = tmp_path / "backup"
+    if case == "no-topic":
+        (archive / "clicks-0").mkdir()
+    elif case == "not-kafka":
+        (log_dir / "meta.properties").unlink()
+    elif case == "backup-inside":
+        backup = log_dir / "old"
+    else:
+        backup.mkdir()
+        (backup / "x").write_text("x")
+    before = snapshot(tmp_path)
+    with pytest.raises(RestoreRefused) as refused:
+        restore_into_kafka(archive, log_dir, backup)
+    expected = {"no-topic": "create their topics", "not-kafka": "not a Kafka log directory",
+                "backup-inside": "Kafka would load it", "backup-not-empty": "is not empty"}[case]  # fmt: skip
+    assert expected in str(refused.value)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_running_broker_is_refused(tmp_path: Path) -> None:
+    """Kafka holds a lock on LOG_DIR/.lock while it runs: another process holds it here."""
+    log_dir, archive = broker_dir(tmp_path), archive_dir(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+         "print('held', flush=True); sys.stdin.read()", str(log_dir / ".lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = snapshot(tmp_path)
+        with pytest.raises(RestoreRefused, match="is running"):
+            restore_into_kafka(archive, log_dir, tmp_path / "backup")
+        assert snapshot(tmp_path) == before
+    finally:
+        holder.communicate(input="", timeout=30)
