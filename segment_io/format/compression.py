@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +86,7 @@ def compress(
     if codec == Codec.NONE:
         return bytes(data)
     if codec == Codec.GZIP:
-        return bytes(cramjam.gzip.compress(bytes(data), level=levels.gzip))
+        return _gzip_compress(data, levels.gzip)
     if codec == Codec.SNAPPY:
         return _snappy_compress(bytes(data))
     if codec == Codec.LZ4:
@@ -100,7 +101,11 @@ def compress(
             )
         )
     if codec == Codec.ZSTD:
-        return _zstd_compressor(levels.zstd).compress(data.data if isinstance(data, np.ndarray) else data)
+        # As Kafka's stream writer ends a frame: the data in blocks that are not the last, then
+        # an empty last block (a flush, then the end); no content size (the stream never knows it).
+        stream = _zstd_compressor(levels.zstd).compressobj()
+        chunk = stream.compress(data.data if isinstance(data, np.ndarray) else data)
+        return chunk + stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) + stream.flush()
     raise ValueError(f"codec {int(codec)} is not supported")
 
 
@@ -112,8 +117,23 @@ def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
     compressing the few records a rewritten batch keeps."""
     cache: dict[int, zstandard.ZstdCompressor] = _compressors.__dict__.setdefault("zstd", {})
     if level not in cache:
-        cache[level] = zstandard.ZstdCompressor(level=level)
+        cache[level] = zstandard.ZstdCompressor(level=level, write_content_size=False)
     return cache[level]
+
+
+# Kafka's gzip header: no flags, no modification time, no extra flags, OS "unknown".
+GZIP_HEADER = bytes.fromhex("1f8b08000000000000ff")
+
+
+def _gzip_compress(data: bytes | memoryview | np.ndarray, level: int) -> bytes:
+    """A gzip member as Kafka's writer makes it: its header, a raw deflate stream from zlib (the
+    library the JVM's Deflater uses; memLevel 8, 32 KiB window), CRC-32 and size. Measured
+    against Kafka 4.1's cleaner: rewritten gzip batches are byte-identical (another deflate
+    encoder chose other matches)."""
+    raw = data.data if isinstance(data, np.ndarray) else data
+    deflate = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, 8)
+    body = deflate.compress(raw) + deflate.flush()
+    return GZIP_HEADER + body + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
 
 
 def _snappy_compress(data: bytes) -> bytes:

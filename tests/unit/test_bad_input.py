@@ -229,9 +229,13 @@ def test_zero_length_log_is_an_empty_segment_not_an_error(tmp_path: Path) -> Non
     assert report.ok and report.segments[0].batches == 0
 
 
-def test_zero_length_checkpoint(tmp_path: Path) -> None:
+def test_zero_length_checkpoint_is_empty_and_a_bad_version_is_refused(tmp_path: Path) -> None:
+    # A broker creates its checkpoint files empty and reads an empty one as no entries (its
+    # CheckpointFile reader returns an empty list at end of file): so does segpipe.
     (tmp_path / "replication-offset-checkpoint").write_bytes(b"")
     storage, path = open_storage(str(tmp_path))
+    assert list_log_dir(storage, path).checkpoints["replication-offset-checkpoint"] == {}
+    (tmp_path / "replication-offset-checkpoint").write_bytes(b"7\n")
     with pytest.raises(CorruptCheckpoint) as err:
         list_log_dir(storage, path)
     assert err.value.path.endswith("replication-offset-checkpoint") and err.value.position == 0

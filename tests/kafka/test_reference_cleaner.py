@@ -1,0 +1,208 @@
+"""Kafka's own cleaner as the reference: records produced through Kafka 4.1's broker (keys with
+updates and tombstones, several producers, idempotent and transactional, committed and aborted
+transactions, every codec), a copy of the log taken before the cleaner runs, then Kafka's cleaner
+run to completion on the original and `segpipe clean` on the copy with the same topic configs and
+Kafka's clock (read back from the delete horizons it stamped). The surviving records must be the
+same, field by field, in the same batches and segments, and the files byte for byte, except
+where a rewritten batch is compressed by a different snappy encoder (and the offset index, which
+holds byte positions, of such a segment)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from segment_io.checkpoints import parse_offset_checkpoint
+from tests.helpers import read_log, run_segpipe
+from tests.kafka.broker import Broker
+
+pytestmark = pytest.mark.kafka
+
+# Kafka refuses segment.bytes below 1 MiB; its test-only topic config internal.segment.bytes
+# takes its place (rolling and the cleaner's grouping both read it), and segpipe gets the same
+# figure as segment.bytes.
+SEGMENT_BYTES = 64 * 1024
+DAY_MS = 86_400_000
+TOPICS = {  # name -> the topic configs that vary (every topic: compact, dirty ratio 0)
+    "ref-a": {"delete.retention.ms": "0", "min.compaction.lag.ms": "0"},
+    "ref-b": {"delete.retention.ms": str(DAY_MS), "min.compaction.lag.ms": "0"},
+    "ref-c": {"delete.retention.ms": str(DAY_MS), "min.compaction.lag.ms": str(DAY_MS)},
+}
+COMMON = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+SNAPPY = 2  # the codec id in a batch's attributes
+SETTLE_S = 120.0
+
+
+WORDS = b"order created shipped paid refund account warehouse sku pending updated status quantity".split()
+
+
+def text(rng: random.Random, size: int) -> bytes:
+    """Compressible bytes (words), so that every codec compresses (random bytes may be sent
+    uncompressed)."""
+    return b" ".join(rng.choice(WORDS) for _ in range(size // 6))
+
+
+def produce(broker: Broker, topic: str, seed: int) -> None:
+    """About 3 MB per topic: 150 keys updated many times, tombstones, headers; a plain producer
+    and an idempotent one per codec, and a transactional one whose every third transaction aborts."""
+    from kafka import KafkaProducer
+
+    rng = random.Random(seed)
+    common = {"bootstrap_servers": broker.bootstrap, "linger_ms": 5}
+    producers = [
+        KafkaProducer(
+            compression_type=None if codec == "none" else codec, enable_idempotence=i % 2 == 1, **common
+        )
+        for i, codec in enumerate(CODECS)
+    ]
+    txn = KafkaProducer(transactional_id=f"{topic}-txn", compression_type="zstd", **common)
+    txn.init_transactions()
+    for round_ in range(30):
+        for p in producers:
+            for _ in range(20):
+                key = f"k{rng.randrange(150):03d}".encode()
+                value = None if rng.random() < 0.08 else text(rng, rng.randrange(200, 1200))
+                p.send(topic, key=key, value=value, headers=[("round", str(round_).encode())])
+            p.flush()
+        txn.begin_transaction()
+        for _ in range(10):
+            txn.send(topic, key=f"k{rng.randrange(150):03d}".encode(), value=text(rng, 300))
+        txn.flush()
+        if round_ % 3 == 2:
+            txn.abort_transaction()
+        else:
+            txn.commit_transaction()
+    for p in [*producers, txn]:
+        p.close()
+
+
+def cleaner_checkpoint(log_dir: Path) -> dict[Any, int]:
+    path = log_dir / "cleaner-offset-checkpoint"
+    return parse_offset_checkpoint(path.read_bytes(), str(path)) if path.exists() else {}
+
+
+def wait_for_the_cleaner(broker: Broker) -> dict[Any, int]:
+    """Until the cleaner checkpoint names the topics Kafka cleans and has not moved for 3 s."""
+    deadline, stable_since, last = time.monotonic() + SETTLE_S, time.monotonic(), None
+    while True:
+        now = cleaner_checkpoint(broker.log_dir)
+        if now != last:
+            last, stable_since = now, time.monotonic()
+        cleaned = {tp.topic for tp in now}
+        if {"ref-a", "ref-b"} <= cleaned and time.monotonic() - stable_since > 3:
+            return now
+        assert time.monotonic() < deadline, f"Kafka's cleaner did not settle: {now}"
+        time.sleep(0.2)  # bounded by the deadline
+
+
+def batch_view(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Each surviving record with its batch's fields."""
+    return [
+        (r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]], r["timestamp"],
+         r["timestamp_type"], r["batch_base_offset"], r["batch_last_offset"], r["magic"], r["codec"],
+         r["is_transactional"], r["is_control"], r["producer_id"], r["producer_epoch"], r["base_sequence"],
+         r["partition_leader_epoch"], r["delete_horizon_ms"])
+        for r in rows
+    ]  # fmt: skip
+
+
+def batches(path: Path) -> list[bytes]:
+    data, out, at = path.read_bytes(), [], 0
+    while at < len(data):
+        (length,) = struct.unpack(">i", data[at + 8 : at + 12])
+        out.append(data[at : at + 12 + length])
+        at += 12 + length
+    return out
+
+
+def header(batch: bytes) -> tuple[Any, ...]:
+    """A v2 batch header without its length and CRC: base offset, leader epoch, magic,
+    attributes, last offset delta, base and max timestamps, producer id, epoch, base sequence,
+    record count."""
+    base, _, epoch, magic, _, *rest = struct.unpack(">qiibIhiqqqhii", batch[:61])
+    return (base, epoch, magic, *rest)
+
+
+def kafkas_clock(rows: list[dict[str, Any]], delete_retention_ms: int) -> int | None:
+    """The time Kafka's cleaner ran at, read back from the delete horizons it stamped
+    (horizon = now + delete.retention.ms)."""
+    stamped = {r["delete_horizon_ms"] for r in rows if r["delete_horizon_ms"] is not None}
+    assert len(stamped) <= 1, stamped  # one pass
+    return stamped.pop() - delete_retention_ms if stamped else None
+
+
+def segpipe_clean(before: Path, topic: str, now_ms: int, out: Path) -> None:
+    """`segpipe clean` of one topic of the copy taken before Kafka's cleaner ran."""
+    src = out.parent / f"{out.name}-src"
+    shutil.copytree(before, src, ignore=lambda d, names: [n for n in names if Path(d) == before
+                                                           and (before / n).is_dir() and n != f"{topic}-0"])  # fmt: skip
+    args = ["clean", str(src), str(out), "--now", str(now_ms), "--set", f"segment.bytes={SEGMENT_BYTES}"]
+    for name, value in {**COMMON, **TOPICS[topic]}.items():
+        args += ["--set", f"{name}={value}"]
+    proc = run_segpipe(*args)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_segpipe_keeps_what_kafkas_cleaner_keeps(kafka_jars: Path, tmp_path: Path) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    broker = Broker(tmp_path / "kafka", settings={"log.cleaner.enable": "false"})
+    try:
+        broker.start()
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        sized = {"internal.segment.bytes": str(SEGMENT_BYTES)}
+        admin.create_topics(
+            [NewTopic(t, 1, 1, topic_configs={**COMMON, **sized, **c}) for t, c in TOPICS.items()]
+        )
+        admin.close()
+        for seed, topic in enumerate(TOPICS):
+            produce(broker, topic, seed)
+        broker.stop()
+        before = tmp_path / "before"
+        shutil.copytree(broker.log_dir, before)
+        broker.settings.update({"log.cleaner.enable": "true", "log.cleaner.backoff.ms": "100"})
+        started_ms = int(time.time() * 1000)
+        broker.start()
+        checkpoint = wait_for_the_cleaner(broker)
+        broker.stop()
+    finally:
+        broker.kill()
+
+    for topic, configs in TOPICS.items():
+        part = f"{topic}-0"
+        kafka_rows = read_log(broker.log_dir, part)
+        now_ms = kafkas_clock(kafka_rows, int(configs["delete.retention.ms"])) or started_ms
+        out = tmp_path / f"segpipe-{topic}"
+        segpipe_clean(before, topic, now_ms, out)
+        ours = {tp.topic: o for tp, o in cleaner_checkpoint(out).items()}
+        assert ours.get(topic) == {tp.topic: o for tp, o in checkpoint.items()}.get(topic), topic
+        # The same records in the same batches, field by field (delete horizons included).
+        assert batch_view(read_log(out, part)) == batch_view(kafka_rows), topic
+        kafka_dir, our_dir = broker.log_dir / part, out / part
+        names = sorted(p.name for p in kafka_dir.glob("*.log"))
+        assert sorted(p.name for p in our_dir.glob("*.log")) == names, topic  # the same groups
+        for name in names:
+            theirs, mine = batches(kafka_dir / name), batches(our_dir / name)
+            assert [header(b) for b in mine] == [header(b) for b in theirs], (topic, name)
+            for k, o in zip(theirs, mine, strict=True):
+                # Byte-identical, but for rewritten snappy batches: the same records, compressed
+                # by another snappy encoder (Kafka's is the C++ library inside snappy-java), so
+                # their length, CRC and bytes may differ.
+                if header(k)[3] & 0x07 != SNAPPY:
+                    assert o == k, (topic, name, header(k))
+            stem = name.removesuffix(".log")
+            for kind in ("timeindex", "txnindex"):  # offsets and timestamps only: identical
+                assert read_or_none(our_dir / f"{stem}.{kind}") == read_or_none(kafka_dir / f"{stem}.{kind}")
+            if mine == theirs:  # the offset index holds byte positions: identical when the log is
+                assert read_or_none(our_dir / f"{stem}.index") == read_or_none(kafka_dir / f"{stem}.index")
+
+
+def read_or_none(path: Path) -> bytes | None:
+    return path.read_bytes() if path.exists() else None
