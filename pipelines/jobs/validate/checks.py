@@ -162,113 +162,24 @@ def record_checks(
     return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)
 
 
-def promise_record_checks(output: Any, source: Any) -> Any:
-    """Per output record: `record_from_source`, the source holds a record at the same offset
-    with the same key, value, headers and timestamp (compaction keeps records byte for byte)."""
-    from pyspark.sql import functions as F
-
-    cols = ["topic", "partition", "offset"]
-    compared = ("key", "value", "headers", "timestamp")
-    src = source.select(*cols, *(F.col(c).alias(f"src_{c}") for c in compared))
-    joined = output.join(src, cols, "left")
-    same = (
-        F.col("src_timestamp").isNotNull()
-        & F.col("key").eqNullSafe(F.col("src_key"))
-        & F.col("value").eqNullSafe(F.col("src_value"))
-        & (F.to_json(F.col("headers")) == F.to_json(F.col("src_headers")))
-        & (F.col("timestamp") == F.col("src_timestamp"))
-    )
-    kept = F.coalesce(same, F.lit(False)).alias("record_from_source")
-    return joined.select(*cols, F.base64("key").alias("key_b64"), kept)
-
-
-def aborted_offsets(records: Any) -> Any:
-    """(topic, partition, offset) of every aborted record: a transactional data record whose
-    producer's first control marker after it is an ABORT (control key: version int16, type
-    int16, 0 = abort, 1 = commit). A record with no marker after it (an open transaction) is not
-    aborted. Only transactional rows take part, without keys or values: the sort stays small."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    marker_type = F.when(
-        F.col("is_control"), F.conv(F.hex(F.substring(F.col("key"), 3, 2)), 16, 10).cast("int")
-    )
-    rows = records.where(F.col("is_transactional")).select(
-        "topic", "partition", "producer_id", "offset", "is_control", marker_type.alias("marker")
-    )
-    after = (
-        Window.partitionBy("topic", "partition", "producer_id")
-        .orderBy("offset")
-        .rowsBetween(1, Window.unboundedFollowing)
-    )
-    fate = F.first("marker", ignorenulls=True).over(after)
-    return (
-        rows.withColumn("_fate", fate)
-        .where(~F.col("is_control") & (F.col("_fate") == 0))
-        .select("topic", "partition", "offset")
-    )
-
-
-def promise_key_checks(output: Any, source: Any, bounds: Any, now_ms: int | None) -> Any:
-    """Per key of the source's cleaned section (below the output's cleaner checkpoint, at or above
-    its log start offset): `latest_value_kept`, the key's latest record that was not aborted is
-    in the output, if it has a value, or if it is a tombstone Kafka's cleaner keeps: a v2 batch
-    with no delete horizon yet (the first pass only stamps one), or one not yet reached at
-    `now_ms`. Legacy (magic 0/1) tombstones expire by file times and are not required."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    src = (
-        source.join(F.broadcast(bounds), ["topic", "partition"], "inner")
-        .where(
-            F.col("cleaner_offset").isNotNull()
-            & (F.col("offset") < F.col("cleaner_offset"))
-            & (F.col("offset") >= F.coalesce(F.col("log_start_offset"), F.lit(0)))
-            & ~F.col("is_control")
-            & F.col("key").isNotNull()
-        )
-        .join(aborted_offsets(source), ["topic", "partition", "offset"], "left_anti")
-    )
-    horizon = F.col("delete_horizon_ms")
-    tombstone_kept = (F.col("magic") == 2) & (
-        horizon.isNull() | (F.lit(now_ms) < horizon if now_ms is not None else F.lit(False))
-    )
-    latest = Window.partitionBy("topic", "partition", "key").orderBy(F.col("offset").desc())
-    required = (
-        src.withColumn("_rank", F.row_number().over(latest))
-        .where((F.col("_rank") == 1) & (F.col("value").isNotNull() | tombstone_kept))
-        .select("topic", "partition", "offset", "key")
-    )
-    kept = output.select("topic", "partition", "offset", F.lit(True).alias("_kept"))
-    return required.join(kept, ["topic", "partition", "offset"], "left").select(
-        "topic", "partition", "offset", F.base64("key").alias("key_b64"),
-        F.coalesce(F.col("_kept"), F.lit(False)).alias("latest_value_kept"),
-    )  # fmt: skip
-
-
-def count_checks(spark: Any, output: Any, source: Any, report_rows: list[dict[str, Any]]) -> Any:
+def count_checks(spark: Any, counted: dict[str, tuple[int, int]], report_rows: list[dict[str, Any]]) -> Any:
     """Per partition of the run report: records in = the source's count, records out = the
-    output's, and records in = records out + every removal reason (`counts_match`)."""
-    from pyspark.sql import functions as F
-
-    def counts(df: Any) -> dict[str, int]:
-        rows = df.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()
-        return {f"{r['topic']}-{r['partition']}": int(r["n"]) for r in rows}
-
-    src, out = counts(source), counts(output)
+    output's (`counted`: partition -> (source, output)), and records in = records out + every
+    removal reason (`counts_match`)."""
     data = []
     for row in report_rows:
         name = row["partition"]
         topic, _, part = name.rpartition("-")
+        src, out = counted.get(name, (0, 0))
         removed = sum(int(row.get(f, 0)) for f in REMOVAL_FIELDS)
         ok = (
-            row["records_in"] == src.get(name, 0)
-            and row["records_out"] == out.get(name, 0)
+            row["records_in"] == src
+            and row["records_out"] == out
             and row["records_in"] == row["records_out"] + removed
         )
         detail = (
             f"report: in {row['records_in']}, out {row['records_out']}, removed {removed}; "
-            f"counted: source {src.get(name, 0)}, output {out.get(name, 0)}"
+            f"counted: source {src}, output {out}"
         )
         data.append((topic, int(part), ok, detail))
     return spark.createDataFrame(data, "topic string, partition int, counts_match boolean, detail string")

@@ -19,10 +19,9 @@ from pipelines.jobs.validate.checks import (
     FileCheck,
     check_partition_files,
     count_checks,
-    promise_key_checks,
-    promise_record_checks,
     record_checks,
 )
+from pipelines.jobs.validate.promise import PartitionPair, promise_rows
 from pipelines.jobs.validate.suites import (
     file_structure_suite,
     promise_counts_suite,
@@ -30,7 +29,7 @@ from pipelines.jobs.validate.suites import (
     promise_records_suite,
     record_structure_suite,
 )
-from segment_io.layout import list_log_dir
+from segment_io.layout import LogDirListing, PartitionListing, list_log_dir
 from segment_io.remote.view import log_url
 from segment_io.storage import open_storage
 
@@ -139,15 +138,7 @@ def validate(
         finally:
             checks.unpersist()
         if against is not None:
-            # The promise reads the records, values and all, through the kafka-segments source.
-            records = (
-                spark.read.format("kafka-segments")
-                .option("verifyCrc", "false")
-                .option("partitions", ",".join(p.tp.dir_name for p in sound))
-                .load(url)
-            )
-            bounds = _bounds(spark, listing.checkpoints)
-            _promise(spark, gx, context, url, records, against, bounds, report, now_ms)
+            _promise(spark, gx, context, url, sound, listing, against, report, now_ms)
     if report_dir is not None:
         report.data_docs = (
             os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
@@ -161,53 +152,54 @@ def _promise(
     gx: Any,
     context: Any,
     url: str,
-    output: Any,
+    sound: list[PartitionListing],
+    listing: LogDirListing,
     against: str,
-    bounds: Any,
     report: ValidationReport,
     now_ms: int | None,
 ) -> None:
     """The compaction promise: output records come from the source unchanged, every key's latest
-    value survived, and the run report's counts add up (where PATH has one)."""
-    # The source is read once per promise suite, not cached: it is the whole uncleaned log, and
-    # caching it (4 GB of records, local[2]) exhausted the driver JVM's memory here.
-    source = spark.read.format("kafka-segments").load(log_url(against))
-    _promise_suites(spark, gx, context, url, output, source, bounds, report, now_ms)
+    value survived, and the run report's counts add up (where PATH has one). Each partition of
+    the output is compared with the source's on a worker (pipelines.jobs.validate.promise)."""
+    from pyspark.sql import functions as F
 
-
-def _promise_suites(
-    spark: Any,
-    gx: Any,
-    context: Any,
-    url: str,
-    output: Any,
-    source: Any,
-    bounds: Any,
-    report: ValidationReport,
-    now_ms: int | None,
-) -> None:
-    """The three promise suites over the output and the source."""
     storage, root = open_storage(url)
     report_json = posixpath.join(root, "_segpipe", "report.json")
     run = json.loads(storage.read(report_json)) if storage.exists(report_json) else None
     if now_ms is None and run is not None:
         now_ms = run.get("now_ms")
-    _run(gx, context, "promise-records", promise_records_suite(gx), promise_record_checks(output, source),
-         list(IDENTITY), report)  # fmt: skip
-    _run(gx, context, "promise-keys", promise_keys_suite(gx),
-         promise_key_checks(output, source, bounds, now_ms), list(IDENTITY), report)  # fmt: skip
-    if run is not None:
-        rows = run.get("partitions", [])
-        counts = count_checks(spark, output, source, rows)
-        _run(
-            gx,
-            context,
-            "promise-counts",
-            promise_counts_suite(gx),
-            counts,
-            ["topic", "partition", "detail"],
-            report,
+    source_storage, source_root = open_storage(log_url(against))
+    sources = {p.tp: p for p in list_log_dir(source_storage, source_root).partitions}
+    bounds = _bounds_of(listing.checkpoints)
+    outputs = {p.tp: p for p in sound}
+    # The sound output partitions, and source partitions the output lacks altogether (those whose
+    # files failed are judged by the structure suite only).
+    tps = set(outputs) | (set(sources) - {p.tp for p in listing.partitions})
+    pairs = [
+        PartitionPair(tp.topic, tp.partition, outputs.get(tp), sources.get(tp), *bounds.get(tp, (None, None)))
+        for tp in sorted(tps)
+    ]
+    rows = promise_rows(spark, pairs, url, source_storage.url(source_root), now_ms).persist(_spill())
+    try:
+        suites = (
+            ("record", "promise-records", promise_records_suite(gx), "record_from_source"),
+            ("key", "promise-keys", promise_keys_suite(gx), "latest_value_kept"),
         )
+        for kind, name, suite, rule in suites:
+            judged = rows.where(F.col("kind") == kind).select(
+                "topic", "partition", "offset", F.base64("key").alias("key_b64"), F.col("ok").alias(rule)
+            )
+            _run(gx, context, name, suite, judged, list(IDENTITY), report)
+        if run is not None:
+            counted = {
+                f"{r['topic']}-{r['partition']}": (int(r["n"]), int(r["m"]))
+                for r in rows.where(F.col("kind") == "count").collect()
+            }
+            counts = count_checks(spark, counted, run.get("partitions", []))
+            identity = ["topic", "partition", "detail"]
+            _run(gx, context, "promise-counts", promise_counts_suite(gx), counts, identity, report)
+    finally:
+        rows.unpersist()
 
 
 def _spill() -> Any:
