@@ -17,7 +17,6 @@ directory outside the log directory first, so a restore can be undone.
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
 from segment_io.errors import SegpipeError
 from segment_io.layout import ignored_dir_reason, parse_topic_partition
+from segment_io.storage.local import LocalStorage, sync_directory
 from segment_io.topic_partition import TopicPartition
 
 KEPT = "partition.metadata"
@@ -100,24 +100,7 @@ def _merge_checkpoint(log_dir: Path, archive: Path, name: str, restored: set[Top
     """The broker's entries for partitions not restored, the archive's for those restored."""
     entries = {tp: o for tp, o in _entries(log_dir / name).items() if tp not in restored}
     entries.update({tp: o for tp, o in _entries(archive / name).items() if tp in restored})
-    _write_durably(log_dir / name, format_offset_checkpoint(entries))
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f"{path.name}.segpipe.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
-def _sync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    LocalStorage().write_atomic(str(log_dir / name), format_offset_checkpoint(entries))
 
 
 def restore_into_kafka(archive: Path, log_dir: Path, backup: Path) -> RestoreSummary:
@@ -129,6 +112,7 @@ def restore_into_kafka(archive: Path, log_dir: Path, backup: Path) -> RestoreSum
         if (log_dir / name).exists():
             shutil.copy2(log_dir / name, backup / name)
     files = size = 0
+    local = LocalStorage()
     for part in parts:
         target = log_dir / part.name
         saved = backup / part.name
@@ -138,14 +122,13 @@ def restore_into_kafka(archive: Path, log_dir: Path, backup: Path) -> RestoreSum
                 shutil.move(str(f), saved / f.name)
         for f in sorted(part.iterdir()):
             if f.is_file() and f.name != KEPT:
-                shutil.copy2(f, target / f.name)
-                with open(target / f.name, "rb+") as handle:
-                    os.fsync(handle.fileno())
+                info = f.stat()
+                local.copy(str(f), str(target / f.name), info.st_mtime_ns // 1_000_000)  # fsynced
                 files += 1
-                size += f.stat().st_size
-        _sync(target)
+                size += info.st_size
+        sync_directory(str(target))
     restored = {tp for tp in (parse_topic_partition(p.name) for p in parts) if tp is not None}
     for name in ROOT_CHECKPOINTS:
         _merge_checkpoint(log_dir, archive, name, restored)
-    _sync(log_dir)
+    sync_directory(str(log_dir))
     return RestoreSummary(tuple(p.name for p in parts), files, size, str(backup))
