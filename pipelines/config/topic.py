@@ -43,6 +43,18 @@ def _long(minimum: int, unit: str = "", unlimited: str = "") -> Callable[[Any], 
     return parse
 
 
+def _between(low: int, high: int) -> Callable[[Any], int]:
+    """An integer from `low` to `high`."""
+
+    def parse(value: Any) -> int:
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.lstrip("-").isdigit() or not low <= int(text) <= high:
+            raise ValueError(f"must be an integer from {low} to {high}")
+        return int(text)
+
+    return parse
+
+
 _TIMESTAMP_TYPES = (TimestampType.CREATE_TIME.label, TimestampType.LOG_APPEND_TIME.label)
 
 
@@ -100,8 +112,9 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
               "CreateTime or LogAppendTime (accepted; batches keep the type they were written with)"),
     ConfigDef("compression.gzip.level", "gzip_level", "int ≥ -1", _long(-1),
               "level for gzip batches that compaction rewrites"),
-    ConfigDef("compression.lz4.level", "lz4_level", "int ≥ 0", _long(0),
-              "level for lz4 batches that compaction rewrites"),
+    ConfigDef("compression.lz4.level", "lz4_level", "int 1..17", _between(1, 17),
+              "level for lz4 batches that compaction rewrites (9, the default: LZ4's fast compressor, as "
+              "Kafka's writer; any other: LZ4 HC at that level)"),
     ConfigDef("compression.zstd.level", "zstd_level", "int ≥ -131072", _long(-131072),
               "level for zstd batches that compaction rewrites"),
     ConfigDef("local.retention.ms", "local_retention_ms", "long ≥ -2", _long(-2, "milliseconds"),
@@ -149,7 +162,7 @@ class TopicConfig:
     producer_id_expiration_ms: int = 86_400_000
     message_timestamp_type: str = TimestampType.CREATE_TIME.label
     gzip_level: int = 6
-    lz4_level: int = 0
+    lz4_level: int = 9
     zstd_level: int = 3
     local_retention_ms: int = -2
     local_retention_bytes: int = -2

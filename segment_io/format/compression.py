@@ -29,11 +29,14 @@ class CompressionLevels:
     """Levels used when a batch is recompressed (Kafka's topic configs compression.*.level)."""
 
     gzip: int = 6
-    lz4: int = 0  # python-lz4's default fast compressor (Kafka's "level 9" is its fast path too)
+    lz4: int = 9  # Kafka's default: its writer's fast compressor (see LZ4_FAST_LEVEL)
     zstd: int = 3
 
 
 DEFAULT_LEVELS = CompressionLevels()
+# Kafka's lz4 writer compresses with LZ4's fast compressor at its default level 9 and with LZ4 HC
+# at any other level; python-lz4 takes 0 for the fast one and 3..16 for HC.
+LZ4_FAST_LEVEL = 9
 
 
 def decompress(codec: Codec, data: bytes | memoryview, magic: int = 2) -> bytes:
@@ -97,7 +100,7 @@ def compress(
                 block_linked=False,
                 block_size=lz4.frame.BLOCKSIZE_MAX64KB,
                 store_size=False,
-                compression_level=levels.lz4,
+                compression_level=0 if levels.lz4 == LZ4_FAST_LEVEL else levels.lz4,
             )
         )
     if codec == Codec.ZSTD:

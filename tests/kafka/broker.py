@@ -64,6 +64,15 @@ def jars() -> Path:
     return libs
 
 
+def cluster_id() -> str:
+    """A random cluster id as Kafka makes one: a UUID in URL-safe base64 that does not start with
+    "-" (the storage tool would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,7 +149,7 @@ class Broker:
         self.home.mkdir(parents=True, exist_ok=True)
         properties = self._properties()
         if not (self.log_dir / "meta.properties").exists():
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = cluster_id()
             subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(properties)),
                            check=True, capture_output=True, timeout=120)  # fmt: skip
         started = time.monotonic()
