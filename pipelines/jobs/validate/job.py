@@ -252,14 +252,6 @@ def _bounds_of(checkpoints: dict[str, dict[Any, int]]) -> dict[Any, tuple[int | 
     return {tp: (starts.get(tp), cleaned.get(tp)) for tp in set(starts) | set(cleaned)}
 
 
-def _bounds(spark: Any, checkpoints: dict[str, dict[Any, int]]) -> Any:
-    """`_bounds_of` as a DataFrame (topic, partition, log_start_offset, cleaner_offset)."""
-    data = [(tp.topic, tp.partition, *b) for tp, b in sorted(_bounds_of(checkpoints).items())]
-    return spark.createDataFrame(
-        data, "topic string, partition int, log_start_offset long, cleaner_offset long"
-    )
-
-
 def _run(
     gx: Any, context: Any, name: str, suite: Any, df: Any, identity: list[str], report: ValidationReport
 ) -> None:
