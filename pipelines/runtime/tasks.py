@@ -37,3 +37,16 @@ def packed(sc: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -
     progress.add_bytes(sum(sizes))
     chosen = packs(sizes, sc.defaultParallelism * tasks_per_core)
     return sc.parallelize([[items[i] for i in pack] for pack in chosen], max(1, len(chosen)))
+
+
+def one_task_each(spark: Any, items: Sequence[T], produce: Any, ddl: str) -> Any:
+    """A DataFrame (schema `ddl`) of the Arrow record batches `produce(item)` returns (an iterable)
+    for each item, one Spark task per item, computed on the workers. Spark sizes such a frame by
+    its input (a few rows): joins with it must not be left to broadcast it."""
+
+    def run(batches: Any) -> Any:
+        for b in batches:
+            for i in b.column("id").to_pylist():
+                yield from produce(items[i])
+
+    return spark.range(0, len(items), numPartitions=max(1, len(items))).mapInArrow(run, ddl)

@@ -149,16 +149,14 @@ def record_checks(
     """The record rules of `parts` (partitions whose files passed) as a DataFrame: identity
     (topic, partition, offset, base64 key) and one boolean column per rule. `bounds` maps a
     partition to its (log start offset, cleaner checkpoint), either None when absent."""
-
     from pyspark.sql import functions as F
 
-    def facts(batches: Any) -> Any:
-        for b in batches:
-            for i in b.column("id").to_pylist():
-                part = parts[i]
-                yield partition_facts(url, part, *bounds.get(part.tp, (None, None)))
+    from pipelines.runtime.tasks import one_task_each
 
-    rows = spark.range(0, len(parts), numPartitions=max(1, len(parts))).mapInArrow(facts, FACTS_DDL)
+    def facts(part: PartitionListing) -> Any:
+        return [partition_facts(url, part, *bounds.get(part.tp, (None, None)))]
+
+    rows = one_task_each(spark, parts, facts, FACTS_DDL)
     return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)
 
 

@@ -183,9 +183,8 @@ def promise_rows(
 ) -> Any:
     """`partition_promise` of every pair as one DataFrame (PROMISE_DDL), one task per pair."""
 
-    def compute(batches: Any) -> Any:
-        for b in batches:
-            for i in b.column("id").to_pylist():
-                yield from partition_promise(pairs[i], output_url, source_url, now_ms)
+    from pipelines.runtime.tasks import one_task_each
 
-    return spark.range(0, len(pairs), numPartitions=max(1, len(pairs))).mapInArrow(compute, PROMISE_DDL)
+    return one_task_each(
+        spark, pairs, lambda pair: partition_promise(pair, output_url, source_url, now_ms), PROMISE_DDL
+    )
