@@ -14,6 +14,7 @@ from pipelines.cli.spark_args import (
     spark_run,
 )
 from pipelines.config import JobConfig
+from pipelines.config.selection import TopicSelection
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError
 
 
@@ -28,6 +29,13 @@ def add_parser(sub: Any) -> None:
         "new manifest version (old objects stay until tier --expire)",
     )
     p.add_argument("--remote", metavar="REMOTE_URL", help="SRC's remote tier: the two are cleaned as one log")
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="keep only these topics in DST: a name or a glob (cdc.*); repeat for more (default: all)",
+    )
     add_config_arguments(p)
     add_now_argument(p, "retention.ms, delete horizons, min.compaction.lag.ms, producer expiry")
     p.add_argument(
@@ -78,8 +86,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     src = log_url(args.src, args.remote)
     storage, path = open_storage(src)
-    topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions})
-    config.require_topics(set(topics), args.src)
+    present = {p.tp.topic for p in list_log_dir(storage, path).partitions}
+    config.require_topics(present, args.src)
+    selection = require_selection(args.topic, present, args.src)
+    topics = sorted(t for t in present if selection(t))
     if args.print_config:
         for topic, values in config.describe(topics).items():
             console.say(topic)
@@ -107,14 +117,28 @@ def run(args: argparse.Namespace) -> int:
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,
+            topics=None if selection.everything else selection,
         )  # fmt: skip
     return EXIT_SKIPPED if report.skipped else EXIT_OK
+
+
+def require_selection(patterns: list[str], present: set[str], src: str) -> TopicSelection:
+    """The topics a run keeps; a pattern that matches no topic of SRC is refused (a misspelt
+    name would otherwise quietly drop the topic it meant from the output)."""
+    selection = TopicSelection(tuple(patterns))
+    unmatched = selection.unmatched(present)
+    if unmatched:
+        there = ", ".join(sorted(present)) or "none"
+        raise ConfigError(f"topic {', '.join(unmatched)} matches no topic of {src} (topics there: {there})")
+    return selection
 
 
 def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
     from pipelines.output.destination import require_new_file
     from segment_io.remote.tier import RemoteTier
 
+    if args.topic:
+        raise ConfigError("clean --in-place keeps every topic of the remote tier (no --topic)")
     if args.dst is not None or args.remote:
         raise ConfigError("clean --in-place takes one path, the remote tier (no DST, no --remote)")
     tier = RemoteTier.open(args.src)  # refuses anything but a remote tier

@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from pipelines.cli import clean, config, console, dump, generate, inspect, restore_kafka, tier, validate
+from pipelines.cli import clean, config, console, dump, generate, inspect, restore_kafka, run, tier, validate
 from pipelines.errors import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     tier.add_parser(sub)
     restore_kafka.add_parser(sub)
     validate.add_parser(sub)
+    run.add_parser(sub)
     config.add_parser(sub)
     return parser
 

@@ -69,6 +69,28 @@ class JobConfig:
             sources=sources,
         )
 
+    def only(self, policy: str, why: str) -> JobConfig:
+        """Each topic with only the `policy` half of its cleanup.policy (`delete`: retention,
+        `compact`: compaction), for a run that applies one of the two; a topic left with neither
+        is carried over whole (delete with no time or size limit: only what lies below the log
+        start offset goes, which Kafka itself no longer serves). `why` is recorded as the source."""
+
+        def cut(c: TopicConfig) -> TopicConfig:
+            kept = c.cleanup_policy & {policy}
+            if kept:
+                return replace(c, cleanup_policy=kept)
+            return replace(c, cleanup_policy=frozenset({"delete"}), retention_ms=-1, retention_bytes=-1)
+
+        names = ("cleanup.policy", "retention.ms", "retention.bytes")
+        sources = {key: {**values, **dict.fromkeys(names, why)} for key, values in self.sources.items()}
+        sources["*"] = {**sources.get("*", {}), **dict.fromkeys(names, why)}
+        return replace(
+            self,
+            defaults=cut(self.defaults),
+            topics={t: cut(c) for t, c in self.topics.items()},
+            sources=sources,
+        )
+
     def ignored_note(self) -> str | None:
         if not self.ignored:
             return None

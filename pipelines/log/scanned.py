@@ -44,13 +44,23 @@ class Scanned:
         return {s.meta.segment_id: s for segs in self.segments.values() for s in segs}
 
 
-def scan_log(sc: Any, src: str, log: Log, skip_corrupt: bool) -> Scanned:
+def scan_log(
+    sc: Any, src: str, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
+) -> Scanned:
     """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
     `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and
-    named in `Scanned.skipped`."""
+    named in `Scanned.skipped`. Only the partitions of `topics` (a predicate on the topic's
+    name) are read and kept, root checkpoint entries included."""
     storage, path = open_storage(src)
     url = storage.url(path)
     listing = list_log_dir(storage, path)
+    if topics is not None:
+        left_out = {p.tp for p in listing.partitions if not topics(p.tp.topic)}
+        listing = replace(
+            listing,
+            partitions=tuple(p for p in listing.partitions if p.tp not in left_out),
+            checkpoints=without(listing.checkpoints, left_out),
+        )
     if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
         log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
     tasks = scan_tasks(listing, url)

@@ -46,6 +46,17 @@ def find_leftovers(dst_url: str) -> list[Leftover]:
     return []
 
 
+def published_manifest(dst_url: str) -> dict[str, Any] | None:
+    """The manifest of a complete output published at `dst_url` (None if there is none): what a
+    resumed job reads to learn that its clean step was published before the run died."""
+    storage, final = open_storage(dst_url)
+    manifest = posixpath.join(final, META_DIR, MANIFEST)
+    if storage.exists(posixpath.join(final, META_DIR, INCOMPLETE)) or not storage.exists(manifest):
+        return None
+    doc = json.loads(storage.read(manifest))
+    return doc if isinstance(doc, dict) else None
+
+
 def require_writable(dst_url: str) -> list[Leftover]:
     """Refuse a destination that holds anything but a dead run's leftovers (segpipe never
     overwrites output) or that a live run is writing; returns the leftovers to remove."""

@@ -324,3 +324,25 @@ def test_source_is_untouched_and_output_validates(src: Path, out: Path) -> None:
     _, reports = inspect_log_dir(storage, path)
     assert all(r.ok for r in reports), [r.errors for r in reports]
     assert read_batches(src, "sup-0")[0][1] == A["B0"]
+
+
+def test_a_topic_selection_keeps_only_its_topics(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pipelines.cli.clean import require_selection
+    from pipelines.config.selection import TopicSelection
+    from pipelines.errors import ConfigError
+
+    present = {p.name.rsplit("-", 1)[0] for p in sample_dir.iterdir() if p.is_dir()}
+    with pytest.raises(ConfigError, match="ordrs matches no topic"):
+        require_selection(["ordrs"], present, "SRC")
+    dst = tmp_path / "selected"
+    report = pipelines.clean(spark, str(sample_dir), str(dst), JobConfig(), now_ms=1_700_700_000_000,
+                             topics=TopicSelection(("ord*",)))  # fmt: skip
+    assert sorted(p.partition for p in report.partitions) == ["orders-0", "orders-1"]
+    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
+        "orders-0",
+        "orders-1",
+    ]
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
+        if (dst / name).exists():
+            entries = parse_offset_checkpoint((dst / name).read_bytes(), name)
+            assert {tp.topic for tp in entries} <= {"orders"}

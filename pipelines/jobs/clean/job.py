@@ -63,6 +63,7 @@ def clean(
     on_corrupt: str = "fail",
     gate: Callable[[str], None] | None = None,
     plan_json: bool = False,
+    topics: Callable[[str], bool] | None = None,
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
@@ -72,14 +73,17 @@ def clean(
     partition whose data is bad (found by the scan: CRCs, headers, indexes, offset ranges) out of
     DST whole and names it in the report, instead of stopping the run. `gate(staged_url)` runs on the
     complete staged output before publication; an error it raises publishes nothing (the
-    validation gate). Returns the run report
+    validation gate). `topics` (a predicate on topic names, such as a `TopicSelection`) keeps only
+    those topics' partitions in DST. Returns the run report
     (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
     """
     if on_corrupt not in ON_CORRUPT:
         raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
     with typed_errors():
         config = config or JobConfig()
-        return _clean(spark, src, dst, config, now_ms, dry_run, report_path, log, on_corrupt, gate, plan_json)
+        return _clean(
+            spark, src, dst, config, now_ms, dry_run, report_path, log, on_corrupt, gate, plan_json, topics
+        )
 
 
 def _clean(
@@ -94,6 +98,7 @@ def _clean(
     on_corrupt: str,
     gate: Callable[[str], None] | None,
     plan_json: bool,
+    topics: Callable[[str], bool] | None,
 ) -> RunReport:
     now = clock_ms() if now_ms is None else now_ms
     # A dry run refuses what the run would refuse.
@@ -106,15 +111,16 @@ def _clean(
     preload_in_workers(sc, WORKER_MODULES)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
-        scanned = scan_log(sc, src, log, skip_corrupt=on_corrupt == "skip-partition")
+        scanned = scan_log(sc, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)
     skipped = [_skipped(tp, exc) for tp, exc in sorted(scanned.skipped.items())]
     for item in skipped:
         log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
     fault_point("after-scan")
     raise_if_stopped()
-    config.require_topics(
-        {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped}, src
-    )
+    if topics is None:  # with a selection, the caller checks against the whole of SRC
+        config.require_topics(
+            {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped}, src
+        )
     with timer.stage("plan"):
         plans = _plan(scanned, config, now)
     warnings = run_warnings(plans, scanned.segments, now)
@@ -158,12 +164,12 @@ def _clean(
                 _corrupt_one_batch(staging)
             with timer.stage("validate"):
                 gate(staging.url)
-        topics = sorted({p.tp.topic for p in plans})
+        planned_topics = sorted({p.tp.topic for p in plans})
         fault_point("before-publish")
         with publishing():  # a run told to stop before this never publishes; after, it has
             staging.publish(
                 {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
-                 "configs": config.describe(topics), "skipped": skipped}
+                 "configs": config.describe(planned_topics), "skipped": skipped}
             )  # fmt: skip
     except BaseException:
         settle(sc)  # no task of this run writes into its staging after this

@@ -1,0 +1,110 @@
+"""`segpipe run JOB.yaml`: a job file's steps in order, resumable (pipelines.run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pipelines.cli import console
+from pipelines.cli.spark_args import add_spark_arguments, spark_run
+from pipelines.config.jobfile import STEPS, JobFile
+from pipelines.errors import EXIT_OK, ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a job file's steps (retention, compact, validate, tier, expire), resuming after a failure",
+        description="Runs the job's steps in order. Each finished step is recorded in the run's state "
+        "file; run again after a failure or kill, it resumes where it stopped and never redoes a "
+        "finished step.",
+    )
+    p.add_argument("job", nargs="?", help="the job file (YAML; `segpipe run --schema` lists its keys)")
+    p.add_argument("--run", metavar="NAME", help="the run's name, for job files whose paths contain {run}")
+    p.add_argument("--step", choices=STEPS, help="run only this step (its earlier steps must be done)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the steps, what is done, and the next step's plan"
+    )
+    p.add_argument("--json", action="store_true", help="print the steps' records as JSON at the end")
+    p.add_argument("--schema", action="store_true", help="print the job file's keys and stop")
+    add_spark_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _now_ms(job: JobFile) -> int | None:
+    from pipelines.clock import parse_time
+
+    return None if job.now is None else parse_time(job.now, "now")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.clock import clock_ms, iso
+    from pipelines.config.jobfile import load_job_file, schema_table
+    from pipelines.run.runner import chosen_units, unit_name
+    from pipelines.run.state import open_state
+
+    if args.schema:
+        for row in schema_table():
+            console.say(row)
+        return EXIT_OK
+    if not args.job:
+        raise ConfigError("run needs a job file (segpipe run JOB.yaml)")
+    job = load_job_file(args.job).for_run(args.run)
+    fixed = _now_ms(job)
+    state = open_state(job.state, job.name, job.digest, args.run, clock_ms() if fixed is None else fixed)
+    units = chosen_units(job, state, args.step)
+    pending = [u for u in units if not state.done(u[0])]
+    console.say(f"segpipe: job {job.name}{f' run {args.run}' if args.run else ''}: now = {state.now_ms} "
+                f"({iso(state.now_ms)}); state {job.state}")  # fmt: skip
+    for unit in units:
+        console.say(f"  {unit_name(unit)}: {'done' if state.done(unit[0]) else 'to run'}")
+    if not pending:
+        console.say("segpipe: every step of this run is done; nothing to run")
+        return _finish(args, state.steps)
+    _refuse_before_spark(job)
+    args.master = args.master or job.spark.master
+    args.conf = [f"{k}={v}" for k, v in job.spark.conf.items()] + list(args.conf)
+    if args.dry_run:
+        return _dry_run(args, job, state.now_ms, pending[0])
+    with spark_run(args, "pipelines.run.runner") as sc:
+        from pipelines.run.runner import run_units
+
+        records = run_units(sc, job, state, units, console.say)
+    return _finish(args, {unit_name(u): r for u, r in zip(units, records, strict=True)})
+
+
+def _refuse_before_spark(job: JobFile) -> None:
+    """What the steps would refuse, refused before Spark starts: per-topic configs and topic
+    patterns that name no topic of the source."""
+    from pipelines.cli.clean import require_selection
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(job.source)
+    present = {p.tp.topic for p in list_log_dir(storage, path).partitions}
+    if job.cleans:
+        job.configs.require_topics(present, job.source)
+        require_selection(list(job.topics.patterns), present, job.source)
+
+
+def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:
+    from pipelines.run.runner import unit_name
+
+    if unit[0] not in ("retention", "compact"):
+        console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
+        return EXIT_OK
+    with spark_run(args, "pipelines.jobs.clean") as sc:
+        from pipelines.jobs.clean import clean
+
+        assert job.output is not None
+        config = job.clean_config(unit)
+        clean(sc, job.source, job.output, config, now_ms=now_ms, dry_run=True, log=console.say,
+              topics=job.selection)  # fmt: skip
+    return EXIT_OK
+
+
+def _finish(args: argparse.Namespace, records: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(records, indent=2, sort_keys=True, default=str))
+    return EXIT_OK

@@ -1,0 +1,390 @@
+"""Job files (`conf/jobs/*.yaml`): one maintenance job — a log directory, what to keep of it, and
+the steps to run over it in order. One schema (`JOB_KEYS`, `SPARK_KEYS`, `AIRFLOW_KEYS`) says
+every key, its type and meaning; the loader, `segpipe run --schema` and the README's table read
+it. A file is refused before any work with its line and the reason (unknown key, unknown step,
+missing path), so a scheduled run never starts half-configured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from pipelines.config.job import JobConfig
+from pipelines.config.selection import TopicSelection
+from pipelines.errors import ConfigError
+
+# The steps a job may name, in the only order they can run: retention and compaction make the
+# output (one pass over the data when both are named: Kafka applies both in one cleaning cycle),
+# validation proves it before tiering moves it, expiry deletes what tiering left unreferenced.
+STEPS = ("retention", "compact", "validate", "tier", "expire")
+CLEAN_STEPS = ("retention", "compact")
+RUN_PLACEHOLDER = "{run}"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of the schema: its name, type (as the README writes it), and meaning."""
+
+    name: str
+    type: str
+    doc: str
+    required: bool = False
+
+
+JOB_KEYS: tuple[Key, ...] = (
+    Key("name", "string", "the job's name ([A-Za-z0-9_.-]); its DAG is `segpipe_<name>`", required=True),
+    Key("source", "path or URL", "the log directory the job reads; retention and compact never modify it",
+        required=True),
+    Key("steps", "list", f"what runs, in this order: any of {', '.join(STEPS)}", required=True),
+    Key("output", "path or URL", "where retention/compact write the cleaned log directory (absent or "
+        f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name. Needed by retention and compact"),
+    Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
+    Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
+    Key("configs", "map", "Kafka topic configs: `defaults:` and `topics:` maps, as in `--config` files"),
+    Key("now", "epoch ms or ISO-8601", "the `now` of every time rule; default: the clock when the run first "
+        "starts (kept in the state file, so a resumed run uses the same)"),
+    Key("state", "path or URL", "the run's state file; default: beside the output (`<output>.run.json`), "
+        "else beside the remote tier, else beside the source"),
+    Key("spark", "map", "how steps run on Spark (keys below)"),
+    Key("airflow", "map", "how the maintenance DAG schedules the job (keys below)"),
+)  # fmt: skip
+SPARK_KEYS: tuple[Key, ...] = (
+    Key("master", "string", "Spark master for `segpipe run` (default: local[*]; spark-submit's own wins)"),
+    Key("connection", "string", "the Airflow Spark connection the DAG submits with (default: spark_default)"),
+    Key("conf", "map", "Spark settings (`spark.*`) for every step"),
+)
+AIRFLOW_KEYS: tuple[Key, ...] = (
+    Key("schedule", "string", "cron expression or preset (default: @daily)"),
+    Key("start_date", "ISO-8601 date", "first logical date (default: 2026-01-01)"),
+    Key("retries", "integer ≥ 0", "retries of a failed step task (default: 2)"),
+    Key("retry_delay_minutes", "integer ≥ 0", "wait before a retry (default: 5)"),
+    Key("timeout_minutes", "integer ≥ 1", "a step task's time-out (default: 120)"),
+)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str | None = None
+    connection: str = "spark_default"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AirflowSettings:
+    schedule: str = "@daily"
+    start_date: str = "2026-01-01"
+    retries: int = 2
+    retry_delay_minutes: int = 5
+    timeout_minutes: int = 120
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """A loaded, checked job file. Paths are absolute (relative ones are read from the file's own
+    directory, wherever the job runs from); `{run}` is still in them until `for_run`."""
+
+    path: str
+    name: str
+    source: str
+    steps: tuple[str, ...]
+    output: str | None
+    remote: str | None
+    topics: TopicSelection
+    configs: JobConfig
+    now: str | None
+    state: str
+    spark: SparkSettings
+    airflow: AirflowSettings
+    digest: str  # of what the job does (not of comments or layout): a state file belongs to one
+
+    @property
+    def cleans(self) -> bool:
+        return any(s in CLEAN_STEPS for s in self.steps)
+
+    @property
+    def log_dir(self) -> str:
+        """The log directory validate and tier work on: the cleaned output, or else the source."""
+        return self.output if self.cleans and self.output else self.source
+
+    @property
+    def selection(self) -> TopicSelection | None:
+        """The topics the clean pass keeps, None for all."""
+        return None if self.topics.everything else self.topics
+
+    def units(self) -> list[tuple[str, ...]]:
+        """The steps as they run: retention and compact named together are one pass."""
+        clean = tuple(s for s in self.steps if s in CLEAN_STEPS)
+        rest = [(s,) for s in self.steps if s not in CLEAN_STEPS]
+        return ([clean] if clean else []) + rest
+
+    def clean_config(self, unit: tuple[str, ...]) -> JobConfig:
+        """The topic configs of a clean unit: a unit of one of retention and compact applies only
+        that half of each topic's cleanup.policy (the other is the job's to leave alone)."""
+        if len(unit) == 2:
+            return self.configs
+        return self.configs.only("delete" if unit == ("retention",) else "compact", f"job step {unit[0]}")
+
+    def for_run(self, run: str | None) -> JobFile:
+        """The job with `{run}` replaced by the run's name (refused where one is needed and missing)."""
+        templated = [v for v in (self.output, self.remote, self.state) if v and RUN_PLACEHOLDER in v]
+        if not templated:
+            return self
+        if not run:
+            raise ConfigError(f"{self.path}: its paths hold {RUN_PLACEHOLDER}; name the run with --run NAME")
+        if not re.fullmatch(r"[A-Za-z0-9_.:+-]+", run) or run in (".", ".."):
+            raise ConfigError(f"--run {run!r}: use letters, digits and _ . : + - only")
+
+        def sub(value: str | None) -> str | None:
+            return None if value is None else value.replace(RUN_PLACEHOLDER, run)
+
+        from dataclasses import replace
+
+        return replace(self, output=sub(self.output), remote=sub(self.remote), state=sub(self.state) or "")
+
+
+class _Node:
+    """A YAML node with the file it came from, for refusals that name the line."""
+
+    def __init__(self, file: str, node: yaml.Node) -> None:
+        self.file, self.node = file, node
+
+    def where(self) -> str:
+        return f"{self.file}:{self.node.start_mark.line + 1}"
+
+    def refuse(self, reason: str) -> ConfigError:
+        return ConfigError(f"{self.where()}: {reason}")
+
+    def value(self) -> Any:
+        return yaml.SafeLoader(yaml.safe_dump(None)).construct_object(self.node, deep=True)
+
+    def mapping(self, what: str) -> dict[str, _Node]:
+        if not isinstance(self.node, yaml.MappingNode):
+            raise self.refuse(f"{what} must be a map")
+        out: dict[str, _Node] = {}
+        for key, val in self.node.value:
+            name = str(_Node(self.file, key).value())
+            if name in out:
+                raise _Node(self.file, key).refuse(f"{what}: '{name}' appears twice")
+            out[name] = _Node(self.file, val)
+            out[name].key_node = key  # type: ignore[attr-defined]
+        return out
+
+    def string(self, what: str) -> str:
+        """A scalar as written (a date or a number is kept as its text)."""
+        bad_tags = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool")
+        if not isinstance(self.node, yaml.ScalarNode) or self.node.tag in bad_tags or not self.node.value:
+            raise self.refuse(f"{what} must be a non-empty string")
+        return str(self.node.value)
+
+    def strings(self, what: str) -> list[str]:
+        if not isinstance(self.node, yaml.SequenceNode):
+            raise self.refuse(f"{what} must be a list")
+        return [_Node(self.file, item).string(f"an item of {what}") for item in self.node.value]
+
+    def integer(self, what: str, minimum: int) -> int:
+        value = self.value()
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.refuse(f"{what} must be an integer ≥ {minimum}")
+        return value
+
+
+def _keys(node: _Node, keys: tuple[Key, ...], what: str) -> dict[str, _Node]:
+    """The map at `node`, refusing unknown keys (with their line) and missing required ones."""
+    items = node.mapping(what)
+    known = {k.name for k in keys}
+    for name, item in items.items():
+        if name not in known:
+            line = _Node(node.file, item.key_node)  # type: ignore[attr-defined]
+            raise line.refuse(f"unknown key '{name}' in {what} (the keys are: {', '.join(sorted(known))})")
+    for key in keys:
+        if key.required and key.name not in items:
+            raise node.refuse(f"{what} needs '{key.name}' ({key.doc})")
+    return items
+
+
+def _steps(node: _Node) -> tuple[str, ...]:
+    if not isinstance(node.node, yaml.SequenceNode) or not node.node.value:
+        raise node.refuse(f"steps must be a non-empty list of: {', '.join(STEPS)}")
+    steps: list[str] = []
+    for item in node.node.value:
+        at = _Node(node.file, item)
+        step = at.string("a step")
+        if step not in STEPS:
+            raise at.refuse(f"unknown step '{step}' (the steps are: {', '.join(STEPS)})")
+        if step in steps:
+            raise at.refuse(f"step '{step}' is named twice")
+        if steps and STEPS.index(step) < STEPS.index(steps[-1]):
+            order = " → ".join(STEPS)
+            raise at.refuse(f"step '{step}' cannot run after '{steps[-1]}' (the order is {order})")
+        steps.append(step)
+    return tuple(steps)
+
+
+def _resolve(value: str, base: str) -> str:
+    """A local path relative to the job file's directory; URLs as they are."""
+    if "://" in value:
+        return value
+    return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+
+
+def _exists(url: str) -> bool:
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(url)
+    return bool(storage.exists(path))
+
+
+def _configs(node: _Node) -> JobConfig:
+    items = node.mapping("configs")
+    for name, item in items.items():
+        if name not in ("defaults", "topics"):
+            raise _Node(node.file, item.key_node).refuse(  # type: ignore[attr-defined]
+                f"unknown key '{name}' in configs (the keys are: defaults, topics)"
+            )
+    maps = {"defaults": items["defaults"].mapping("configs.defaults")} if "defaults" in items else {}
+    for topic, node_of in (items["topics"].mapping("configs.topics") if "topics" in items else {}).items():
+        maps[f"topics.{topic}"] = node_of.mapping(f"configs.topics.{topic}")
+    values: dict[str, dict[str, Any]] = {}
+    for where, entries in maps.items():
+        values[where] = {}
+        for name, item in entries.items():
+            values[where][name] = item.value()
+            try:  # each value on its own first, so a refusal names its line
+                JobConfig.build({name: values[where][name]})
+            except ConfigError as exc:
+                raise item.refuse(str(exc).replace("defaults: ", f"configs.{where}: ", 1)) from None
+    topics = {w.removeprefix("topics."): v for w, v in values.items() if w != "defaults"}
+    sources = {"*": {n: f"{node.file} configs.defaults" for n in values.get("defaults", {})}}
+    sources.update({t: {n: f"{node.file} configs.topics.{t}" for n in v} for t, v in topics.items()})
+    try:
+        return JobConfig.build(values.get("defaults", {}), topics, sources)
+    except ConfigError as exc:  # a rule across configs (max.compaction.lag.ms ≥ min...)
+        raise node.refuse(str(exc)) from None
+
+
+def _section(node: _Node | None, keys: tuple[Key, ...], what: str) -> dict[str, _Node]:
+    return {} if node is None else _keys(node, keys, what)
+
+
+def _spark(node: _Node | None) -> SparkSettings:
+    items = _section(node, SPARK_KEYS, "spark")
+    conf: dict[str, str] = {}
+    if "conf" in items:
+        for name, item in items["conf"].mapping("spark.conf").items():
+            if not name.startswith("spark."):
+                raise item.refuse(f"spark.conf: '{name}' is not a Spark setting (names start with spark.)")
+            conf[name] = str(item.value())
+    return SparkSettings(
+        master=items["master"].string("spark.master") if "master" in items else None,
+        connection=(
+            items["connection"].string("spark.connection") if "connection" in items else "spark_default"
+        ),
+        conf=conf,
+    )
+
+
+def _airflow(node: _Node | None) -> AirflowSettings:
+    items = _section(node, AIRFLOW_KEYS, "airflow")
+    defaults = AirflowSettings()
+    integer: Callable[[str, int], int] = lambda name, low: (  # noqa: E731
+        items[name].integer(f"airflow.{name}", low) if name in items else getattr(defaults, name)
+    )
+    start = items["start_date"].string("airflow.start_date") if "start_date" in items else defaults.start_date
+    from pipelines.clock import parse_time
+
+    try:
+        parse_time(start, "airflow.start_date")
+    except ConfigError as exc:
+        raise items["start_date"].refuse(str(exc)) from None
+    return AirflowSettings(
+        schedule=items["schedule"].string("airflow.schedule") if "schedule" in items else defaults.schedule,
+        start_date=start,
+        retries=integer("retries", 0),
+        retry_delay_minutes=integer("retry_delay_minutes", 0),
+        timeout_minutes=integer("timeout_minutes", 1),
+    )
+
+
+def _default_state(output: str | None, remote: str | None, source: str) -> str:
+    return f"{(output or remote or source).rstrip('/')}.run.json"
+
+
+def load_job_file(path: str) -> JobFile:
+    """Read and check a job file; every refusal names the file's line and the reason."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read job file {path}: {exc.strerror or exc}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if root is None:
+        raise ConfigError(f"{path}: empty job file")
+    top = _Node(path, root)
+    items = _keys(top, JOB_KEYS, "the job")
+    base = os.path.dirname(os.path.abspath(path))
+    name = items["name"].string("name")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise items["name"].refuse(f"name {name!r}: use letters, digits and _ . - only")
+    steps = _steps(items["steps"])
+
+    def location(key: str) -> str | None:
+        return _resolve(items[key].string(key), base) if key in items else None
+
+    source, output, remote = location("source"), location("output"), location("remote")
+    assert source is not None
+    if not _exists(source):
+        raise items["source"].refuse(f"source {source}: no such log directory")
+    cleans = any(s in CLEAN_STEPS for s in steps)
+    if cleans and output is None:
+        raise items["steps"].refuse("retention and compact write a log directory: the job needs 'output'")
+    if not cleans and output is not None:
+        raise items["output"].refuse("'output' is written only by retention or compact (not in steps)")
+    for step in ("tier", "expire"):
+        if step in steps and remote is None:
+            raise items["steps"].refuse(f"step '{step}' works on a remote tier: the job needs 'remote'")
+    topics = TopicSelection(tuple(items["topics"].strings("topics")) if "topics" in items else ())
+    if not topics.everything and not cleans:
+        raise items["topics"].refuse("topics selects what retention/compact write; steps names neither")
+    configs = _configs(items["configs"]) if "configs" in items else JobConfig()
+    now = items["now"].string("now") if "now" in items else None
+    if now is not None:
+        from pipelines.clock import parse_time
+
+        try:
+            parse_time(now, "now")
+        except ConfigError as exc:
+            raise items["now"].refuse(str(exc)) from None
+    state = location("state") or _default_state(output, remote, source)
+    spark = _spark(items.get("spark"))
+    airflow = _airflow(items.get("airflow"))
+    what = {
+        "source": source, "steps": steps, "output": output, "remote": remote, "topics": topics.patterns,
+        "configs": {"defaults": configs.defaults.to_kafka(),
+                    "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())}},
+        "now": now,
+    }  # fmt: skip
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
+    return JobFile(
+        os.path.abspath(path), name, source, steps, output, remote, topics, configs, now, state, spark,
+        airflow, digest,
+    )  # fmt: skip
+
+
+def schema_table() -> list[str]:
+    """The schema as Markdown table rows (the README's table is checked against these)."""
+    rows = ["| key | type | meaning |", "|---|---|---|"]
+    for prefix, keys in (("", JOB_KEYS), ("spark.", SPARK_KEYS), ("airflow.", AIRFLOW_KEYS)):
+        for k in keys:
+            rows.append(f"| `{prefix}{k.name}`{' (required)' if k.required else ''} | {k.type} | {k.doc} |")
+    return rows

@@ -1,0 +1,150 @@
+"""The steps of a job file, run in order over one Spark context. Each finished step is recorded
+in the run's state before the next starts; a step the state records as done is never run again.
+
+Between a clean step's publication and its record there is a window a kill can hit: the output
+is then complete, and its manifest names this job's source and `now`. A resumed run reads that
+and records the step as done instead of refusing the (non-empty) output or cleaning again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.clock import iso
+from pipelines.config.jobfile import CLEAN_STEPS, JobFile
+from pipelines.errors import ConfigError, ValidationFailed
+from pipelines.run.state import RunState
+from pipelines.runtime.faults import fault_point
+
+Log = Callable[[str], Any]
+# Per partition, what a step's record keeps of its report (the full reports are the jobs' own).
+CLEAN_FIELDS = ("bytes_in", "bytes_out", "records_in", "records_out", "segments_deleted", "segments_out")
+
+
+def unit_name(unit: tuple[str, ...]) -> str:
+    """A unit's name in logs, the state file and the DAG's task ids: `retention+compact`."""
+    return "+".join(unit)
+
+
+def chosen_units(job: JobFile, state: RunState, step: str | None) -> list[tuple[str, ...]]:
+    """The units this run works through: all, or the one holding `step` (whose earlier units
+    must be done: a step never runs on an output that is not there yet)."""
+    units = job.units()
+    if step is None:
+        return units
+    for index, unit in enumerate(units):
+        if step in unit:
+            missing = [unit_name(u) for u in units[:index] if not state.done(u[0])]
+            if missing:
+                before = ", ".join(missing)
+                raise ConfigError(f"step {step} runs after {before}, which the run has not finished")
+            return [unit]
+    raise ConfigError(f"step {step!r} is not one of job {job.name}'s steps ({', '.join(job.steps)})")
+
+
+def run_units(
+    spark: Any, job: JobFile, state: RunState, units: list[tuple[str, ...]], log: Log
+) -> list[dict[str, Any]]:
+    """Run `units` in order; returns their records (done ones as the state has them)."""
+    records = []
+    for unit in units:
+        name = unit_name(unit)
+        if state.done(unit[0]):
+            log(f"segpipe: step {name}: done at {state.steps[unit[0]]['finished']}; not run again")
+            records.append(state.steps[unit[0]])
+            continue
+        log(f"segpipe: step {name}: starting")
+        started = time.perf_counter()
+        record = _run_unit(spark, job, state, unit, log)
+        record.update(state="done", finished=iso(int(time.time() * 1000)),
+                      seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        state.record(unit, record)
+        log(f"segpipe: step {name}: done in {record['seconds']:.1f} s (recorded in {state.url})")
+        fault_point(f"after-step-{unit[-1]}")
+        records.append(state.steps[unit[0]])
+    return records
+
+
+def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+    if unit[0] in CLEAN_STEPS:
+        return _clean(spark, job, state, unit, log)
+    if unit == ("validate",):
+        return _validate(spark, job, state, log)
+    if unit == ("tier",):
+        return _tier(spark, job, state, log)
+    return _expire(job, state, log)
+
+
+def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+    from pipelines.jobs.clean import clean
+    from pipelines.output.staging import published_manifest
+
+    assert job.output is not None
+    published = published_manifest(job.output)
+    ours = published is not None and (published.get("src"), published.get("now_ms")) == (
+        job.source,
+        state.now_ms,
+    )
+    if published is not None and ours:
+        log(f"segpipe: step {unit_name(unit)}: {job.output} was published by this run before it stopped")
+        partitions = {p["partition"]: {"adopted": True} for p in published.get("partitions", [])}
+        return {"adopted": True, "run_id": published.get("run_id"), "partitions": partitions}
+    report = clean(spark, job.source, job.output, job.clean_config(unit), now_ms=state.now_ms, log=log,
+                   topics=job.selection)  # fmt: skip
+    rows = report.rows()
+    return {
+        "run_id": report.run_id,
+        "bytes_in": report.bytes_in,
+        "bytes_out": report.bytes_out,
+        "partitions": {r["partition"]: {k: r[k] for k in CLEAN_FIELDS} for r in rows},
+    }
+
+
+def _report_dir(log_dir: str) -> str | None:
+    """Data Docs beside a local segpipe output, as `segpipe validate` puts them."""
+    meta = os.path.join(log_dir, "_segpipe")
+    return os.path.join(meta, "validation") if "://" not in log_dir and os.path.isdir(meta) else None
+
+
+def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
+    from pipelines.jobs.validate import validate
+    from pipelines.runtime.session import get_spark
+
+    del spark  # validation needs the SQL session over the same context
+    against = job.source if job.cleans else None
+    result = validate(get_spark(), job.log_dir, None, _report_dir(job.log_dir), log, against, state.now_ms)
+    for line in result.lines():
+        log(line)
+    log(result.summary_line())
+    record = {"success": result.success, "failed": result.failed, "checked": result.checked,
+              "data_docs": result.data_docs}  # fmt: skip
+    if not result.success:
+        state.steps["validate"] = {**record, "state": "failed", "finished": iso(int(time.time() * 1000))}
+        state.save()
+        raise ValidationFailed(f"{job.log_dir} failed its validation; the later steps do not run")
+    return record
+
+
+def _tier(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
+    from pipelines.jobs.tier import tier
+
+    assert job.remote is not None
+    report = tier(spark, job.log_dir, job.remote, job.configs, now_ms=state.now_ms, log=log)
+    return {
+        "segments_uploaded": report.segments_uploaded,
+        "bytes_uploaded": report.bytes_uploaded,
+        "partitions": {str(p.get("partition")): {k: v for k, v in p.items() if k != "partition"}
+                       for p in report.rows()},
+    }  # fmt: skip
+
+
+def _expire(job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from pipelines.jobs.tier.expire import expire
+
+    assert job.remote is not None
+    return asdict(expire(job.remote, job.configs, state.now_ms, log))

@@ -1,0 +1,68 @@
+"""`segpipe run`: a job killed between its steps, and in the window between a clean's publication
+and its record, resumes where it stopped and never redoes a finished step."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_segpipe
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _job(tmp_path: Path, src: Path) -> Path:
+    job = tmp_path / "job.yaml"
+    samples = (ROOT / "conf" / "samples.yaml").read_text()
+    job.write_text(
+        f"name: resume\nsource: {src}\noutput: out/{{run}}\nremote: remote/{{run}}\n"
+        "steps: [retention, compact, tier]\nnow: 2023-11-23T00:40:00Z\n"
+        "spark: {master: 'local[2]'}\nconfigs:\n" + "".join(f"  {line}\n" for line in samples.splitlines())
+    )
+    return job
+
+
+def _state(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "out" / "r1.run.json").read_text())
+
+
+def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, sample_dir: Path) -> None:
+    job = str(_job(tmp_path, sample_dir))
+    out = tmp_path / "out" / "r1"
+
+    early = run_segpipe("run", job, "--run", "r1", "--step", "tier")
+    assert early.returncode == 2 and "runs after retention+compact" in early.stderr
+
+    # Killed after the clean published its output, before the step was recorded.
+    first = run_segpipe("run", job, "--run", "r1", fault="after-publish")
+    assert first.returncode == -signal.SIGKILL
+    manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
+    assert not (tmp_path / "out" / "r1.run.json").exists()
+
+    # Resumed: the published output is recognised, recorded, not cleaned again; killed next
+    # between the steps.
+    second = run_segpipe("run", job, "--run", "r1", fault="after-step-compact")
+    assert second.returncode == -signal.SIGKILL
+    assert "was published by this run before it stopped" in second.stdout
+    state = _state(tmp_path)
+    assert state["steps"]["compact"]["state"] == "done" and state["steps"]["compact"]["adopted"]
+    assert "tier" not in state["steps"] and state["now_ms"] == 1_700_700_000_000
+    assert json.loads((out / "_segpipe" / "manifest.json").read_text()) == manifest
+    assert not (tmp_path / "remote").exists()
+
+    third = run_segpipe("run", job, "--run", "r1", "--json")
+    assert third.returncode == 0, third.stderr
+    assert "step retention+compact: done at" in third.stdout and "not run again" in third.stdout
+    state = _state(tmp_path)
+    assert state["steps"]["tier"]["state"] == "done" and state["steps"]["tier"]["segments_uploaded"] > 0
+    assert set(state["steps"]["tier"]["partitions"]) == {"clicks-0", "legacy-users-0", "orders-0", "orders-1"}
+    assert json.loads((out / "_segpipe" / "manifest.json").read_text()) == manifest
+    assert (tmp_path / "remote" / "r1").is_dir()
+
+    again = run_segpipe("run", job, "--run", "r1")
+    assert again.returncode == 0 and "every step of this run is done" in again.stdout
+    assert _state(tmp_path) == state

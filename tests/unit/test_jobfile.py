@@ -1,0 +1,150 @@
+"""Job files: what `segpipe run` accepts, and every refusal naming its line and reason."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pipelines.config.jobfile import load_job_file, schema_table
+from pipelines.config.selection import TopicSelection
+from pipelines.errors import ConfigError
+from pipelines.run.state import open_state
+
+pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+name: nightly
+source: logs
+output: out/{run}
+remote: remote
+topics: [orders, "legacy-*"]
+steps: [retention, compact, validate, tier, expire]
+configs:
+  defaults:
+    retention.ms: -1
+  topics:
+    orders:
+      cleanup.policy: compact
+spark:
+  conf:
+    spark.task.maxFailures: 4
+"""
+
+
+def _job(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_good_job_file_resolves_paths_from_its_own_directory(tmp_path: Path) -> None:
+    job = load_job_file(str(_job(tmp_path, GOOD))).for_run("2026-11-24")
+    assert job.source == str(tmp_path / "logs")
+    assert job.output == str(tmp_path / "out" / "2026-11-24")
+    assert job.state == str(tmp_path / "out" / "2026-11-24.run.json")
+    assert job.units() == [("retention", "compact"), ("validate",), ("tier",), ("expire",)]
+    assert job.topics == TopicSelection(("orders", "legacy-*"))
+    assert job.topics("legacy-users") and not job.topics("clicks")
+    assert job.configs.for_topic("orders").compact and job.configs.defaults.retention_ms == -1
+    assert dict(job.spark.conf) == {"spark.task.maxFailures": "4"}
+
+
+def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
+    job = load_job_file(str(_job(tmp_path, GOOD.replace("[retention, compact,", "[retention,"))))
+    retention = job.clean_config(("retention",))
+    # orders is compact-only: a retention-only pass carries it over whole.
+    orders = retention.for_topic("orders")
+    assert orders.cleanup_policy == {"delete"} and orders.retention_ms == -1 and orders.retention_bytes == -1
+    assert retention.effective("orders")["cleanup.policy"][1] == "job step retention"
+    compact = job.clean_config(("compact",)).for_topic("clicks")  # a delete topic: carried over
+    assert compact.cleanup_policy == {"delete"} and compact.retention_ms == -1
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "reason"),
+    [
+        (("steps:", "stepz: [validate]\nsteps:"), 6, "unknown key 'stepz' in the job"),
+        (
+            ("[retention, compact, validate, tier, expire]", "[retention, compact, vacuum]"),
+            6,
+            "unknown step 'vacuum'",
+        ),
+        (
+            ("[retention, compact, validate, tier, expire]", "[validate, compact]"),
+            6,
+            "cannot run after 'validate'",
+        ),
+        (("[retention, compact, validate, tier, expire]", "[compact, compact]"), 6, "named twice"),
+        (("source: logs", "source: missing"), 2, "no such log directory"),
+        (("remote: remote\n", ""), 5, "step 'tier' works on a remote tier: the job needs 'remote'"),
+        (("output: out/{run}\n", ""), 5, "the job needs 'output'"),
+        (("    retention.ms: -1", "    retention.ms: soon"), 9, "retention.ms='soon'"),
+        (("    retention.ms: -1", "    retention.msec: 5"), 9, "unknown topic config 'retention.msec'"),
+        (("  conf:", "  master: local[2]\n  confs:"), 15, "unknown key 'confs' in spark"),
+        (("    spark.task", "    task"), 15, "not a Spark setting"),
+        (("name: nightly", "name: night/ly"), 1, "use letters, digits"),
+        (
+            (
+                "      cleanup.policy: compact",
+                "      cleanup.policy: compact\n      max.compaction.lag.ms: 5\n      min.compaction.lag.ms: 9",
+            ),
+            8,
+            "max.compaction.lag.ms must be",
+        ),
+        (("name: nightly\n", ""), 1, "the job needs 'name'"),
+        (("topics: [orders", "topics: [7, orders"), 5, None),  # a number is a name like any other
+    ],
+)
+def test_a_bad_job_file_is_refused_with_its_line(
+    tmp_path: Path, change: tuple[str, str], line: int, reason: str | None
+) -> None:
+    path = _job(tmp_path, GOOD.replace(*change, 1))
+    if reason is None:
+        load_job_file(str(path))
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_job_file(str(path))
+    assert str(caught.value).startswith(f"{path}:{line}: "), str(caught.value)
+    assert reason in str(caught.value)
+
+
+def test_paths_with_run_need_a_run_name(tmp_path: Path) -> None:
+    job = load_job_file(str(_job(tmp_path, GOOD)))
+    with pytest.raises(ConfigError, match="--run NAME"):
+        job.for_run(None)
+    with pytest.raises(ConfigError, match="letters, digits"):
+        job.for_run("../x")
+
+
+def test_a_state_file_belongs_to_one_job_definition(tmp_path: Path) -> None:
+    path = _job(tmp_path, GOOD)
+    job = load_job_file(str(path)).for_run("r1")
+    state = open_state(job.state, job.name, job.digest, "r1", 1_700_000_000_000)
+    state.record(("retention", "compact"), {"state": "done", "finished": "t"})
+    again = open_state(job.state, job.name, job.digest, "r1", 1_800_000_000_000)
+    assert again.now_ms == 1_700_000_000_000 and again.done("compact") and not again.done("validate")
+    # Comments and layout do not change the definition; what the job does does.
+    path.write_text("# nightly\n" + GOOD)
+    assert load_job_file(str(path)).digest == job.digest
+    path.write_text(GOOD.replace("retention.ms: -1", "retention.ms: 5"))
+    changed = load_job_file(str(path)).for_run("r1")
+    with pytest.raises(ConfigError, match="job file changed"):
+        open_state(changed.state, changed.name, changed.digest, "r1", 0)
+
+
+def test_the_readme_documents_the_schema() -> None:
+    readme = (REPO / "README.md").read_text()
+    for row in schema_table()[2:]:
+        key = re.match(r"\| `([^`]+)`", row)
+        assert key and row in readme, f"README's job-file table lacks or differs at {key and key.group(1)}"
+
+
+def test_every_bundled_job_file_loads() -> None:
+    jobs = sorted((REPO / "conf" / "jobs").glob("*.yaml"))
+    assert jobs
+    for path in jobs:
+        assert load_job_file(str(path)).name
