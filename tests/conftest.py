@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,13 @@ def spark():  # type: ignore[no-untyped-def]
     session = get_spark("local[2]", app_name="segpipe-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def seaweed_env() -> Iterator[dict[str, str]]:
+    """A SeaweedFS server (master, volume, filer and S3 gateway in one process) for this module,
+    the AWS variables pointing every client at it."""
+    from tests.s3.stores import aws_endpoint, seaweedfs
+
+    with seaweedfs() as url, aws_endpoint(url) as env:
+        yield env

@@ -73,3 +73,28 @@ def seaweedfs() -> Iterator[str]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         shutil.rmtree(data, ignore_errors=True)
+
+
+@contextmanager
+def aws_endpoint(url: str) -> Iterator[dict[str, str]]:
+    """The AWS variables of a test endpoint, set for this process while the block runs."""
+    import s3fs
+
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL": url,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    s3fs.S3FileSystem.clear_instance_cache()  # a cached client would still talk to the last endpoint
+    try:
+        yield env
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

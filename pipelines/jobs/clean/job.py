@@ -159,9 +159,9 @@ def _clean(
         ]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
         staging.write_meta("report.json", report.to_dict())
+        if is_armed("corrupt-output"):
+            _corrupt_one_batch(staging)
         if gate is not None:
-            if is_armed("corrupt-output"):
-                _corrupt_one_batch(staging)
             with timer.stage("validate"):
                 gate(staging.url)
         planned_topics = sorted({p.tp.topic for p in plans})
@@ -312,7 +312,7 @@ def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Stagin
 
 def _corrupt_one_batch(staging: Staging) -> None:
     """The `corrupt-output` fault: flip the last byte of the first staged .log (a CRC mismatch),
-    so that a validation gate has something to catch."""
+    so that a validation (the gate, or a later validate step) has something to catch."""
     for info in staging.storage.walk_files(staging.path):
         if (
             info.name.endswith(".log")

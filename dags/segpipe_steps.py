@@ -1,0 +1,72 @@
+"""What segpipe's DAGs share: the task that runs one job step through spark-submit, and the
+on-demand DAG's command line. No rule of segpipe's lives here: the tasks run the `segpipe`
+command line and read what it recorded."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from pipelines.config.jobfile import load_job_file
+from pipelines.run.state import read_state
+
+_CLI = importlib.util.find_spec("pipelines.cli")
+assert _CLI is not None and _CLI.submodule_search_locations
+# The application spark-submit runs: segpipe's command line.
+APPLICATION = os.path.join(next(iter(_CLI.submodule_search_locations)), "__main__.py")
+RUN = "{{ ds_nodash }}"  # each scheduled run writes its own output (`{run}` in the job file)
+
+
+class SegpipeStep(SparkSubmitOperator):
+    """`segpipe run JOB --step STEP --run <logical date>` through spark-submit. Its return value
+    (XCom) is what the step recorded in the run's state file; a step whose data failed its
+    checks (a validation) fails at once, without retries (a retry would find the same data)."""
+
+    def __init__(self, *, job_file: str, step: str, **kwargs: Any) -> None:
+        super().__init__(
+            application=APPLICATION,
+            application_args=["run", job_file, "--step", step, "--run", RUN],
+            name=f"segpipe-{step}",
+            **kwargs,
+        )
+        self.job_file, self.step = job_file, step
+
+    def _record(self) -> dict[str, Any] | None:
+        run = str(self.application_args[-1])  # rendered by now
+        state = read_state(load_job_file(self.job_file).for_run(run).state) or {}
+        record = state.get("steps", {}).get(self.step)
+        return record if isinstance(record, dict) else None
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            record = self._record()
+            if record is not None and record.get("state") == "failed":
+                raise AirflowFailException(f"segpipe step {self.step} failed its checks: {exc}") from exc
+            raise
+        return self._record()
+
+
+def clean_arguments(params: dict[str, Any]) -> list[str]:
+    """The on-demand DAG's params as `segpipe clean`'s command line."""
+    args = ["clean", str(params["src"]), str(params["dst"])]
+    for pattern in params.get("topics") or []:
+        args += ["--topic", str(pattern)]
+    for name, value in (params.get("configs") or {}).items():
+        args += ["--set", f"{name}={value}"]
+    for topic, values in (params.get("topic_configs") or {}).items():
+        args += [
+            item for name, value in values.items() for item in ("--topic-set", f"{topic}:{name}={value}")
+        ]
+    if params.get("now"):
+        args += ["--now", str(params["now"])]
+    if params.get("validate"):
+        args.append("--validate")
+    if params.get("dry_run"):
+        args.append("--dry-run")
+    return args

@@ -1,0 +1,41 @@
+"""Run in a process of its own by tests/airflow (Airflow reads its configuration from the
+environment when first imported): import the DAGs, and `dag.test()` one of them.
+
+    python tests/airflow/dag_runner.py import
+    python tests/airflow/dag_runner.py test DAG_ID LOGICAL_DATE [PARAMS_JSON]
+
+Prints one JSON line: the import errors and DAG ids, or the run's state and each task's state
+and return value."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+
+
+def main(argv: list[str]) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    folder = os.environ["AIRFLOW__CORE__DAGS_FOLDER"]
+    sys.path.append(folder)  # as Airflow's processors do for a DAG bundle's folder
+    bag = DagBag(dag_folder=folder)
+    if argv[0] == "import":
+        errors = {k: str(v) for k, v in bag.import_errors.items()}
+        tasks = {d: [t.task_id for t in bag.dags[d].tasks] for d in bag.dag_ids}
+        print(json.dumps({"errors": errors, "dags": tasks}))
+        return
+    dag = bag.get_dag(argv[1])
+    logical = datetime.fromisoformat(argv[2])
+    params = json.loads(argv[3]) if len(argv) > 3 else None
+    run = dag.test(logical_date=logical, run_conf=params)
+    states, values = {}, {}
+    for ti in run.get_task_instances():
+        states[ti.task_id] = str(ti.state) if ti.state is not None else None
+        values[ti.task_id] = ti.xcom_pull(task_ids=ti.task_id) if ti.state == "success" else None
+    print(json.dumps({"state": str(run.state), "tasks": states, "values": values}, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

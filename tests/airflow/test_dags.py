@@ -1,0 +1,115 @@
+"""The DAGs in dags/: every one imports; the maintenance DAG of a job file runs with `dag.test()`
+(SQLite metadata database, spark-submit against local[2]) and its output validates; a failed
+validation fails the DAG run before tiering; the on-demand DAG cleans with its params."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from segment_io.storage import open_storage
+
+pytestmark = pytest.mark.airflow
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = Path(__file__).with_name("dag_runner.py")
+LOGICAL_DATE = "2026-11-24T00:00:00+00:00"
+RUN = "20261124"  # the logical date as the DAG names the run
+
+
+def _job(name: str, src: Path, root: Path) -> str:
+    samples = (ROOT / "conf" / "samples.yaml").read_text()
+    return (
+        f"name: {name}\nsource: {src}\noutput: {root}/{name}/out/{{run}}\nremote: {root}/{name}/remote/{{run}}\n"
+        "steps: [retention, compact, validate, tier, expire]\nnow: 2023-11-23T00:40:00Z\n"
+        "spark: {connection: spark_local}\n"
+        "airflow: {schedule: '@daily', retries: 1, retry_delay_minutes: 0, timeout_minutes: 20}\n"
+        "configs:\n" + "".join(f"  {line}\n" for line in samples.splitlines())
+    )
+
+
+@pytest.fixture(scope="module")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> dict[str, str]:
+    """Airflow's home with a migrated SQLite database, and a folder of two job files."""
+    pytest.importorskip("airflow", reason="the DAG tests need the `airflow` extra")
+    root = tmp_path_factory.mktemp("airflow")
+    jobs = root / "jobs"
+    jobs.mkdir()
+    for name in ("good", "bad"):
+        (jobs / f"{name}.yaml").write_text(_job(name, sample_dir, root))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "SEGPIPE_FAULT"))}
+    env.update(
+        AIRFLOW_HOME=str(root / "home"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"),
+        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        SEGPIPE_JOBS_DIR=str(jobs),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # spark-submit
+        PYSPARK_PYTHON=sys.executable,
+        ROOT=str(root),
+    )
+    airflow = Path(sys.executable).parent / "airflow"
+    migrate = subprocess.run([str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
+    assert migrate.returncode == 0, migrate.stderr[-2000:]
+    return env
+
+
+def _runner(env: dict[str, str], *args: str, fault: str | None = None) -> dict:
+    full = {**env, **({"SEGPIPE_FAULT": fault} if fault else {})}
+    proc = subprocess.run([sys.executable, str(RUNNER), *args], env=full, capture_output=True, text=True,
+                          timeout=900, cwd=env["ROOT"])  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_every_dag_imports(airflow_env: dict[str, str]) -> None:
+    bag = _runner(airflow_env, "import")
+    assert bag["errors"] == {}
+    steps = ["retention_compact", "validate", "tier", "expire"]
+    assert bag["dags"] == {"segpipe_bad": steps, "segpipe_good": steps, "segpipe_on_demand": ["arguments", "clean"]}
+
+
+def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str]) -> None:
+    result = _runner(airflow_env, "test", "segpipe_good", LOGICAL_DATE)
+    assert result["state"] == "success", result
+    assert set(result["tasks"].values()) == {"success"}
+    values = result["values"]
+    # Each task's return value is what its step recorded in the run's state file.
+    assert set(values["retention_compact"]["partitions"]) == {"clicks-0", "legacy-users-0", "orders-0", "orders-1"}
+    assert values["validate"]["success"] is True and values["validate"]["checked"]
+    assert values["tier"]["segments_uploaded"] > 0
+    root = Path(airflow_env["ROOT"]) / "good"
+    state = json.loads((root / "out" / f"{RUN}.run.json").read_text())
+    assert [state["steps"][s]["state"] for s in ("compact", "validate", "tier", "expire")] == ["done"] * 4
+    assert (root / "remote" / RUN).is_dir()
+
+
+def test_a_failed_validation_stops_the_dag_before_tiering(airflow_env: dict[str, str]) -> None:
+    # The clean step publishes an output with one byte flipped (the corrupt-output fault).
+    result = _runner(airflow_env, "test", "segpipe_bad", LOGICAL_DATE, fault="corrupt-output")
+    assert result["state"] == "failed", result
+    assert result["tasks"]["retention_compact"] == "success"
+    assert result["tasks"]["validate"] == "failed"
+    assert result["tasks"]["tier"] == "upstream_failed" and result["tasks"]["expire"] == "upstream_failed"
+    root = Path(airflow_env["ROOT"]) / "bad"
+    assert not (root / "remote").exists()
+    state = json.loads((root / "out" / f"{RUN}.run.json").read_text())
+    assert state["steps"]["validate"]["state"] == "failed" and "tier" not in state["steps"]
+
+
+def test_the_on_demand_dag_cleans_with_its_params(airflow_env: dict[str, str], sample_dir: Path) -> None:
+    dst = Path(airflow_env["ROOT"]) / "on-demand"
+    params = {"src": str(sample_dir), "dst": str(dst), "topics": ["orders"], "now": "1700700000000",
+              "configs": {"cleanup.policy": "compact"}, "validate": True}  # fmt: skip
+    result = _runner(airflow_env, "test", "segpipe_on_demand", LOGICAL_DATE, json.dumps(params))
+    assert result["state"] == "success", result
+    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == ["orders-0", "orders-1"]
+    storage, path = open_storage(str(dst / "_segpipe" / "manifest.json"))
+    manifest = json.loads(storage.read(path))
+    assert manifest["now_ms"] == 1_700_700_000_000
+    assert {p["partition"] for p in manifest["partitions"]} == {"orders-0", "orders-1"}
