@@ -5,7 +5,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export NUMBA_CACHE_DIR := $(CURDIR)/.venv/numba-cache
 export GX_ANALYTICS_ENABLED := False
 
-.PHONY: venv demo test lint bench samples kafka
+.PHONY: venv demo test lint bench samples kafka cluster
 
 venv:
 	@scripts/bootstrap
@@ -18,8 +18,10 @@ demo: venv
 		--now-ms 1700700000000 --master "local[2]"
 	.venv/bin/segpipe inspect out/samples-cleaned
 
+# Two test files at a time (pytest-xdist; a file's tests stay together, with the servers its
+# fixtures start): measured 13.5 min for the whole suite on 2 cores, against about 19 one by one.
 test: venv
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 lint: venv
 	.venv/bin/ruff check .
@@ -36,3 +38,7 @@ samples: venv
 # ~/.cache/segpipe (outside the repository) and prints how to run one by hand.
 kafka: venv
 	.venv/bin/python -m tests.kafka.broker
+
+# A Spark standalone master and two workers on 127.0.0.1 (README "Running on a cluster"); Ctrl-C stops them.
+cluster: venv
+	.venv/bin/python -m tests.cluster.standalone

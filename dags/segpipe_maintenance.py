@@ -38,7 +38,7 @@ for path in sorted(JOBS.glob("*.yaml")):
         for unit in job.units():
             task = SegpipeStep(
                 task_id=unit_name(unit).replace("+", "_"), job_file=str(path), step=unit[0],
-                conn_id=job.spark.connection,
+                conn_id=job.spark.connection, conf=dict(job.spark.conf),
             )  # fmt: skip
             if previous is not None:
                 previous >> task

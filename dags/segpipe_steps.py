@@ -8,8 +8,8 @@ import importlib.util
 import os
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from pipelines.config.jobfile import load_job_file
 from pipelines.run.state import read_state

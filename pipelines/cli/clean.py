@@ -7,6 +7,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.spark_args import (
+    VALIDATION_MODULES,
     add_config_arguments,
     add_now_argument,
     add_spark_arguments,
@@ -105,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         require_destination(args.remote, args.dst)
     if args.report:
         require_new_file(args.report)
-    with spark_run(args, "pipelines.jobs.clean") as sc:
+    validating = VALIDATION_MODULES if args.validate else ()
+    with spark_run(args, "pipelines.jobs.clean", *validating) as sc:
         from pipelines.jobs.clean import clean
 
         gate = None

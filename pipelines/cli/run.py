@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.spark_args import add_spark_arguments, spark_run
+from pipelines.cli.spark_args import VALIDATION_MODULES, add_spark_arguments, spark_run
 from pipelines.config.jobfile import STEPS, JobFile
 from pipelines.errors import EXIT_OK, ConfigError
 
@@ -64,14 +64,28 @@ def run(args: argparse.Namespace) -> int:
         return _finish(args, state.steps)
     _refuse_before_spark(job)
     args.master = args.master or job.spark.master
-    args.conf = [f"{k}={v}" for k, v in job.spark.conf.items()] + list(args.conf)
+    args.conf = [f"{k}={v}" for k, v in _job_settings(job).items()] + list(args.conf)
     if args.dry_run:
         return _dry_run(args, job, state.now_ms, pending[0])
-    with spark_run(args, "pipelines.run.runner") as sc:
+    validating = VALIDATION_MODULES if any("validate" in u for u in pending) else ()
+    with spark_run(args, "pipelines.run.runner", *validating) as sc:
         from pipelines.run.runner import run_units
 
         records = run_units(sc, job, state, units, console.say)
     return _finish(args, {unit_name(u): r for u, r in zip(units, records, strict=True)})
+
+
+def _job_settings(job: JobFile) -> dict[str, str]:
+    """The job's Spark settings for this process. Under spark-submit the driver JVM already runs:
+    the settings it reads at its start were spark-submit's to apply (the DAG's tasks pass the
+    job's settings to its --conf), so they are left out here rather than refused."""
+    import os
+
+    from pipelines.runtime.session import JVM_START_SETTINGS
+
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return dict(job.spark.conf)
+    return {k: v for k, v in job.spark.conf.items() if k not in JVM_START_SETTINGS}
 
 
 def _refuse_before_spark(job: JobFile) -> None:

@@ -48,10 +48,16 @@ def now_from(args: argparse.Namespace) -> int | None:
     return None if args.now is None else parse_time(args.now, "--now")
 
 
+# What validation imports in the driver: great-expectations takes 5-6 s to import (measured), so
+# a command that validates imports it while the JVM starts.
+VALIDATION_MODULES = ("pipelines.jobs.validate", "great_expectations")
+
+
 @contextmanager
-def spark_run(args: argparse.Namespace, job_module: str) -> Iterator[Any]:
+def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
     """The SparkContext of a job run from the command line, its start-up noise held back; the
-    master is checked (and Spark settings parsed) before anything starts."""
+    master is checked (and Spark settings parsed) before anything starts; `job_modules` are
+    imported while the JVM starts."""
     from pipelines.runtime.session import check_master, spark_for_command, spark_settings
 
     settings = spark_settings(args.conf)
@@ -59,7 +65,7 @@ def spark_run(args: argparse.Namespace, job_module: str) -> Iterator[Any]:
     log_level = "info" if console.level() >= console.VERBOSE else "warn"
     with (
         console.held_back_noise() as terminal,
-        spark_for_command(job_module, args.master, settings, log_level) as sc,
+        spark_for_command(job_modules, args.master, settings, log_level) as sc,
         console.progress(sc, terminal),
     ):
         yield sc

@@ -6,7 +6,13 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.spark_args import add_now_argument, add_spark_arguments, now_from, spark_run
+from pipelines.cli.spark_args import (
+    VALIDATION_MODULES,
+    add_now_argument,
+    add_spark_arguments,
+    now_from,
+    spark_run,
+)
 from pipelines.errors import EXIT_INVALID, EXIT_OK
 
 
@@ -49,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     report_dir = args.report
     if report_dir is None and os.path.isdir(os.path.join(args.path, "_segpipe")):
         report_dir = os.path.join(os.path.abspath(args.path), "_segpipe", "validation")
-    with spark_run(args, "pipelines.jobs.validate") as sc:
+    with spark_run(args, *VALIDATION_MODULES) as sc:
         from pipelines.jobs.validate import validate
         from pipelines.runtime.session import get_spark
 

@@ -178,13 +178,15 @@ def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
 
 @contextmanager
 def spark_for_command(
-    job_module: str, master: str | None, settings: dict[str, str], log_level: str = "warn"
+    job_modules: Sequence[str], master: str | None, settings: dict[str, str], log_level: str = "warn"
 ) -> Iterator[Any]:
     """The SparkContext of one command-line run: the JVM starts (seconds) while this thread
-    imports the job's module; Ctrl-C cancels running jobs; Spark stops before the process ends."""
+    imports the job's modules; Ctrl-C cancels running jobs; Spark stops before the process ends."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # read when great-expectations loads
     with ThreadPoolExecutor(1) as pool:
         starting = pool.submit(get_context, master, "segpipe", log_level, **settings)
-        importlib.import_module(job_module)
+        for module in job_modules:
+            importlib.import_module(module)
         sc = starting.result()
     interrupt_cancels_jobs(sc)
     try:

@@ -26,7 +26,7 @@ def _job(name: str, src: Path, root: Path) -> str:
     return (
         f"name: {name}\nsource: {src}\noutput: {root}/{name}/out/{{run}}\nremote: {root}/{name}/remote/{{run}}\n"
         "steps: [retention, compact, validate, tier, expire]\nnow: 2023-11-23T00:40:00Z\n"
-        "spark: {connection: spark_local}\n"
+        "spark: {connection: spark_local, conf: {spark.task.maxFailures: 2}}\n"
         "airflow: {schedule: '@daily', retries: 1, retry_delay_minutes: 0, timeout_minutes: 20}\n"
         "configs:\n" + "".join(f"  {line}\n" for line in samples.splitlines())
     )
@@ -35,7 +35,6 @@ def _job(name: str, src: Path, root: Path) -> str:
 @pytest.fixture(scope="module")
 def airflow_env(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> dict[str, str]:
     """Airflow's home with a migrated SQLite database, and a folder of two job files."""
-    pytest.importorskip("airflow", reason="the DAG tests need the `airflow` extra")
     root = tmp_path_factory.mktemp("airflow")
     jobs = root / "jobs"
     jobs.mkdir()
@@ -54,7 +53,9 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> d
         ROOT=str(root),
     )
     airflow = Path(sys.executable).parent / "airflow"
-    migrate = subprocess.run([str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
+    migrate = subprocess.run(
+        [str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert migrate.returncode == 0, migrate.stderr[-2000:]
     return env
 
@@ -71,7 +72,11 @@ def test_every_dag_imports(airflow_env: dict[str, str]) -> None:
     bag = _runner(airflow_env, "import")
     assert bag["errors"] == {}
     steps = ["retention_compact", "validate", "tier", "expire"]
-    assert bag["dags"] == {"segpipe_bad": steps, "segpipe_good": steps, "segpipe_on_demand": ["arguments", "clean"]}
+    assert bag["dags"] == {
+        "segpipe_bad": steps,
+        "segpipe_good": steps,
+        "segpipe_on_demand": ["arguments", "clean"],
+    }
 
 
 def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str]) -> None:
@@ -80,7 +85,12 @@ def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str]) -> Non
     assert set(result["tasks"].values()) == {"success"}
     values = result["values"]
     # Each task's return value is what its step recorded in the run's state file.
-    assert set(values["retention_compact"]["partitions"]) == {"clicks-0", "legacy-users-0", "orders-0", "orders-1"}
+    assert set(values["retention_compact"]["partitions"]) == {
+        "clicks-0",
+        "legacy-users-0",
+        "orders-0",
+        "orders-1",
+    }
     assert values["validate"]["success"] is True and values["validate"]["checked"]
     assert values["tier"]["segments_uploaded"] > 0
     root = Path(airflow_env["ROOT"]) / "good"
@@ -105,10 +115,13 @@ def test_a_failed_validation_stops_the_dag_before_tiering(airflow_env: dict[str,
 def test_the_on_demand_dag_cleans_with_its_params(airflow_env: dict[str, str], sample_dir: Path) -> None:
     dst = Path(airflow_env["ROOT"]) / "on-demand"
     params = {"src": str(sample_dir), "dst": str(dst), "topics": ["orders"], "now": "1700700000000",
-              "configs": {"cleanup.policy": "compact"}, "validate": True}  # fmt: skip
+              "configs": {"cleanup.policy": "compact"}, "validate": False}  # fmt: skip
     result = _runner(airflow_env, "test", "segpipe_on_demand", LOGICAL_DATE, json.dumps(params))
     assert result["state"] == "success", result
-    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == ["orders-0", "orders-1"]
+    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
+        "orders-0",
+        "orders-1",
+    ]
     storage, path = open_storage(str(dst / "_segpipe" / "manifest.json"))
     manifest = json.loads(storage.read(path))
     assert manifest["now_ms"] == 1_700_700_000_000

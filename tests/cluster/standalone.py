@@ -116,7 +116,9 @@ def standalone(workers: int = 2, cores: int = 1, memory: str = "2g") -> Iterator
             log = root / f"worker-{index}.log"
             cluster.workers.append(_daemon("org.apache.spark.deploy.worker.Worker", args, log, env))
         for index, proc in enumerate(cluster.workers):
-            _wait_for(root / f"worker-{index}.log", "Successfully registered with master", proc, f"worker {index}")
+            _wait_for(
+                root / f"worker-{index}.log", "Successfully registered with master", proc, f"worker {index}"
+            )
         yield cluster
     finally:
         cluster.stop()
@@ -125,7 +127,9 @@ def standalone(workers: int = 2, cores: int = 1, memory: str = "2g") -> Iterator
 
 def main() -> None:
     with standalone() as cluster:
-        print(f"Spark master: {cluster.master_url} (2 workers, 1 core and 2 GiB each; logs in {cluster.root})")
+        print(
+            f"Spark master: {cluster.master_url} (2 workers, 1 core and 2 GiB each; logs in {cluster.root})"
+        )
         print("Submit to it as README 'Running on a cluster' shows, with --master", cluster.master_url)
         print("Ctrl-C stops it.", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
