@@ -8,6 +8,7 @@ are superseded. `--keys-run` instead writes one partition of N distinct keys wit
 
     .venv/bin/python bench/clean_bench.py                 # 4 GB set, 8 partitions
     .venv/bin/python bench/clean_bench.py --keys-run 50000000
+    .venv/bin/python bench/clean_bench.py --operator-cases  # retention only vs cp, --link, 2nd pass
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -92,10 +94,12 @@ def dir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*.log"))
 
 
-def run_clean(src: Path, dst: Path, master: str, extra: list[str]) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
+def run_clean(
+    src: Path, dst: Path, master: str, extra: list[str], flags: tuple[str, ...] = ()
+) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
     shutil.rmtree(dst, ignore_errors=True)
     cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "clean", str(src), str(dst), "--now-ms", str(NOW_MS),
-           "--master", master]  # fmt: skip
+           "--master", master, *flags]  # fmt: skip
     for s in CONFIG_SETS + extra:
         cmd += ["--set", s]
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
@@ -129,6 +133,51 @@ def _stages(seconds: dict[str, float]) -> str:
     return "stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())
 
 
+# Retention only, about half the segments deleted by size (the operators' most common run).
+RETENTION_ONLY = ["cleanup.policy=delete", "retention.ms=-1", "retention.bytes=250000000"]
+SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+
+
+def cp_kept(src: Path, dst: Path, target: Path) -> float:
+    """`cp` of the segment files a run kept (its natural baseline), one cp per partition."""
+    shutil.rmtree(target, ignore_errors=True)
+    started = time.perf_counter()
+    for part in sorted(p for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe"):
+        files = [
+            str(src / part.name / f.name) for f in sorted(part.iterdir()) if f.name.endswith(SEGMENT_SUFFIXES)
+        ]
+        (target / part.name).mkdir(parents=True)
+        subprocess.run(["cp", *files, str(target / part.name)], check=True)
+    return time.perf_counter() - started
+
+
+def operator_cases(src: Path, master: str) -> None:
+    """The runs operators make most: retention only (against cp of what it keeps, and with
+    --link), a second pass over a compacted output (nothing to do), a compaction pass."""
+    out, out2, copy = DATA / "out-retention", DATA / "out-second", DATA / "out-cp"
+    for attempt in range(2):
+        wall, _, report = run_clean(src, out, master, RETENTION_ONLY)
+        cp_s = cp_kept(src, out, copy)
+        mb = sum(p["bytes_out"] for p in report["partitions"]) / 1e6
+        print(f"retention only, run {attempt + 1}: {wall:.1f} s whole process ({mb:,.0f} MB kept); cp of the kept "
+              f"files {cp_s:.1f} s; segpipe at {cp_s / wall:.2f}x cp's speed (target >= 0.8); stages: "
+              f"{_stages(report['seconds_by_stage'])}")  # fmt: skip
+        wall, _, report = run_clean(src, out, master, RETENTION_ONLY, ("--link",))
+        print(f"retention only with --link, run {attempt + 1}: {wall:.1f} s whole process (target <= 1 s); "
+              f"stages: {_stages(report['seconds_by_stage'])}")  # fmt: skip
+    shutil.rmtree(copy, ignore_errors=True)
+    wall, _, report = run_clean(src, out, master, [])
+    print(f"compaction pass: {wall:.1f} s whole process; stages: {_stages(report['seconds_by_stage'])}")
+    for attempt in range(2):
+        wall, _, report = run_clean(out, out2, master, [])
+        print(f"second pass over the compacted output, run {attempt + 1}: {wall:.1f} s whole process "
+              f"(target <= 3 s); stages: {_stages(report['seconds_by_stage'])}")  # fmt: skip
+        wall, _, report = run_clean(out, out2, master, [], ("--select", "kafka"))
+        print(f"  the same with --select kafka: {wall:.1f} s; stages: {_stages(report['seconds_by_stage'])}")
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out2, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gb", type=float, default=4.0)
@@ -137,6 +186,11 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-steady", action="store_true")
     parser.add_argument("--steady-runs", type=int, default=3)
+    parser.add_argument(
+        "--operator-cases",
+        action="store_true",
+        help="retention only vs cp, --link, a second pass, compaction",
+    )
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
     if args.keys_run:
@@ -146,6 +200,9 @@ def main() -> None:
     src, dst = DATA / name, DATA / f"{name}-out"
     generate(src, spec)
     warm_page_cache(src)
+    if args.operator_cases:
+        operator_cases(src, args.master)
+        return
     size = dir_bytes(src)
     mb = size / 1e6
     wall, peaks, report = run_clean(src, dst, args.master, [])

@@ -64,6 +64,20 @@ def add_parser(sub: Any) -> None:
         "nothing and exits 4 (the Data Docs are kept beside DST)",
     )
     p.add_argument(
+        "--select",
+        choices=["all", "kafka"],
+        default="all",
+        help="which compacted partitions to compact: all (the default: every cleanable range), or kafka: "
+        "only those Kafka's cleaner would choose now (min.cleanable.dirty.ratio, max.compaction.lag.ms, "
+        "a passed delete horizon); the others are carried over and named with the reason",
+    )
+    p.add_argument(
+        "--link",
+        action="store_true",
+        help="hard-link the segments carried over unchanged instead of copying them (local SRC and DST on "
+        "one file system; only for a log nothing writes any more: see README)",
+    )
+    p.add_argument(
         "--print-config",
         action="store_true",
         help="print every topic's effective config and where each value came from, then stop",
@@ -119,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,
-            topics=None if selection.everything else selection,
+            topics=None if selection.everything else selection, link=args.link,
+            select=args.select,
         )  # fmt: skip
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
@@ -139,8 +154,10 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
     from pipelines.output.destination import require_new_file
     from segment_io.remote.tier import RemoteTier
 
-    if args.topic:
-        raise ConfigError("clean --in-place keeps every topic of the remote tier (no --topic)")
+    if args.topic or args.link:
+        raise ConfigError(
+            "clean --in-place keeps every topic of the remote tier and copies nothing (no --topic, --link)"
+        )
     if args.dst is not None or args.remote:
         raise ConfigError("clean --in-place takes one path, the remote tier (no DST, no --remote)")
     tier = RemoteTier.open(args.src)  # refuses anything but a remote tier

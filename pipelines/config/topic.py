@@ -58,6 +58,17 @@ def _between(low: int, high: int) -> Callable[[Any], int]:
 _TIMESTAMP_TYPES = (TimestampType.CREATE_TIME.label, TimestampType.LOG_APPEND_TIME.label)
 
 
+def _ratio(value: Any) -> float:
+    """A number from 0 to 1."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = -1.0
+    if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+        raise ValueError("must be a number from 0 to 1")
+    return number
+
+
 def _ts_type(value: Any) -> str:
     text = str(value).strip()
     if text not in _TIMESTAMP_TYPES:
@@ -99,7 +110,11 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("min.compaction.lag.ms", "min_compaction_lag_ms", "long ≥ 0", _long(0, "milliseconds"),
               "records newer than this are not compacted yet"),
     ConfigDef("max.compaction.lag.ms", "max_compaction_lag_ms", "long ≥ 1", _long(1, "milliseconds"),
-              "accepted for compatibility; segpipe compacts every partition it is given"),
+              "with --select kafka: a partition whose oldest dirty segment is older than this is compacted "
+              "whatever its dirty ratio (without it, every partition is compacted)"),
+    ConfigDef("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", "0..1", _ratio,
+              "with --select kafka: a partition is compacted only when its dirty share of the log is above "
+              "this (without it, every partition is compacted)"),
     ConfigDef("segment.bytes", "segment_bytes", "long ≥ 14", _long(14, "bytes"),
               "largest output segment: input segments are grouped up to this size"),
     ConfigDef("segment.index.bytes", "segment_index_bytes", "long ≥ 8", _long(8, "bytes"),
@@ -133,14 +148,14 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
 _BY_NAME = {d.name: d for d in TOPIC_CONFIGS}
 
 # Kafka 4.x topic configs that do not change what cleaning leaves (how a broker writes, replicates,
-# flushes, rolls or tiers; min.cleanable.dirty.ratio only chooses when its cleaner runs): accepted,
+# flushes, rolls or tiers): accepted,
 # so that `kafka-configs --describe` output can be pasted, and ignored with one note.
 IGNORED_KAFKA_CONFIGS = frozenset({
     "compression.type", "file.delete.delay.ms", "flush.messages", "flush.ms",
     "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
     "max.message.bytes", "message.downconversion.enable",
     "message.format.version", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
-    "message.timestamp.difference.max.ms", "min.cleanable.dirty.ratio", "min.insync.replicas",
+    "message.timestamp.difference.max.ms", "min.insync.replicas",
     "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
     "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
 })  # fmt: skip
@@ -156,6 +171,7 @@ class TopicConfig:
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES

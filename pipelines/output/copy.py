@@ -16,12 +16,13 @@ class CopyTask:
     dst_path: str  # relative to the staging root
     mtime_ms: int
     size: int
+    link: bool = False  # a hard link instead of a copy (both local, one file system)
 
 
-def segment_copies(dir_name: str, files: SegmentFiles, src_url: str) -> list[CopyTask]:
+def segment_copies(dir_name: str, files: SegmentFiles, src_url: str, link: bool = False) -> list[CopyTask]:
     """One task per file of a segment, into `dir_name` under the Kafka names of its files."""
     return [
-        CopyTask(src_url, info.path, posixpath.join(dir_name, info.name), info.mtime_ms, info.size)
+        CopyTask(src_url, info.path, posixpath.join(dir_name, info.name), info.mtime_ms, info.size, link)
         for info in (files.log, files.index, files.timeindex, files.txnindex)
         if info is not None
     ]
@@ -35,4 +36,7 @@ def run_copies(pack: list[CopyTask], staging_url: str) -> None:
         if task.src_url not in sources:
             sources[task.src_url] = open_storage(task.src_url)[0]
         src = sources[task.src_url]
-        transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
+        if task.link:
+            dst.link(task.src_path, posixpath.join(root, task.dst_path))
+        else:
+            transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)

@@ -28,6 +28,24 @@ def require_outside(src_url: str, dst_url: str, why: str) -> None:
         raise DestinationInsideSource(f"destination {dst_url} is inside the source {src_url}, which {why}")
 
 
+def require_linkable(src_url: str, dst_url: str) -> None:
+    """`--link` needs SRC and DST on one local file system (a hard link cannot cross file systems
+    or reach an object store)."""
+    import os
+
+    from pipelines.errors import ConfigError
+
+    if "://" in src_url or "://" in dst_url:
+        raise ConfigError("--link hard-links local files: SRC and DST must both be local directories")
+    parent = os.path.dirname(os.path.abspath(dst_url.rstrip("/"))) or "/"
+    if not os.path.isdir(parent):
+        raise ConfigError(f"--link: {parent} (DST's parent) does not exist")
+    if os.stat(src_url).st_dev != os.stat(parent).st_dev:
+        raise ConfigError(
+            f"--link: {src_url} and {dst_url} are on different file systems; hard links cannot cross them"
+        )
+
+
 def require_new_file(url: str) -> None:
     """Refuse to overwrite a file (a report of another run, say)."""
     storage, path = open_storage(url)

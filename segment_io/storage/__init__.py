@@ -39,8 +39,9 @@ def open_storage(url: str, **options: Any) -> tuple[Storage, str]:
 
 
 def transfer(src: Storage, src_path: str, dst: Storage, dst_path: str, mtime_ms: int | None = None) -> None:
-    """Copy a file between storages in bounded memory (within one storage: its own copy)."""
-    if src is dst or (isinstance(src, LocalStorage) and isinstance(dst, LocalStorage)):
+    """Copy a file between storages in bounded memory; within one store (one local disk, one
+    object store's client) with the store's own copy: the kernel's, or a server-side copy."""
+    if src.same_store(dst):
         dst.copy(src_path, dst_path, mtime_ms)
         return
     pending = dst.open_write(dst_path)

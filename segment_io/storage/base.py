@@ -157,6 +157,15 @@ class Storage(ABC):
     def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
         """Copy one file within this storage, keeping `mtime_ms` where the storage allows."""
 
+    def same_store(self, other: Storage) -> bool:
+        """`other` reaches the same files with the same client, so a file moves from one to the
+        other with this storage's own copy (no bytes through this process)."""
+        return other is self
+
+    def link(self, src: str, dst: str) -> None:
+        """Make `dst` another name of the file `src` (only local disks have them)."""
+        raise NotImplementedError(f"{self.protocol} storage has no hard links")
+
     def rename_directory(self, src: str, dst: str) -> None:
         """Move a directory into place in one step (only where `renames_directories`)."""
         raise NotImplementedError(f"{self.protocol} storage cannot rename a directory atomically")

@@ -152,6 +152,17 @@ class LocalStorage(Storage):
         _set_mtime(tmp, mtime_ms)
         os.replace(tmp, dst)
 
+    def same_store(self, other: Storage) -> bool:
+        return isinstance(other, LocalStorage)
+
+    def link(self, src: str, dst: str) -> None:
+        """A hard link: `dst` is the same file as `src` (same inode, data and mtime), made by the
+        file system in one step without copying a byte; both must be on one file system."""
+        self.makedirs(posixpath.dirname(dst))
+        tmp = temporary_name(dst)
+        os.link(src, tmp)
+        os.replace(tmp, dst)
+
     def create_exclusive(self, path: str, data: bytes) -> None:
         """Written whole under a temporary name, then hard-linked to `path`: the link fails when
         `path` exists, so the check and the publication are one step."""

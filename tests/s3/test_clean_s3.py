@@ -112,3 +112,26 @@ def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
         for log in (local / part).iterdir():
             assert (tmp_path / "from-s3" / part / log.name).read_bytes() == log.read_bytes(), log.name
     assert not fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")
+
+
+def test_a_copy_within_one_store_is_the_stores_own(
+    s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two handles on one S3 store a file moves by a server-side copy: reading it through
+    this process would fail here, and the copy still arrives whole."""
+    from segment_io.storage import open_storage, transfer
+    from segment_io.storage.object_store import ObjectStorage
+
+    src, bucket = open_storage("s3://copies")
+    src.makedirs(bucket)
+    data = bytes(range(256)) * 40_000  # 10 MB
+    src.write_atomic("copies/a/00000000000000000000.log", data)
+    dst, _ = open_storage("s3://copies/staging")
+    assert src.same_store(dst) and not src.same_store(open_storage("memory://x")[0])
+
+    def no_reads(self: ObjectStorage, path: str) -> None:
+        raise AssertionError(f"{path} was read through this process")
+
+    monkeypatch.setattr(ObjectStorage, "open_read", no_reads)
+    transfer(src, "copies/a/00000000000000000000.log", dst, "copies/staging/a/00000000000000000000.log")
+    assert dst.read("copies/staging/a/00000000000000000000.log") == data

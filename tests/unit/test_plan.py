@@ -229,3 +229,51 @@ def test_legacy_tombstones_are_kept_in_segments_modified_after_the_legacy_horizo
     p = plan(segments, compact(**{"segment.bytes": 100}), cleaner=20)
     assert p.compaction is not None
     assert [g.retain_legacy_deletes for g in p.compaction.groups] == [(False,), (True,), (False,)]
+
+
+def _selection_log(horizon: int | None = None) -> list[ScannedSegment]:
+    """Two clean segments of 1,000 bytes, a dirty one of 100 (a dirty ratio of 100 / 2,100), the
+    active segment; the cleaner has cleaned up to offset 20."""
+    return [
+        segment(0, 0, data(0, 9, size=1000, horizon=horizon)),
+        segment(1, 10, data(10, 19, size=1000)),
+        segment(2, 20, data(20, 29, size=100)),
+        segment(3, 30, data(30, 39)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "horizon", "chosen", "reason"),
+    [
+        ({}, None, False, "dirty ratio 0.048 ≤ min.cleanable.dirty.ratio 0.5"),
+        (
+            {"min.cleanable.dirty.ratio": "0.04"},
+            None,
+            True,
+            "dirty ratio 0.048 > min.cleanable.dirty.ratio 0.04",
+        ),
+        (
+            {"min.cleanable.dirty.ratio": "0.05"},
+            None,
+            False,
+            "dirty ratio 0.048 ≤ min.cleanable.dirty.ratio 0.05",
+        ),
+        ({"max.compaction.lag.ms": 3_600_001}, None, False, "compaction not overdue"),
+        ({"max.compaction.lag.ms": 3_599_999}, None, True, "max.compaction.lag.ms 3599999 passed"),
+        ({}, NOW + 1, False, "no delete horizon passed"),
+        ({}, NOW, True, f"delete horizon {NOW} passed"),
+    ],
+)
+def test_kafka_selection_compacts_only_what_kafkas_cleaner_would_choose(
+    values: dict[str, object], horizon: int | None, chosen: bool, reason: str
+) -> None:
+    p = plan_partition(
+        TP, _selection_log(horizon), Checkpoints(cleaner=20), compact(**values), NOW, select_kafka=True
+    )
+    assert p.selection is not None and reason in p.selection
+    assert (p.compaction is not None) is chosen
+    if not chosen:
+        assert p.copied == [0, 1, 2, 3]
+    # Without the selection every cleanable range is cleaned.
+    default = plan_partition(TP, _selection_log(horizon), Checkpoints(cleaner=20), compact(**values), NOW)
+    assert default.compaction is not None and default.selection is None

@@ -22,7 +22,7 @@ from pipelines.jobs.clean.side_files import write_partition_files, write_root_ch
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
 from pipelines.output.copy import run_copies, segment_copies
-from pipelines.output.destination import require_destination, require_new_file
+from pipelines.output.destination import require_destination, require_linkable, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
@@ -49,6 +49,7 @@ MAX_BUCKETS = 4096
 # Tasks per core for the key map's map side (as for the scan: a few per core balance the cores).
 MAP_TASKS_PER_CORE = 3
 ON_CORRUPT = ("fail", "skip-partition")
+SELECT = ("all", "kafka")
 
 
 def clean(
@@ -64,6 +65,8 @@ def clean(
     gate: Callable[[str], None] | None = None,
     plan_json: bool = False,
     topics: Callable[[str], bool] | None = None,
+    link: bool = False,
+    select: str = "all",
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
@@ -74,16 +77,22 @@ def clean(
     DST whole and names it in the report, instead of stopping the run. `gate(staged_url)` runs on the
     complete staged output before publication; an error it raises publishes nothing (the
     validation gate). `topics` (a predicate on topic names, such as a `TopicSelection`) keeps only
-    those topics' partitions in DST. Returns the run report
+    those topics' partitions in DST. `link` hard-links the segments it carries over unchanged
+    instead of copying them (local SRC and DST on one file system; see README). `select="kafka"`
+    compacts only the partitions Kafka's cleaner would choose now and carries the others over
+    (each named with the reason). Returns the run report
     (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
     """
+    if select not in SELECT:
+        raise ConfigError(f"select {select!r}: expected one of {', '.join(SELECT)}")
     if on_corrupt not in ON_CORRUPT:
         raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
     with typed_errors():
         config = config or JobConfig()
         return _clean(
-            spark, src, dst, config, now_ms, dry_run, report_path, log, on_corrupt, gate, plan_json, topics
-        )
+            spark, src, dst, config, now_ms, dry_run, report_path, log, on_corrupt, gate, plan_json, topics,
+            link, select == "kafka",
+        )  # fmt: skip
 
 
 def _clean(
@@ -99,10 +108,14 @@ def _clean(
     gate: Callable[[str], None] | None,
     plan_json: bool,
     topics: Callable[[str], bool] | None,
+    link: bool,
+    select_kafka: bool,
 ) -> RunReport:
     now = clock_ms() if now_ms is None else now_ms
     # A dry run refuses what the run would refuse.
     require_destination(src, dst)
+    if link:
+        require_linkable(src, dst)
     if report_path:
         require_new_file(report_path)
         require_new_file(html_path(report_path))
@@ -122,7 +135,10 @@ def _clean(
             {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped}, src
         )
     with timer.stage("plan"):
-        plans = _plan(scanned, config, now)
+        plans = _plan(scanned, config, now, select_kafka)
+    for plan in plans:
+        if plan.selection is not None and plan.compaction is None:
+            log(f"segpipe: not compacted: {plan.tp} (Kafka's cleaner would not choose it: {plan.selection})")
     warnings = run_warnings(plans, scanned.segments, now)
     for warning in warnings:
         log(f"segpipe: warning: {warning}")
@@ -150,7 +166,7 @@ def _clean(
             stats = _compact(sc, plans, scanned, staging.url, now)
         raise_if_stopped()
         with timer.stage("copy"):
-            _copy(sc, plans, scanned, staging)
+            _copy(sc, plans, scanned, staging, link)
         by_dir: dict[str, list[GroupStats]] = {}
         for s in stats:
             by_dir.setdefault(s.partition_dir, []).append(s)
@@ -199,7 +215,7 @@ def _write_report(report: RunReport, report_path: str | None) -> None:
         page_storage.write_atomic(page_file, render(report).encode())
 
 
-def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:
+def _plan(scanned: Scanned, config: JobConfig, now: int, select_kafka: bool = False) -> list[PartitionPlan]:
     """Every partition's plan, from its segments' metadata and the root checkpoints."""
     cps = scanned.listing.checkpoints
     plans = []
@@ -211,7 +227,9 @@ def _plan(scanned: Scanned, config: JobConfig, now: int) -> list[PartitionPlan]:
             high_watermark=cps.get("replication-offset-checkpoint", {}).get(tp),
             cleaner=cps.get("cleaner-offset-checkpoint", {}).get(tp),
         )
-        plan = plan_partition(tp, scanned.segments[tp], checkpoints, config.for_topic(tp.topic), now, gid)
+        plan = plan_partition(
+            tp, scanned.segments[tp], checkpoints, config.for_topic(tp.topic), now, gid, select_kafka
+        )
         plan.stray_files = part.stray_files
         if plan.compaction:
             gid += len(plan.compaction.groups)
@@ -292,13 +310,13 @@ def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
     return max(parallelism, min(MAX_BUCKETS, -(-rows // BUCKET_ROWS)))
 
 
-def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Staging) -> None:
+def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Staging, link: bool) -> None:
     """Untouched segments (in parallel), then the partition files and root checkpoints."""
     copies = [
         c
         for p in plans
         for sid in p.copied
-        for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url)
+        for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url, link)
     ]
     if copies:
         staging_url = staging.url

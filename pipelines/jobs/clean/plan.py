@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.config import TopicConfig
+from pipelines.jobs.clean.selection import kafka_selection
 from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import EMPTY_CONTROL, ScannedSegment
 from pipelines.log.transactions import Producer, aborted_data_batches, producer_state
@@ -69,6 +70,7 @@ class PartitionPlan:
     input_bytes: int = 0
     deleted_bytes: int = 0
     stray_files: tuple[str, ...] = ()  # not Kafka's files: carried over unread
+    selection: str | None = None  # with Kafka's selection: why the partition was (not) compacted
 
     def summary(self) -> dict[str, Any]:
         c = self.compaction
@@ -87,6 +89,7 @@ class PartitionPlan:
             else [{"base_offset": g.base_offset, "inputs": len(g.segment_ids)} for g in c.groups],
             "input_bytes": self.input_bytes,
             "stray_files": list(self.stray_files),
+            "selection": self.selection,
         }
 
 
@@ -168,8 +171,11 @@ def plan_partition(
     config: TopicConfig,
     now_ms: int,
     next_gid: int = 0,
+    select_kafka: bool = False,
 ) -> PartitionPlan:
-    """Everything the job will do to one partition, decided on headers alone."""
+    """Everything the job will do to one partition, decided on headers alone. With
+    `select_kafka`, a partition Kafka's cleaner would not choose now is carried over (see
+    `selection`)."""
     leo = log_end_offset(segments)
     hw = leo if checkpoints.high_watermark is None else min(checkpoints.high_watermark, leo)
     first_base = segments[0].meta.base_offset if segments else 0
@@ -204,6 +210,12 @@ def plan_partition(
     if upper < first_dirty or upper <= alive[0].meta.base_offset:
         plan.copied = [s.meta.segment_id for s in alive]
         return plan
+    if select_kafka:
+        selected = kafka_selection(alive, first_dirty, upper, config, now_ms)
+        plan.selection = selected.reason
+        if not selected.chosen:
+            plan.copied = [s.meta.segment_id for s in alive]
+            return plan
 
     groups = group_segments(alive, upper, config)
     recopied = {k for g in groups for k in g}
