@@ -138,8 +138,9 @@ RETENTION_ONLY = ["cleanup.policy=delete", "retention.ms=-1", "retention.bytes=2
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
-def cp_kept(src: Path, dst: Path, target: Path) -> float:
-    """`cp` of the segment files a run kept (its natural baseline), one cp per partition."""
+def cp_kept(src: Path, dst: Path, target: Path, sync: bool = False) -> float:
+    """`cp` of the segment files a run kept (its natural baseline), one cp per partition; with
+    `sync`, then flushed to disk (segpipe fsyncs what it publishes)."""
     shutil.rmtree(target, ignore_errors=True)
     started = time.perf_counter()
     for part in sorted(p for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe"):
@@ -148,6 +149,8 @@ def cp_kept(src: Path, dst: Path, target: Path) -> float:
         ]
         (target / part.name).mkdir(parents=True)
         subprocess.run(["cp", *files, str(target / part.name)], check=True)
+    if sync:
+        subprocess.run(["sync", "-f", str(target)], check=True)
     return time.perf_counter() - started
 
 
@@ -158,22 +161,23 @@ def operator_cases(src: Path, master: str) -> None:
     for attempt in range(2):
         wall, _, report = run_clean(src, out, master, RETENTION_ONLY)
         cp_s = cp_kept(src, out, copy)
+        cp_sync_s = cp_kept(src, out, copy, sync=True)  # durable, as segpipe's copies are
         mb = sum(p["bytes_out"] for p in report["partitions"]) / 1e6
         print(f"retention only, run {attempt + 1}: {wall:.1f} s whole process ({mb:,.0f} MB kept); cp of the kept "
-              f"files {cp_s:.1f} s; segpipe at {cp_s / wall:.2f}x cp's speed (target >= 0.8); stages: "
-              f"{_stages(report['seconds_by_stage'])}")  # fmt: skip
+              f"files {cp_s:.1f} s; segpipe at {cp_s / wall:.2f}x cp's speed (target >= 0.8); cp + sync "
+              f"{cp_sync_s:.1f} s ({cp_sync_s / wall:.2f}x); {_stages(report['seconds_by_stage'])}")  # fmt: skip
         wall, _, report = run_clean(src, out, master, RETENTION_ONLY, ("--link",))
         print(f"retention only with --link, run {attempt + 1}: {wall:.1f} s whole process (target <= 1 s); "
-              f"stages: {_stages(report['seconds_by_stage'])}")  # fmt: skip
+              f"{_stages(report['seconds_by_stage'])}")  # fmt: skip
     shutil.rmtree(copy, ignore_errors=True)
     wall, _, report = run_clean(src, out, master, [])
-    print(f"compaction pass: {wall:.1f} s whole process; stages: {_stages(report['seconds_by_stage'])}")
+    print(f"compaction pass: {wall:.1f} s whole process; {_stages(report['seconds_by_stage'])}")
     for attempt in range(2):
         wall, _, report = run_clean(out, out2, master, [])
         print(f"second pass over the compacted output, run {attempt + 1}: {wall:.1f} s whole process "
-              f"(target <= 3 s); stages: {_stages(report['seconds_by_stage'])}")  # fmt: skip
+              f"(target <= 3 s); {_stages(report['seconds_by_stage'])}")  # fmt: skip
         wall, _, report = run_clean(out, out2, master, [], ("--select", "kafka"))
-        print(f"  the same with --select kafka: {wall:.1f} s; stages: {_stages(report['seconds_by_stage'])}")
+        print(f"  the same with --select kafka: {wall:.1f} s; {_stages(report['seconds_by_stage'])}")
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(out2, ignore_errors=True)
 

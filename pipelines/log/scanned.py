@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from pipelines.log.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
-from pipelines.runtime.tasks import packed
+from pipelines.runtime.tasks import run_packed
 from segment_io.errors import SegmentError
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
 from segment_io.segment.scan import SegmentScan, check_segment_ranges
@@ -64,13 +64,10 @@ def scan_log(
     if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
         log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
     tasks = scan_tasks(listing, url)
-    results: list[ScannedSegment | ScanFailure] = (
-        packed(sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE)
-        .flatMap(lambda pack: [run_scan_task(t, skip_corrupt) for t in pack])
-        .collect()
-        if tasks
-        else []
-    )
+    results: list[ScannedSegment | ScanFailure] = run_packed(
+        sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
+        lambda pack: [run_scan_task(t, skip_corrupt) for t in pack], storage.near,
+    )  # fmt: skip
     by_id = {(r.meta.segment_id if isinstance(r, ScannedSegment) else r.segment_id): r for r in results}
     skipped: dict[TopicPartition, SegmentError] = {}
     segments: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}

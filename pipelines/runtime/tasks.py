@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pipelines.runtime import progress
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # A pack averages at most this many bytes, whatever the parallelism.
 MOST_BYTES_PER_TASK = 1 << 30
@@ -37,6 +40,37 @@ def packed(sc: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -
     progress.add_bytes(sum(sizes))
     chosen = packs(sizes, sc.defaultParallelism * tasks_per_core)
     return sc.parallelize([[items[i] for i in pack] for pack in chosen], max(1, len(chosen)))
+
+
+# Work over files the driver reads at disk speed (`Storage.near`) runs in the driver's own threads
+# up to this many bytes: Spark's Python workers cost seconds to start, which is most of a small or
+# header-only run. Measured on the 4 GB bench set (2 cores, warm page cache): its scan took 0.74 s
+# in one driver thread and 0.9 s as a stage of driver threads, against 3.1 s as Spark tasks; a
+# retention-only run went from 10.9-11.6 s to 7.6-8.1 s whole process. Files on object storage
+# are always read by the workers: their bytes never pass through the driver.
+DRIVER_BYTES = 8 * 10**9
+
+
+def run_packed(
+    sc: Any,
+    items: Sequence[T],
+    sizes: list[int],
+    tasks_per_core: int,
+    work: Callable[[list[T]], list[R]],
+    near: bool,
+) -> list[R]:
+    """`work` over packs of `items`, every result in item order: in the driver's threads where
+    the files are near and the total is small (DRIVER_BYTES), else as Spark tasks."""
+    if not items:
+        return []
+    if near and sum(sizes) <= DRIVER_BYTES:
+        progress.add_bytes(sum(sizes))
+        threads = max(1, min(8, os.cpu_count() or 1))
+        chosen = packs(sizes, threads * 2)
+        with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
+            done = pool.map(work, [[items[i] for i in pack] for pack in chosen])
+            return [r for results in done for r in results]
+    return list(packed(sc, items, sizes, tasks_per_core).flatMap(work).collect())
 
 
 def one_task_each(spark: Any, items: Sequence[T], produce: Any, ddl: str) -> Any:

@@ -63,6 +63,9 @@ class Storage(ABC):
     protocol: str
     # Whether a directory can be renamed into place in one step (what publication relies on).
     renames_directories: bool = False
+    # Files this process reads at disk speed, with no network between (a local disk): small jobs
+    # may read them in the driver instead of starting workers.
+    near: bool = False
 
     @abstractmethod
     def url(self, path: str) -> str:

@@ -84,6 +84,7 @@ class _LocalPending(PendingFile):
 class LocalStorage(Storage):
     protocol = "file"
     renames_directories = True
+    near = True
 
     def url(self, path: str) -> str:
         return path

@@ -21,7 +21,7 @@ from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_gro
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
-from pipelines.output.copy import run_copies, segment_copies
+from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_linkable, require_new_file
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.report_html import html_path, render
@@ -30,7 +30,7 @@ from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
-from pipelines.runtime.tasks import packed
+from pipelines.runtime.tasks import packed, run_packed
 from segment_io.errors import SegmentError
 from segment_io.storage import open_storage
 from segment_io.topic_partition import TopicPartition
@@ -318,11 +318,14 @@ def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Stagin
         for sid in p.copied
         for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url, link)
     ]
-    if copies:
-        staging_url = staging.url
-        packed(sc, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE).foreach(
-            lambda pack: run_copies(pack, staging_url)
-        )
+    staging_url = staging.url
+
+    def copy_pack(pack: list[CopyTask]) -> list[None]:
+        run_copies(pack, staging_url)
+        return []
+
+    near = scanned.storage.near and staging.storage.near
+    run_packed(sc, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):
         write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging)
     write_root_checkpoints(scanned.listing, plans, scanned.segments, staging)
