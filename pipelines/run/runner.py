@@ -8,6 +8,7 @@ and records the step as done instead of refusing the (non-empty) output or clean
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -84,11 +85,7 @@ def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log
 
     assert job.output is not None
     published = published_manifest(job.output)
-    ours = published is not None and (published.get("src"), published.get("now_ms")) == (
-        job.source,
-        state.now_ms,
-    )
-    if published is not None and ours:
+    if published is not None and _ours(published, job, state, unit):
         log(f"segpipe: step {unit_name(unit)}: {job.output} was published by this run before it stopped")
         partitions = {p["partition"]: {"adopted": True} for p in published.get("partitions", [])}
         return {"adopted": True, "run_id": published.get("run_id"), "partitions": partitions}
@@ -101,6 +98,21 @@ def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log
         "bytes_out": report.bytes_out,
         "partitions": {r["partition"]: {k: r[k] for k in CLEAN_FIELDS} for r in rows},
     }
+
+
+def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[str, ...]) -> bool:
+    """The output was made by this very step: same source, same `now`, the same effective topic
+    configs (a changed job file with its state file removed must not pass an old output off as
+    its own)."""
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(job.source)
+    topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions if job.topics(p.tp.topic)})
+    configs = json.loads(json.dumps(job.clean_config(unit).describe(topics)))
+    return (manifest.get("src"), manifest.get("now_ms"), manifest.get("configs")) == (
+        job.source, state.now_ms, configs,
+    )  # fmt: skip
 
 
 def _report_dir(log_dir: str) -> str | None:

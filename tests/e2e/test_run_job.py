@@ -43,6 +43,13 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
     assert not (tmp_path / "out" / "r1.run.json").exists()
 
+    # The job file changed (and no state recorded the old one): that output is not this job's.
+    original = Path(job).read_text()
+    Path(job).write_text(original.replace("retention.ms: 259200000", "retention.ms: 259200001"))
+    changed = run_segpipe("run", job, "--run", "r1")
+    assert changed.returncode == 2 and "is not empty" in changed.stderr, changed.stderr[-2000:]
+    Path(job).write_text(original)
+
     # Resumed: the published output is recognised, recorded, not cleaned again; killed next
     # between the steps.
     second = run_segpipe("run", job, "--run", "r1", fault="after-step-compact")
