@@ -89,9 +89,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
     from pipelines.output.destination import require_destination, require_new_file
-    from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
-    from segment_io.storage import open_storage
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
@@ -100,11 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dst is None:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     src = log_url(args.src, args.remote)
-    storage, path = open_storage(src)
-    present = {p.tp.topic for p in list_log_dir(storage, path).partitions}
-    config.require_topics(present, args.src)
-    selection = require_selection(args.topic, present, args.src)
-    topics = sorted(t for t in present if selection(t))
+    selection, topics = source_topics(src, config, tuple(args.topic), args.src)
     if args.print_config:
         for topic, values in config.describe(topics).items():
             console.say(topic)
@@ -139,15 +133,25 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 
-def require_selection(patterns: list[str], present: set[str], src: str) -> TopicSelection:
-    """The topics a run keeps; a pattern that matches no topic of SRC is refused (a misspelt
-    name would otherwise quietly drop the topic it meant from the output)."""
-    selection = TopicSelection(tuple(patterns))
+def source_topics(
+    src_url: str, config: JobConfig, patterns: tuple[str, ...], src: str | None = None
+) -> tuple[TopicSelection, list[str]]:
+    """The topics of SRC a run keeps, checked before Spark starts: per-topic configs for topics
+    SRC does not hold are refused, and so is a pattern that matches none of its topics (a
+    misspelt name would otherwise quietly drop the topic it meant from the output)."""
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    where = src or src_url
+    storage, path = open_storage(src_url)
+    present = {p.tp.topic for p in list_log_dir(storage, path).partitions}
+    config.require_topics(present, where)
+    selection = TopicSelection(patterns)
     unmatched = selection.unmatched(present)
     if unmatched:
         there = ", ".join(sorted(present)) or "none"
-        raise ConfigError(f"topic {', '.join(unmatched)} matches no topic of {src} (topics there: {there})")
-    return selection
+        raise ConfigError(f"topic {', '.join(unmatched)} matches no topic of {where} (topics there: {there})")
+    return selection, sorted(t for t in present if selection(t))
 
 
 def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.spark_args import VALIDATION_MODULES, add_spark_arguments, spark_run
-from pipelines.config.jobfile import STEPS, JobFile
+from pipelines.config.jobfile import CLEAN_STEPS, STEPS, JobFile
 from pipelines.errors import EXIT_OK, ConfigError
 
 
@@ -32,12 +32,6 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _now_ms(job: JobFile) -> int | None:
-    from pipelines.clock import parse_time
-
-    return None if job.now is None else parse_time(job.now, "now")
-
-
 def run(args: argparse.Namespace) -> int:
     from pipelines.clock import clock_ms, iso
     from pipelines.config.jobfile import load_job_file, schema_table
@@ -51,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.job:
         raise ConfigError("run needs a job file (segpipe run JOB.yaml)")
     job = load_job_file(args.job).for_run(args.run)
-    fixed = _now_ms(job)
-    state = open_state(job.state, job.name, job.digest, args.run, clock_ms() if fixed is None else fixed)
+    now_ms = clock_ms() if job.now_ms is None else job.now_ms
+    state = open_state(job.state, job.name, job.digest, args.run, now_ms)
     units = chosen_units(job, state, args.step)
     pending = [u for u in units if not state.done(u[0])]
     console.say(f"segpipe: job {job.name}{f' run {args.run}' if args.run else ''}: now = {state.now_ms} "
@@ -61,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         console.say(f"  {unit_name(unit)}: {'done' if state.done(unit[0]) else 'to run'}")
     if not pending:
         console.say("segpipe: every step of this run is done; nothing to run")
-        return _finish(args, state.steps)
+        return _finish(args, {unit_name(u): state.steps[u[0]] for u in units})
     _refuse_before_spark(job)
     args.master = args.master or job.spark.master
     args.conf = [f"{k}={v}" for k, v in _job_settings(job).items()] + list(args.conf)
@@ -89,23 +83,18 @@ def _job_settings(job: JobFile) -> dict[str, str]:
 
 
 def _refuse_before_spark(job: JobFile) -> None:
-    """What the steps would refuse, refused before Spark starts: per-topic configs and topic
+    """What the clean step would refuse, refused before Spark starts: per-topic configs and topic
     patterns that name no topic of the source."""
-    from pipelines.cli.clean import require_selection
-    from segment_io.layout import list_log_dir
-    from segment_io.storage import open_storage
+    from pipelines.cli.clean import source_topics
 
-    storage, path = open_storage(job.source)
-    present = {p.tp.topic for p in list_log_dir(storage, path).partitions}
     if job.cleans:
-        job.configs.require_topics(present, job.source)
-        require_selection(list(job.topics.patterns), present, job.source)
+        source_topics(job.source, job.configs, job.topics.patterns)
 
 
 def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:
     from pipelines.run.runner import unit_name
 
-    if unit[0] not in ("retention", "compact"):
+    if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
         return EXIT_OK
     with spark_run(args, "pipelines.jobs.clean") as sc:

@@ -44,26 +44,20 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
 
     storage, path = open_storage(log_url(args.path, args.remote))
     list_log_dir(storage, path)  # a missing or misnamed path costs nothing
-    report_dir = args.report
-    if report_dir is None and os.path.isdir(os.path.join(args.path, "_segpipe")):
-        report_dir = os.path.join(os.path.abspath(args.path), "_segpipe", "validation")
     with spark_run(args, *VALIDATION_MODULES) as sc:
-        from pipelines.jobs.validate import validate
+        from pipelines.jobs.validate import default_report_dir, validate
         from pipelines.runtime.session import get_spark
 
         del sc  # the session over the command's context, with the kafka-segments source
         spark = get_spark()
         now_ms = now_from(args)
+        report_dir = args.report or default_report_dir(args.path)
         result = validate(spark, args.path, args.remote, report_dir, console.say, args.against, now_ms)
-    for line in result.lines():
-        console.say(line)
-    console.say(result.summary_line())
+    result.say(console.say)
     return EXIT_OK if result.success else EXIT_INVALID

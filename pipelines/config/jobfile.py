@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -99,7 +100,7 @@ class JobFile:
     remote: str | None
     topics: TopicSelection
     configs: JobConfig
-    now: str | None
+    now_ms: int | None  # the job's fixed `now`, if it sets one
     state: str
     spark: SparkSettings
     airflow: AirflowSettings
@@ -298,12 +299,10 @@ def _airflow(node: _Node | None) -> AirflowSettings:
         items[name].integer(f"airflow.{name}", low) if name in items else getattr(defaults, name)
     )
     start = items["start_date"].string("airflow.start_date") if "start_date" in items else defaults.start_date
-    from pipelines.clock import parse_time
-
-    try:
-        parse_time(start, "airflow.start_date")
-    except ConfigError as exc:
-        raise items["start_date"].refuse(str(exc)) from None
+    try:  # as the DAG reads it
+        datetime.fromisoformat(start)
+    except ValueError:
+        raise items["start_date"].refuse(f"airflow.start_date {start!r}: expected an ISO-8601 date") from None
     return AirflowSettings(
         schedule=items["schedule"].string("airflow.schedule") if "schedule" in items else defaults.schedule,
         start_date=start,
@@ -357,12 +356,12 @@ def load_job_file(path: str) -> JobFile:
     if not topics.everything and not cleans:
         raise items["topics"].refuse("topics selects what retention/compact write; steps names neither")
     configs = _configs(items["configs"]) if "configs" in items else JobConfig()
-    now = items["now"].string("now") if "now" in items else None
-    if now is not None:
+    now_ms = None
+    if "now" in items:
         from pipelines.clock import parse_time
 
         try:
-            parse_time(now, "now")
+            now_ms = parse_time(items["now"].string("now"), "now")
         except ConfigError as exc:
             raise items["now"].refuse(str(exc)) from None
     state = location("state") or _default_state(output, remote, source)
@@ -372,11 +371,11 @@ def load_job_file(path: str) -> JobFile:
         "source": source, "steps": steps, "output": output, "remote": remote, "topics": topics.patterns,
         "configs": {"defaults": configs.defaults.to_kafka(),
                     "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())}},
-        "now": now,
+        "now": now_ms,
     }  # fmt: skip
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
     return JobFile(
-        os.path.abspath(path), name, source, steps, output, remote, topics, configs, now, state, spark,
+        os.path.abspath(path), name, source, steps, output, remote, topics, configs, now_ms, state, spark,
         airflow, digest,
     )  # fmt: skip
 

@@ -2,14 +2,14 @@
 in the run's state before the next starts; a step the state records as done is never run again.
 
 Between a clean step's publication and its record there is a window a kill can hit: the output
-is then complete, and its manifest names this job's source and `now`. A resumed run reads that
-and records the step as done instead of refusing the (non-empty) output or cleaning again.
+is then complete, and its manifest names the source, `now`, topics and configs it was made with.
+A resumed run whose step they match records the step as done instead of refusing the (non-empty)
+output or cleaning again.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -115,22 +115,15 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
     )  # fmt: skip
 
 
-def _report_dir(log_dir: str) -> str | None:
-    """Data Docs beside a local segpipe output, as `segpipe validate` puts them."""
-    meta = os.path.join(log_dir, "_segpipe")
-    return os.path.join(meta, "validation") if "://" not in log_dir and os.path.isdir(meta) else None
-
-
 def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
-    from pipelines.jobs.validate import validate
+    from pipelines.jobs.validate import default_report_dir, validate
     from pipelines.runtime.session import get_spark
 
     del spark  # validation needs the SQL session over the same context
     against = job.source if job.cleans else None
-    result = validate(get_spark(), job.log_dir, None, _report_dir(job.log_dir), log, against, state.now_ms)
-    for line in result.lines():
-        log(line)
-    log(result.summary_line())
+    docs = default_report_dir(job.log_dir)
+    result = validate(get_spark(), job.log_dir, None, docs, log, against, state.now_ms)
+    result.say(log)
     record = {"success": result.success, "failed": result.failed, "checked": result.checked,
               "data_docs": result.data_docs}  # fmt: skip
     if not result.success:

@@ -327,13 +327,13 @@ def test_source_is_untouched_and_output_validates(src: Path, out: Path) -> None:
 
 
 def test_a_topic_selection_keeps_only_its_topics(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from pipelines.cli.clean import require_selection
+    from pipelines.cli.clean import source_topics
     from pipelines.config.selection import TopicSelection
     from pipelines.errors import ConfigError
 
-    present = {p.name.rsplit("-", 1)[0] for p in sample_dir.iterdir() if p.is_dir()}
-    with pytest.raises(ConfigError, match="ordrs matches no topic"):
-        require_selection(["ordrs"], present, "SRC")
+    with pytest.raises(ConfigError, match="ordrs matches no topic of SRC"):
+        source_topics(str(sample_dir), JobConfig(), ("ordrs",), "SRC")
+    assert source_topics(str(sample_dir), JobConfig(), ("ord*",))[1] == ["orders"]
     dst = tmp_path / "selected"
     report = pipelines.clean(spark, str(sample_dir), str(dst), JobConfig(), now_ms=1_700_700_000_000,
                              topics=TopicSelection(("ord*",)))  # fmt: skip

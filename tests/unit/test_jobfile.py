@@ -87,6 +87,7 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
         (("  conf:", "  master: local[2]\n  confs:"), 15, "unknown key 'confs' in spark"),
         (("    spark.task", "    task"), 15, "not a Spark setting"),
         (("name: nightly", "name: night/ly"), 1, "use letters, digits"),
+        (("spark:\n", "airflow: {start_date: '1700000000000'}\nspark:\n"), 13, "expected an ISO-8601 date"),
         (
             (
                 "      cleanup.policy: compact",

@@ -72,6 +72,12 @@ class ValidationReport:
                 out.append(f"segpipe: validation failed: {rule}: {count - shown:,} more rows")
         return out
 
+    def say(self, log: Log) -> None:
+        """Every failure line, then the summary."""
+        for line in self.lines():
+            log(line)
+        log(self.summary_line())
+
     def summary_line(self) -> str:
         broken = sum(1 for n in self.failed.values() if n)
         verdict = "passed" if self.success else f"FAILED ({broken} of {len(self.checked)} rules broken)"
@@ -89,6 +95,16 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def default_report_dir(path: str) -> str | None:
+    """Where the Data Docs of a local segpipe output go unless told: inside its `_segpipe/`."""
+    meta = os.path.join(path, "_segpipe")
+    return (
+        os.path.join(os.path.abspath(meta), "validation")
+        if "://" not in path and os.path.isdir(meta)
+        else None
+    )
 
 
 def validate(
