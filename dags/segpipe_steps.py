@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from pipelines.config.jobfile import load_job_file
@@ -37,7 +38,7 @@ class SegpipeStep(SparkSubmitOperator):
 
     def _record(self) -> dict[str, Any] | None:
         run = str(self.application_args[-1])  # rendered by now
-        state = read_state(load_job_file(self.job_file).for_run(run).state) or {}
+        state = read_state(load_job_file(self.job_file, check_source=False).for_run(run).state) or {}
         record = state.get("steps", {}).get(self.step)
         return record if isinstance(record, dict) else None
 
@@ -50,6 +51,17 @@ class SegpipeStep(SparkSubmitOperator):
                 raise AirflowFailException(f"segpipe step {self.step} failed its checks: {exc}") from exc
             raise
         return self._record()
+
+
+class RefusedJobFile(BaseOperator):
+    """The one task of a job file segpipe refuses: it fails at once with the refusal."""
+
+    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+        super().__init__(retries=0, **kwargs)
+        self.reason = reason
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(f"segpipe job file refused: {self.reason}")
 
 
 def clean_arguments(params: dict[str, Any]) -> list[str]:

@@ -9,31 +9,29 @@ What a restore replaces and what it keeps, per partition directory:
 - the root checkpoints take the archive's entries for the restored partitions and keep the
   broker's others: recovery point and high watermark (both the archive's log end, so the log
   loads without recovery and consumers see all of it), log start offset, cleaner checkpoint;
-- the broker's `.kafka_cleanshutdown` marker stays: the log loads as cleanly stopped.
-The broker must be stopped (its `.lock` is then free); what is replaced is moved to a backup
-directory outside the log directory first, so a restore can be undone.
+- the broker's `.kafka_cleanshutdown` marker stays: the log loads as cleanly stopped, without
+  recovery, which is why every segment is verified (CRCs, framing, indexes, offset ranges) and
+  an unfinished output refused before anything moves: a broker would serve what it is given.
+The broker must be stopped: its `.lock` is taken for the whole restore. What is replaced is moved
+to a backup directory outside the log directory first, so a restore can be undone.
 """
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from segment_io.broker_lock import broker_stopped
 from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
 from segment_io.errors import SegpipeError
-from segment_io.layout import ignored_dir_reason, parse_topic_partition
+from segment_io.layout import ROOT_CHECKPOINTS, ignored_dir_reason, parse_topic_partition
+from segment_io.partition import inspect_log_dir
 from segment_io.storage.local import LocalStorage, sync_directory
+from segment_io.text import counted
 from segment_io.topic_partition import TopicPartition
 
 KEPT = "partition.metadata"
-ROOT_CHECKPOINTS = (
-    "recovery-point-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-)
 
 
 class RestoreRefused(SegpipeError):
@@ -53,26 +51,22 @@ def _archive_partitions(archive: Path) -> list[Path]:
     return sorted(p for p in archive.iterdir() if p.is_dir() and ignored_dir_reason(p.name) is None)
 
 
-def _require_stopped(log_dir: Path) -> None:
-    """Kafka holds an exclusive lock on `LOG_DIR/.lock` while it runs."""
-    lock = log_dir / ".lock"
-    if not lock.exists():
-        return
-    with open(lock, "a") as handle:
-        try:
-            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise RestoreRefused(
-                f"a Kafka broker is running on {log_dir} (its .lock is held): stop it first"
-            ) from None
-        fcntl.lockf(handle, fcntl.LOCK_UN)
+def verify_archive(archive: Path) -> None:
+    """Every segment of `archive` is whole and valid (CRCs, framing, indexes, offset ranges) and
+    the archive is a finished output; else the first problem is raised (file and byte)."""
+    _, reports = inspect_log_dir(LocalStorage(), str(archive))
+    for report in reports:
+        if report.errors:
+            raise report.errors[0]
+        for segment in report.segments:
+            if segment.errors:
+                raise RestoreRefused(f"{segment.path}: {segment.errors[0]}")
 
 
 def check(archive: Path, log_dir: Path, backup: Path) -> list[Path]:
     """Every reason to refuse, before anything changes; returns the archive's partitions."""
     if not (log_dir / "meta.properties").exists():
         raise RestoreRefused(f"{log_dir} is not a Kafka log directory (no meta.properties)")
-    _require_stopped(log_dir)
     if backup.exists() and any(backup.iterdir()):
         raise RestoreRefused(f"the backup directory {backup} is not empty")
     if backup.resolve().is_relative_to(log_dir.resolve()):
@@ -85,9 +79,9 @@ def check(archive: Path, log_dir: Path, backup: Path) -> list[Path]:
     missing = [p.name for p in parts if not (log_dir / p.name / KEPT).exists()]
     if missing:
         raise RestoreRefused(
-            f"{len(missing)} partitions do not exist on the broker ({', '.join(missing[:5])}): create their "
-            "topics with the same partition counts and configs, wait until the broker made them, stop it, "
-            "then restore"
+            f"{counted(len(missing), 'partition')} missing on the broker ({', '.join(missing[:5])}): "
+            "create their topics with the same partition counts and configs, wait until the broker "
+            "made them, stop it, then restore"
         )
     return parts
 
@@ -106,7 +100,13 @@ def _merge_checkpoint(log_dir: Path, archive: Path, name: str, restored: set[Top
 def restore_into_kafka(archive: Path, log_dir: Path, backup: Path) -> RestoreSummary:
     """Replace the partitions of a stopped broker's `log_dir` with those of `archive` (see the
     module's rules); the replaced files and checkpoints go to `backup` first."""
-    parts = check(archive, log_dir, backup)
+    with broker_stopped(LocalStorage(), str(log_dir), "restore-kafka"):
+        parts = check(archive, log_dir, backup)
+        verify_archive(archive)
+        return _restore(archive, log_dir, backup, parts)
+
+
+def _restore(archive: Path, log_dir: Path, backup: Path, parts: list[Path]) -> RestoreSummary:
     backup.mkdir(parents=True, exist_ok=True)
     for name in ROOT_CHECKPOINTS:
         if (log_dir / name).exists():

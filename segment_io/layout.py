@@ -24,6 +24,14 @@ ROOT_CHECKPOINTS = (
     "replication-offset-checkpoint",
     "cleaner-offset-checkpoint",
 )
+LOCK_FILE = ".lock"  # held by a running broker
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # the broker stopped cleanly: its logs load without recovery
+# Files only a Kafka log directory holds at its root.
+KAFKA_ROOT_FILES = ("meta.properties", LOCK_FILE, CLEAN_SHUTDOWN, *ROOT_CHECKPOINTS)
+# segpipe's own names in a log directory it wrote, and the marker of a remote tier's root.
+META_DIR = "_segpipe"
+INCOMPLETE = "INCOMPLETE"  # an object-store output whose run has not finished (or was killed)
+TIER_MARKER = "segpipe-tier.json"
 
 _FILE_RE = re.compile(
     r"^(?P<prefix>[^.]*)\.(?P<kind>log|index|timeindex|txnindex|snapshot)"
@@ -191,10 +199,14 @@ def list_segment_file(storage: Storage, path: str) -> LogDirListing:
     return LogDirListing(parent, (PartitionListing(tp, parent, segments),))
 
 
-def list_log_dir(storage: Storage, path: str, segment_file: bool = False) -> LogDirListing:
+def list_log_dir(
+    storage: Storage, path: str, segment_file: bool = False, allow_incomplete: bool = False
+) -> LogDirListing:
     """List a log directory (or a single partition directory) and read its root checkpoints.
     A segment file is listed as its one segment where `segment_file` allows it (inspect, dump);
-    elsewhere it is refused: a job's source is a directory."""
+    elsewhere it is refused: a job's source is a directory. A directory that is not Kafka's, a
+    log directory holding a tier's marker, and an unfinished output (`allow_incomplete`: the
+    validation gate reads its own staged output) are refused, never read as empty logs."""
     if not storage.exists(path):
         raise LogDirNotFound(path, None, "no such directory")
     if storage.is_file(path):
@@ -208,7 +220,15 @@ def list_log_dir(storage: Storage, path: str, segment_file: bool = False) -> Log
     partitions: list[PartitionListing] = []
     ignored: list[tuple[str, str]] = []
     checkpoints: dict[str, dict[TopicPartition, int]] = {}
-    for info in storage.list(path):
+    entries = storage.list(path)
+    names = {info.name for info in entries}
+    if META_DIR in names and not allow_incomplete and storage.exists(f"{path}/{META_DIR}/{INCOMPLETE}"):
+        raise NotALogDirectory(
+            path,
+            None,
+            f"is the output of a segpipe run that did not finish ({META_DIR}/{INCOMPLETE} is there)",
+        )
+    for info in entries:
         if not info.is_dir:
             if info.name in ROOT_CHECKPOINTS:
                 checkpoints[info.name] = parse_offset_checkpoint(storage.read(info.path), info.path)
@@ -221,4 +241,45 @@ def list_log_dir(storage: Storage, path: str, segment_file: bool = False) -> Log
         assert child is not None
         partitions.append(list_partition(storage, info.path, child))
     partitions.sort(key=lambda p: p.tp)
+    if TIER_MARKER in names:
+        raise NotALogDirectory(path, None, stray_marker_detail(bool(partitions)))
+    if not any(_kafka_shaped(p) for p in partitions):
+        _require_kafka_root(path, entries, ignored)
     return LogDirListing(path, tuple(partitions), checkpoints, tuple(ignored))
+
+
+def _kafka_shaped(part: PartitionListing) -> bool:
+    """A partition directory with Kafka's files in it, or with nothing at all."""
+    empty = not (part.segments or part.snapshots or part.other_files or part.ignored)
+    return (
+        empty
+        or bool(part.segments or part.snapshots)
+        or any(f.name in PARTITION_FILES for f in part.other_files)
+    )
+
+
+def stray_marker_detail(has_partitions: bool) -> str:
+    if has_partitions:
+        return (
+            f"holds a remote tier's marker ({TIER_MARKER}) beside Kafka's partition directories: "
+            "it is a log directory a tier was written into by mistake; remove the marker to read it"
+        )
+    return f"is a remote tier ({TIER_MARKER}), not a Kafka log directory"
+
+
+def _require_kafka_root(path: str, entries: list[FileInfo], ignored: list[tuple[str, str]]) -> None:
+    """A log directory without Kafka-shaped partition directories is still Kafka's (or segpipe's)
+    when it holds Kafka's root files, Kafka's own ignored directories or segpipe's folder, or
+    nothing at all; any other directory (a parent folder, `/etc`) is not one, and reading it as an
+    empty log would hide the mistake."""
+    kafka_dirs = [n for n, reason in ignored if reason not in ("not a partition directory",)]
+    if not entries or kafka_dirs or any(e.name in (*KAFKA_ROOT_FILES, META_DIR) for e in entries):
+        return
+    found = sorted(f"{e.name}/" if e.is_dir else e.name for e in entries)
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise NotALogDirectory(
+        path,
+        None,
+        "is not a Kafka log directory: no partition directories (<topic>-<partition>), segment files or "
+        f"Kafka's root files (meta.properties, checkpoints); found {shown}",
+    )

@@ -112,5 +112,26 @@ def _run(args: argparse.Namespace) -> int:
         if not _from_storage(exc):
             raise
         # Credentials, permissions, missing files, unreachable endpoints: the environment, not a bug.
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        missing = _missing_bucket(args)
+        cause = f"{missing} does not exist (the store said {type(exc).__name__}: {exc})" if missing else None
+        print(f"error: {cause or f'{type(exc).__name__}: {exc}'}", file=sys.stderr)
         return EXIT_REFUSED
+
+
+def _missing_bucket(args: argparse.Namespace) -> str | None:
+    """The bucket of an object-store URL among the command's arguments that does not exist: some
+    stores answer a request into a missing bucket with an internal error that names nothing."""
+    urls = [v for v in vars(args).values() for v in (v if isinstance(v, list) else [v])]
+    for url in (u for u in urls if isinstance(u, str) and "://" in u and not u.startswith("file://")):
+        scheme, _, rest = url.partition("://")
+        bucket = rest.split("/", 1)[0]
+        try:
+            import fsspec
+
+            if bucket:
+                fsspec.filesystem(scheme).info(bucket)
+        except FileNotFoundError:
+            return f"the bucket {bucket!r} of {url}"
+        except Exception:  # credentials, network: the original error is what gets reported then
+            continue
+    return None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.errors import EXIT_OK
+from pipelines.errors import EXIT_OK, ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -32,16 +32,23 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from segment_io.kafka_restore import restore_into_kafka
+    from segment_io.text import counted
 
-    log_dir = Path(args.log_dir)
+    for given in (args.archive, args.log_dir):
+        if "://" in given and not given.startswith("file://"):
+            raise ConfigError(
+                f"restore-kafka works on local directories, and {given} is not one: bring a remote "
+                "archive to a local disk first (segpipe restore REMOTE_URL DST, or a copy)"
+            )
+    log_dir = Path(args.log_dir.removeprefix("file://"))
     backup = (
         Path(args.backup)
         if args.backup
         else log_dir.with_name(f"{log_dir.name}.segpipe-backup-{int(time.time() * 1000)}")
     )
-    summary = restore_into_kafka(Path(args.archive), log_dir, backup)
+    summary = restore_into_kafka(Path(args.archive.removeprefix("file://")), log_dir, backup)
     console.say(
-        f"segpipe: restored {len(summary.partitions)} partitions ({summary.files} files, "
+        f"segpipe: restored {counted(len(summary.partitions), 'partition')} ({summary.files} files, "
         f"{summary.bytes / 2**20:,.1f} MB) into {log_dir}; the replaced files are in {summary.backup}. "
         "Start the broker."
     )

@@ -29,13 +29,20 @@ def add_parser(sub: Any) -> None:
     add_config_arguments(p)
     add_now_argument(p, "retention.ms, local.retention.ms, the expiry grace period")
     p.add_argument("--dry-run", action="store_true", help="print the plan; upload, commit and delete nothing")
+    p.add_argument("--json", action="store_true", help="print the dry run's plan as JSON (for machines)")
     p.add_argument("--report", help="also write the JSON report (with the plan) to this new file")
     p.add_argument("--max-bytes-per-second", type=int, metavar="N", help="bound the run's upload rate")
+    p.add_argument(
+        "--new-history",
+        action="store_true",
+        help="where the remote tier holds another log under a partition's name (a re-created topic), "
+        "start that partition's remote history anew from this log (the old segments expire)",
+    )
     p.add_argument(
         "--expire",
         action="store_true",
         help="instead: delete the remote objects and manifest versions no longer referenced, once "
-        "segpipe.remote.orphan.grace.ms has passed (no Spark)",
+        "segpipe.remote.orphan.grace.ms has passed on the wall clock (no Spark)",
     )
     add_spark_arguments(p)
     p.set_defaults(func=run)
@@ -57,15 +64,15 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.output.destination import require_new_file
 
     config = load_job_config(args.config, args.set, args.topic_set)
-    now_ms = now_from(args)
     if args.expire:
         if len(args.paths) != 1:
             raise ConfigError("tier --expire takes one argument, the remote tier's URL")
-        from pipelines.clock import clock_ms
+        _refuse_ignored(args)
         from pipelines.jobs.tier.expire import expire
 
-        expire(args.paths[0], config, clock_ms() if now_ms is None else now_ms, console.say, args.dry_run)
+        expire(args.paths[0], config, console.say, args.dry_run)
         return EXIT_OK
+    now_ms = now_from(args)
     if len(args.paths) != 2:
         raise ConfigError("tier takes two arguments, LOG_DIR and REMOTE_URL (or --expire REMOTE_URL)")
     if args.max_bytes_per_second is not None and args.max_bytes_per_second <= 0:
@@ -73,8 +80,10 @@ def run(args: argparse.Namespace) -> int:
     log_dir, remote = args.paths
     _refuse_before_spark(log_dir)
     from pipelines.output.destination import require_outside
+    from segment_io.remote.tier import RemoteTier
 
     require_outside(log_dir, remote, "holds only Kafka's partition directories")
+    RemoteTier.require_place(remote)
     note = config.ignored_note()
     if note:
         console.say(note)
@@ -84,14 +93,41 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.jobs.tier import tier
 
         tier(sc, log_dir, remote, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-             log=console.say, max_bytes_per_second=args.max_bytes_per_second)  # fmt: skip
+             log=console.say, max_bytes_per_second=args.max_bytes_per_second,
+             new_history=args.new_history, plan_json=args.json)  # fmt: skip
     return EXIT_OK
+
+
+# Options of `tier` that expiry has no use for: given with --expire, they are refused, not ignored.
+EXPIRE_IGNORES = (
+    ("now", "--now (expiry's grace period runs on the wall clock; --now moves retention rules only)"),
+    ("report", "--report"),
+    ("max_bytes_per_second", "--max-bytes-per-second"),
+    ("new_history", "--new-history"),
+    ("json", "--json"),
+    ("master", "--master (expiry runs without Spark)"),
+    ("conf", "--conf (expiry runs without Spark)"),
+)
+
+
+def _refuse_ignored(args: argparse.Namespace) -> None:
+    given = [label for name, label in EXPIRE_IGNORES if getattr(args, name) not in (None, False, [])]
+    if given:
+        raise ConfigError(f"tier --expire does not take {', '.join(given)}")
 
 
 def _refuse_before_spark(log_dir: str) -> None:
     from segment_io.layout import list_log_dir
+    from segment_io.remote.tier import RemoteTier
     from segment_io.storage import open_storage
 
+    if RemoteTier.is_tier(log_dir):
+        from segment_io.layout import TIER_MARKER
+
+        raise ConfigError(
+            f"{log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
+            "the order is tier LOG_DIR REMOTE_URL"
+        )
     storage, path = open_storage(log_dir)
     list_log_dir(storage, path)  # a missing or misnamed log directory costs nothing
 

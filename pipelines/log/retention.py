@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipelines.clock import iso
 from pipelines.config.topic import TopicConfig
+from segment_io.topic_partition import TopicPartition
 
 Predicate = Callable[[int, int, bool], bool]  # (position among survivors, segment index, is last)
 
@@ -86,3 +88,12 @@ def apply_retention(
     else:
         new_start = segments[alive[0]].base_offset if alive else log_start_offset
     return RetentionResult(tuple(deleted), max(log_start_offset, new_start), roll_at)
+
+
+def emptied_warning(tp: TopicPartition, rules: set[str], newest_ms: int, now_ms: int) -> str:
+    """What an operator must read when retention removes every segment of a partition."""
+    return (
+        f"retention removed every segment of {tp} (by {', '.join(sorted(rules))}): its newest "
+        f"timestamp is {iso(newest_ms)} ({newest_ms}), now is {iso(now_ms)} ({now_ms}); "
+        "pass --now to apply the rules at another time"
+    )

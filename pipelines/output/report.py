@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from segment_io.format.constants import MB
+from segment_io.text import counted
 
 
 @dataclass
@@ -90,7 +91,7 @@ class RunReport:
 
     def totals_line(self) -> str:
         """One line for the whole run: partitions, bytes and records in and out, why records went."""
-        head = f"segpipe: {len(self.partitions)} partitions, {self.bytes_in / MB:,.1f} MB"
+        head = f"segpipe: {counted(len(self.partitions), 'partition')}, {self.bytes_in / MB:,.1f} MB"
         retention = (
             f"retention deletes {self.total('segments_deleted'):,} segments "
             f"({self.total('bytes_removed_by_retention') / MB:,.1f} MB, "
@@ -98,7 +99,7 @@ class RunReport:
         )
         tail = f"{self.seconds_total:,.1f} s, {len(self.warnings)} warnings"
         if self.skipped:
-            tail += f", {len(self.skipped)} partitions skipped for bad data"
+            tail += f", {counted(len(self.skipped), 'partition')} skipped for bad data"
         if self.dry_run:
             return f"{head}; dry run: {retention}; nothing written; {tail}"
         removed = ", ".join(

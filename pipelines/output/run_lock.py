@@ -17,11 +17,12 @@ import socket
 from dataclasses import asdict, dataclass
 
 from pipelines.errors import RunInProgress
+from segment_io.layout import INCOMPLETE, META_DIR
 from segment_io.storage import Storage
 
-META_DIR = "_segpipe"
 LOCK = "LOCK"
-INCOMPLETE = "INCOMPLETE"
+
+__all__ = ["INCOMPLETE", "LOCK", "META_DIR"]
 
 
 def _start_ticks(pid: int) -> int | None:

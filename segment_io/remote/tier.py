@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from segment_io.errors import ManifestConflict, NotALogDirectory, RemoteTierCorrupt, UploadFailed
-from segment_io.layout import parse_topic_partition
+from segment_io.layout import KAFKA_ROOT_FILES, TIER_MARKER, parse_topic_partition, stray_marker_detail
 from segment_io.remote.manifest import (
     FORMAT_VERSION,
     PartitionManifest,
@@ -37,7 +37,6 @@ from segment_io.remote.manifest import (
 from segment_io.storage import FileInfo, Storage, open_storage
 from segment_io.topic_partition import TopicPartition
 
-TIER_MARKER = "segpipe-tier.json"
 MANIFEST_DIR = "manifest"
 SEGMENT_DIR = "segments"
 VERSION_DIGITS = 20
@@ -94,21 +93,52 @@ class RemoteTier:
 
     @classmethod
     def open(cls, url: str, create: bool = False) -> RemoteTier:
-        """The tier at `url`; with `create`, an empty prefix becomes one (its marker written)."""
+        """The tier at `url`; with `create`, an empty or absent prefix becomes one (its marker
+        written). Anything else (a log directory, a `clean` output, other data) is refused: a
+        marker is written only where nothing but a tier will ever be."""
         storage, root = open_storage(url)
         tier = cls(storage, root)
-        if not storage.exists(tier.marker_path):
-            if not create:
-                raise NotALogDirectory(url, None, f"is not a remote tier (no {TIER_MARKER})")
-            marker = json.dumps({"format_version": FORMAT_VERSION, "layout": "segpipe remote tier"}).encode()
-            with contextlib.suppress(FileExistsError):  # another writer made it first: the same
-                storage.create_exclusive(tier.marker_path, marker + b"\n")
+        if cls.is_tier(url):
+            return tier
+        if not create:
+            raise NotALogDirectory(url, None, f"is not a remote tier (no {TIER_MARKER})")
+        cls.require_place(url)
+        marker = json.dumps({"format_version": FORMAT_VERSION, "layout": "segpipe remote tier"}).encode()
+        with contextlib.suppress(FileExistsError):  # another writer made it first: the same
+            storage.create_exclusive(tier.marker_path, marker + b"\n")
         return tier
+
+    @classmethod
+    def require_place(cls, url: str) -> None:
+        """Refuse `url` as a tier's place unless it is one, or empty, or absent."""
+        if cls.is_tier(url):
+            return
+        storage, root = open_storage(url)
+        present = storage.list(root) if storage.exists(root) else []
+        if present:
+            names = sorted(f"{f.name}/" if f.is_dir else f.name for f in present)
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            raise NotALogDirectory(
+                url,
+                None,
+                f"is not empty and not a remote tier (it holds {shown}): a new tier needs an empty place",
+            )
 
     @staticmethod
     def is_tier(url: str) -> bool:
+        """Whether `url` holds a tier's marker; a log directory that holds one by mistake (Kafka's
+        root files or partition directories with files beside it) is refused, not read as a tier."""
         storage, root = open_storage(url)
-        return storage.exists(posixpath.join(root, TIER_MARKER))
+        if not storage.exists(posixpath.join(root, TIER_MARKER)):
+            return False
+        entries = storage.list(root)
+        kafka = any(not f.is_dir and f.name in KAFKA_ROOT_FILES for f in entries)
+        first = next((f for f in entries if f.is_dir and parse_topic_partition(f.name) is not None), None)
+        if not kafka and first is not None:
+            kafka = any(not f.is_dir for f in storage.list(first.path))  # a tier's holds two folders
+        if kafka:
+            raise NotALogDirectory(url, None, stray_marker_detail(True))
+        return True
 
     @property
     def url(self) -> str:
@@ -124,8 +154,11 @@ class RemoteTier:
     def object_path(self, tp: TopicPartition, name: str) -> str:
         return posixpath.join(self.root, tp.dir_name, SEGMENT_DIR, name)
 
+    def manifest_dir(self, tp: TopicPartition) -> str:
+        return posixpath.join(self.root, tp.dir_name, MANIFEST_DIR)
+
     def version_path(self, tp: TopicPartition, version: int) -> str:
-        return posixpath.join(self.root, tp.dir_name, MANIFEST_DIR, f"{version:0{VERSION_DIGITS}d}.json")
+        return posixpath.join(self.manifest_dir(tp), f"{version:0{VERSION_DIGITS}d}.json")
 
     def partitions(self) -> list[TopicPartition]:
         out = []
@@ -138,7 +171,7 @@ class RemoteTier:
     def versions(self, tp: TopicPartition) -> list[int]:
         """Every committed version number of the partition's manifest, ascending."""
         out = []
-        for info in self.storage.list(posixpath.join(self.partition_path(tp), MANIFEST_DIR)):
+        for info in self.storage.list(self.manifest_dir(tp)):
             stem, dot, ext = info.name.partition(".")
             if dot and ext == "json" and len(stem) == VERSION_DIGITS and stem.isdigit():
                 out.append(int(stem))

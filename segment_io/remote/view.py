@@ -161,28 +161,21 @@ class TieredView(Storage):
         if manifest is None or not manifest.segments:
             return local
         assert self.remote is not None
-        remote_end = manifest.next_offset
+        cut = _replaced_from(manifest, local)
+        if cut is None:
+            raise OverlappingSegments(
+                local[0].path.rsplit("/", 1)[0], None,
+                "a local segment that is no copy of the remote tier's begins inside a remote segment",
+            )  # fmt: skip
         out: builtins.list[FileInfo] = []
-        bases = sorted(
-            {b for f in local if (b := _local_start(f.name)) is not None and f.name.endswith(".log")}
-        )
-        shadowed = [b for b in bases if b < remote_end]
-        if shadowed:
-            following = [b for b in bases if b >= remote_end]
-            if following and following[0] > remote_end:
-                raise OverlappingSegments(
-                    local[0].path.rsplit("/", 1)[0], None,
-                    f"local segment {shadowed[-1]} reaches past the remote tier's end ({remote_end - 1}) "
-                    f"and the next local segment starts at {following[0]}",
-                )  # fmt: skip
         for f in local:
             start = _local_start(f.name)
             kind = f.name.rpartition(".")[2]
-            if start is not None and kind in SEGMENT_KINDS and start < remote_end:
+            if start is not None and kind in SEGMENT_KINDS and start < cut:
                 continue  # the remote tier holds this segment: it is read from there
             out.append(f)
         names = {f.name for f in out}
-        for segment in manifest.segments:
+        for segment in (s for s in manifest.segments if s.base_offset < cut):
             for kind, obj in segment.objects.items():
                 offset = segment.end_offset + 1 if kind == "snapshot" else segment.base_offset
                 name = segment_file_name(offset, kind)
@@ -263,6 +256,27 @@ class TieredView(Storage):
     remove = _read_only
     rename = _read_only
     create_exclusive = _read_only
+
+
+def _replaced_from(manifest: PartitionManifest, local: list[FileInfo]) -> int | None:
+    """Where the view turns from remote segments to local ones: the remote log's end, or the
+    first local segment below it (above the log start offset) that is no copy of a remote segment
+    (same base, size and end), from which the local log replaces the remote one, as `tier` will
+    upload it; None where that segment begins inside a remote segment."""
+    logs = sorted(
+        (b, f.size) for f in local if f.name.endswith(".log") and (b := _local_start(f.name)) is not None
+    )
+    remote = {s.base_offset: s for s in manifest.segments}
+    for i, (base, size) in enumerate(logs):
+        if base >= manifest.next_offset:
+            break
+        upper = logs[i + 1][0] if i + 1 < len(logs) else None
+        if upper is not None and upper <= manifest.log_start_offset:
+            continue  # below the log start offset: gone from the log, whatever the local copy
+        copy = remote.get(base)
+        if copy is None or copy.size != size or (upper is not None and copy.end_offset != upper - 1):
+            return base if copy is not None or base < manifest.segments[0].base_offset else None
+    return manifest.next_offset
 
 
 def _moved_log_start(manifest: PartitionManifest) -> int | None:

@@ -79,6 +79,27 @@ def test_every_dag_imports(airflow_env: dict[str, str]) -> None:
     }
 
 
+def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
+    airflow_env: dict[str, str], sample_dir: Path
+) -> None:
+    jobs = Path(airflow_env["ROOT"]) / "jobs-with-a-typo"
+    jobs.mkdir()
+    (jobs / "good.yaml").write_text(_job("good", sample_dir, jobs))
+    (jobs / "typo.yaml").write_text(_job("typo", sample_dir, jobs).replace("steps:", "stepz:"))
+    # An object-store source is not looked at while the file is parsed (no store answers here).
+    remote = _job("remote", sample_dir, jobs).replace(f"source: {sample_dir}", "source: s3://nowhere/logs")
+    (jobs / "remote.yaml").write_text(remote)
+    env = {**airflow_env, "SEGPIPE_JOBS_DIR": str(jobs), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    bag = _runner(env, "import")
+    assert bag["errors"] == {}
+    assert bag["dags"]["segpipe_good"] == bag["dags"]["segpipe_remote"] == [
+        "retention_compact", "validate", "tier", "expire"
+    ]  # fmt: skip
+    assert bag["dags"]["segpipe_typo"] == ["job_file_refused"]
+    result = _runner(env, "test", "segpipe_typo", LOGICAL_DATE)
+    assert result["state"] == "failed" and result["tasks"] == {"job_file_refused": "failed"}
+
+
 def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str]) -> None:
     result = _runner(airflow_env, "test", "segpipe_good", LOGICAL_DATE)
     assert result["state"] == "success", result

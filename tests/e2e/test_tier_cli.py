@@ -3,6 +3,7 @@ Spark started), and `dump`/`inspect` of a remote tier from the command line."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -28,13 +29,38 @@ pytestmark = pytest.mark.e2e
         (["restore", "{log}", "{tmp}/out"], "is not a remote tier"),
         (["clean", "{log}", "--in-place"], "is not a remote tier"),
         (["clean", "{log}"], "needs SRC and DST"),
+        (["tier", "--expire", "{tmp}/tier", "--now", "2023-11-23"], "does not take --now"),
+        (["tier", "--expire", "{tmp}/tier", "--json", "--master", "local[1]"], "does not take --json, --master"),
+        (["tier", "{log}", "{log}-elsewhere"], "is not empty and not a remote tier"),
+        (["dump", "{log}", "--from-offset", "100", "--to-offset", "50"], "--from-offset 100 is above --to-offset 50"),
+        (["dump", "{log}", "--from-time", "2023-11-24", "--to-time", "2023-11-23"], "is above --to-time"),
     ],
 )  # fmt: skip
 def test_refused_before_any_work(args: list[str], message: str, sample_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
+    shutil.copytree(sample_dir, tmp_path / "log-elsewhere")  # data that is not a tier
     values = {"log": str(log), "tmp": str(tmp_path), "missing": str(tmp_path / "missing")}
     proc = run_segpipe(*[a.format(**values) for a in args])
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "tier").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_speaks_in_the_conditional_and_writes_nothing(sample_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    shutil.copytree(sample_dir / "orders-0", log / "orders-0")
+    args = ["tier", str(log / "orders-0"), str(tmp_path / "tier"), "--dry-run", "--now", "2023-11-26",
+            "--set", "retention.ms=-1", "--set", "local.retention.ms=0", "--master", "local[1]"]  # fmt: skip
+    table = run_segpipe(*args)
+    assert table.returncode == 0, table.stderr[-2000:]
+    lines = table.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("partition"))
+    assert "would upload" in lines[header] and lines[header + 1].split()[:3] == ["orders-0", "0", "3015"]
+    assert "segpipe: 1 partition; dry run: would upload 4 segments" in table.stdout + table.stderr
+    machine = run_segpipe(*args, "--json")
+    plan = json.loads(machine.stdout[machine.stdout.index("{") : machine.stdout.rindex("}") + 1])
+    assert [p["partition"] for p in plan["partitions"]] == ["orders-0"] and len(
+        plan["partitions"][0]["upload"]
+    ) == 4
+    assert not (tmp_path / "tier").exists()

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.broker_lock import BrokerRunning
 from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
+from segment_io.errors import SegpipeError
 from segment_io.kafka_restore import RestoreRefused, restore_into_kafka
 from segment_io.topic_partition import TopicPartition
+from tests.helpers import v2_batch, write_log
 
 pytestmark = pytest.mark.unit
 ORDERS_0, OFFSETS_0 = TopicPartition("orders", 0), TopicPartition("__consumer_offsets", 0)
@@ -35,8 +38,7 @@ def archive_dir(root: Path) -> Path:
     archive = root / "cleaned"
     (archive / "orders-0").mkdir(parents=True)
     (archive / "_segpipe").mkdir()
-    (archive / "orders-0" / f"{5:020d}.log").write_bytes(b"batches")
-    (archive / "orders-0" / f"{5:020d}.index").write_bytes(b"")
+    write_log(archive, "orders-0", [[v2_batch(5, [(0, 1_700_000_000_000, b"k", b"v", [])])]])
     (archive / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: archive-topic-id\n")
     for name in (
         "recovery-point-offset-checkpoint",
@@ -54,6 +56,7 @@ def test_partitions_are_replaced_and_the_brokers_own_entries_kept(tmp_path: Path
     assert sorted(p.name for p in part.iterdir()) == [
         f"{5:020d}.index",
         f"{5:020d}.log",
+        f"{5:020d}.timeindex",
         "partition.metadata",
     ]
     assert "broker-topic-id" in (part / "partition.metadata").read_text()  # the cluster's topic id stays
@@ -68,7 +71,7 @@ def test_partitions_are_replaced_and_the_brokers_own_entries_kept(tmp_path: Path
         "leader-epoch-checkpoint",
     ]
     assert (backup / "recovery-point-offset-checkpoint").exists()
-    assert (summary.partitions, summary.files) == (("orders-0",), 2)
+    assert (summary.partitions, summary.files) == (("orders-0",), 3)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -108,8 +111,38 @@ def test_a_running_broker_is_refused(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         before = snapshot(tmp_path)
-        with pytest.raises(RestoreRefused, match="is running"):
+        with pytest.raises(BrokerRunning, match="is running"):
             restore_into_kafka(archive, log_dir, tmp_path / "backup")
         assert snapshot(tmp_path) == before
     finally:
         holder.communicate(input="", timeout=30)
+
+
+@pytest.mark.parametrize("damage", ["crc", "torn-tail", "bad-index", "incomplete"])
+def test_an_archive_that_is_not_whole_and_valid_is_refused_before_anything_moves(
+    tmp_path: Path, damage: str
+) -> None:
+    """The broker keeps its clean-shutdown marker and would serve what it is given without recovery:
+    every segment is verified first, and an unfinished output is not an archive."""
+    log_dir, archive = broker_dir(tmp_path), archive_dir(tmp_path)
+    (log_dir / ".kafka_cleanshutdown").write_text("")
+    log = archive / "orders-0" / f"{5:020d}.log"
+    if damage == "crc":
+        data = bytearray(log.read_bytes())
+        data[-1] ^= 0xFF  # a value byte: the batch still frames, its CRC no longer matches
+        log.write_bytes(bytes(data))
+    elif damage == "torn-tail":
+        log.write_bytes(log.read_bytes() + b"\x00\x00\x00")
+    elif damage == "bad-index":
+        (archive / "orders-0" / f"{5:020d}.index").write_bytes(b"\x00\x00\x00\x09\x00\x00\x10\x00")
+    else:
+        (archive / "_segpipe" / "INCOMPLETE").write_text("run 1\n")
+    before = snapshot(tmp_path)
+    with pytest.raises(SegpipeError) as refused:
+        restore_into_kafka(archive, log_dir, tmp_path / "backup")
+    expected = {"crc": ("CRC mismatch", 65), "torn-tail": ("truncated segment", 65),
+                "bad-index": ("corrupt index", 65), "incomplete": ("did not finish", 2)}[damage]  # fmt: skip
+    message = str(refused.value)
+    assert expected[0] in message and (str(log) in message or damage in ("bad-index", "incomplete")), message
+    assert refused.value.exit_code == expected[1]
+    assert snapshot(tmp_path) == before and not (tmp_path / "backup").exists()

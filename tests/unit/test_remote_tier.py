@@ -3,6 +3,7 @@ retries, the upload throttle, tier plans and expiry (docs/remote-tier.md)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -179,24 +180,106 @@ def test_total_retention_spans_both_tiers() -> None:
     assert plan.log_start_offset == 20 and plan.local_deleted == []
 
 
+def stamp(path: str | Path, ms: int) -> None:
+    """Set a stored object's time (what the store says it was written at)."""
+    os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
 def test_expiry_keeps_what_the_newest_version_names_and_waits_out_the_grace_period(tmp_path: Path) -> None:
     tier = RemoteTier.open(str(tmp_path / "tier"), create=True)
     objects = Path(tier.object_path(TP, "x")).parent
     objects.mkdir(parents=True)
     for name in ("00000000000000000000-a.log", "00000000000000000000-b.log", "00000000000000000000-c.log"):
         (objects / name).write_bytes(b"1234")
+        stamp(objects / name, T0 + DAY)  # "c" was never referenced: its age is its own time
     v1 = tier.read(TP).successor(T0, segments=(remote_segment("a", 0, 9, size=4),))
     tier.commit(v1)
+    stamp(tier.version_path(TP, 1), T0)
     v2 = v1.successor(T0 + DAY, segments=(remote_segment("b", 0, 9, size=4),))
     tier.commit(v2)
-    # "c" was never referenced: its age is its file time (now). "a" stopped at v2's commit.
+    stamp(tier.version_path(TP, 2), T0 + DAY)  # "a" stopped being referenced when the store took v2
     cfg = JobConfig.build({"segpipe.remote.orphan.grace.ms": DAY})
-    early = expire(tier.url, cfg, T0 + DAY + 1000, log=lambda line: None)
+    early = expire(tier.url, cfg, log=lambda line: None, clock=lambda: T0 + DAY + 1000)
     assert early.objects_deleted == 0 and sorted(p.name for p in objects.iterdir())[0].endswith("-a.log")
-    late = expire(tier.url, cfg, T0 + 2 * DAY + 1000, log=lambda line: None)
-    assert late.objects_deleted == 1 and late.versions_deleted == 1
-    assert sorted(p.name for p in objects.iterdir()) == [
-        "00000000000000000000-b.log",
-        "00000000000000000000-c.log",
-    ]
+    late = expire(tier.url, cfg, log=lambda line: None, clock=lambda: T0 + 2 * DAY + 1000)
+    assert late.objects_deleted == 2 and late.versions_deleted == 1
+    assert sorted(p.name for p in objects.iterdir()) == ["00000000000000000000-b.log"]
     assert tier.versions(TP) == [2] and tier.read(TP) == v2
+
+
+def test_expiry_counts_from_when_the_store_took_a_version_not_from_a_runs_now(tmp_path: Path) -> None:
+    """A run judged "as of 2023" (--now) commits its version today: readers of the version before
+    keep their objects for the whole grace period, whatever time the version records."""
+    tier = RemoteTier.open(str(tmp_path / "tier"), create=True)
+    objects = Path(tier.object_path(TP, "x")).parent
+    objects.mkdir(parents=True)
+    for name in ("00000000000000000000-a.log", "00000000000000000000-b.log"):
+        (objects / name).write_bytes(b"1234")
+    v1 = tier.read(TP).successor(T0, segments=(remote_segment("a", 0, 9, size=4),))
+    tier.commit(v1)
+    tier.commit(v1.successor(T0, segments=(remote_segment("b", 0, 9, size=4),)))  # recorded: years ago
+    today = int(Path(tier.version_path(TP, 2)).stat().st_mtime * 1000)
+    cfg = JobConfig.build({"segpipe.remote.orphan.grace.ms": DAY})
+    result = expire(tier.url, cfg, log=lambda line: None, clock=lambda: today + 60_000)
+    assert (result.objects_deleted, result.versions_deleted, result.objects_kept) == (0, 0, 1)
+    assert len(list(objects.iterdir())) == 2 and tier.versions(TP) == [1, 2]
+    later = expire(tier.url, cfg, log=lambda line: None, clock=lambda: today + DAY + 60_000)
+    assert (later.objects_deleted, later.versions_deleted) == (1, 1)
+
+
+def merged_local() -> list:  # type: ignore[type-arg]
+    """Five segments of ten offsets after a local compaction merged the first three: [0, 29]."""
+    return [
+        segment(0, 0, data(0, 29, ts=T0), size=150),
+        segment(3, 30, data(30, 39, ts=T0 + 3 * DAY)),
+        segment(4, 40, data(40, 49, ts=T0 + 4 * DAY)),
+    ]
+
+
+def test_a_local_segment_that_replaces_remote_ones_is_uploaded_and_supersedes_them() -> None:
+    # Tiered while it was 0..19 (two segments), then compacted locally: [0, 29] is no copy of
+    # anything remote and reaches past the remote end. It is never counted as remote: it is
+    # uploaded, and its version supersedes the two segments it covers.
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=(remote_segment("a", 0, 9), remote_segment("b", 10, 19))
+    )
+    plan = plan_tier(
+        TP, merged_local(), remote, config(**{"local.retention.ms": 0}), None, None, T0 + 9 * DAY
+    )
+    assert [(u.base_offset, u.end_offset) for u in plan.uploads] == [(0, 29), (30, 39)]
+    assert plan.remote_superseded == ["a", "b"] and plan.held is None
+    assert [sid for sid, _ in plan.local_released] == [0, 3] and not plan.local_deleted
+
+
+def test_a_replacing_segment_that_cannot_be_uploaded_yet_holds_the_partition() -> None:
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=(remote_segment("a", 0, 9), remote_segment("b", 10, 19))
+    )
+    active = [segment(0, 0, data(0, 29, ts=T0), size=150)]  # the merged segment is the active one
+    plan = plan_tier(TP, active, remote, config(**{"local.retention.ms": 0}), None, None, T0 + 9 * DAY)
+    assert plan.held is not None and "can be uploaded" in plan.held
+    assert not (plan.uploads or plan.local_released or plan.local_deleted or plan.remote_superseded)
+
+
+def test_a_local_segment_that_overlaps_remote_ones_unevenly_is_held_not_released() -> None:
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=(remote_segment("a", 0, 9), remote_segment("b", 10, 19))
+    )
+    local = [segment(0, 5, data(5, 24, ts=T0), size=150), *five_local()[3:]]
+    local = [segment(0, 0, data(0, 4)), *local]  # [0, 4] is no copy of "a" either
+    plan = plan_tier(TP, local, remote, config(**{"local.retention.ms": 0}), None, None, T0 + 9 * DAY)
+    assert plan.held is None and plan.remote_superseded == ["a", "b"]  # from 0: aligned with "a"
+    uneven = [segment(1, 5, data(5, 24, ts=T0), size=150), *five_local()[3:]]
+    held = plan_tier(TP, uneven, remote, config(**{"local.retention.ms": 0}), 5, None, T0 + 9 * DAY)
+    assert held.held is not None and "does not start where" in held.held
+    assert not (held.uploads or held.local_released or held.local_deleted or held.remote_deleted)
+
+
+def test_only_a_copy_with_the_same_range_and_size_counts_as_remote() -> None:
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=(remote_segment("a", 0, 9), remote_segment("b", 10, 19, size=99))
+    )
+    plan = plan_tier(TP, five_local(), remote, config(**{"local.retention.ms": 0}), None, None, T0 + 9 * DAY)
+    # "b" is not the local [10, 19] (another size): from 10 on the local log replaces the remote one.
+    assert plan.remote_superseded == ["b"]
+    assert [u.base_offset for u in plan.uploads] == [10, 20, 30]

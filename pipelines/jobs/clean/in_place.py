@@ -15,6 +15,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
+from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.job import clean
 from pipelines.log.scanned import scan_log
@@ -22,13 +23,15 @@ from pipelines.output.remote_upload import partition_files, upload_all, upload_t
 from pipelines.output.report import RunReport
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.session import publishing, raise_if_stopped
+from segment_io.layout import INCOMPLETE, META_DIR
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
 from segment_io.storage import Storage
+from segment_io.text import counted
 from segment_io.topic_partition import TopicPartition
 
-STAGING = posixpath.join("_segpipe", "in-place")
+STAGING = posixpath.join(META_DIR, "in-place")
 SEALED_BECAUSE = "a remote tier holds no active segment"
 
 
@@ -58,7 +61,7 @@ def clean_in_place(
         fault_point("in-place-cleaned")
         raise_if_stopped()
         committed = _commit_output(spark, tier, staging_url, before, report, log)
-        log(f"segpipe: committed the cleaned log of {committed} partitions to {tier.url}")
+        log(f"segpipe: committed the cleaned log of {counted(committed, 'partition')} to {tier.url}")
     finally:
         tier.storage.remove(staging_path)
     return report
@@ -68,8 +71,8 @@ def _remove_finished_staging(storage: Storage, staging_path: str, log: Callable[
     """A staging prefix whose clean was published but whose commit never came (a stopped run) is
     garbage whichever way that run ended; an unfinished one is `clean`'s to judge (dead: removed,
     alive: refused)."""
-    if storage.exists(posixpath.join(staging_path, "_segpipe", "manifest.json")) and not storage.exists(
-        posixpath.join(staging_path, "_segpipe", "INCOMPLETE")
+    if storage.exists(posixpath.join(staging_path, META_DIR, "manifest.json")) and not storage.exists(
+        posixpath.join(staging_path, META_DIR, INCOMPLETE)
     ):
         where = storage.url(staging_path)
         log(f"segpipe: removed the staging of an in-place clean that did not commit: {where}")
@@ -106,7 +109,7 @@ def _commit_output(
             epochs, metadata = partition_files(scanned.storage, part)
             tier.commit(
                 old.successor(
-                    report.now_ms,
+                    clock_ms(),  # the wall clock: expiry counts its grace period from it
                     segments=tuple(uploaded.get(key, [])),
                     log_start_offset=max(old.log_start_offset, starts.get(str(part.tp), 0)),
                     leader_epochs=epochs if epochs is not None else old.leader_epochs,

@@ -32,6 +32,7 @@ from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
 from pipelines.runtime.tasks import packed, run_packed
 from segment_io.errors import SegmentError
+from segment_io.layout import META_DIR
 from segment_io.storage import open_storage
 from segment_io.topic_partition import TopicPartition
 
@@ -338,7 +339,7 @@ def _corrupt_one_batch(staging: Staging) -> None:
         if (
             info.name.endswith(".log")
             and info.size > 0
-            and posixpath.basename(posixpath.dirname(info.path)) != "_segpipe"
+            and posixpath.basename(posixpath.dirname(info.path)) != META_DIR
         ):
             data = bytearray(staging.storage.read(info.path))
             data[-1] ^= 0xFF

@@ -19,6 +19,7 @@ from pipelines.log.scan import EMPTY_CONTROL, ScannedSegment
 from pipelines.log.transactions import Producer, aborted_data_batches, producer_state
 from segment_io.format.constants import INT32_MAX, ControlType
 from segment_io.index import AbortedTxn
+from segment_io.text import text_table
 from segment_io.topic_partition import TopicPartition
 
 
@@ -378,5 +379,4 @@ def plan_table(summaries: list[dict[str, Any]]) -> list[str]:
                 f"{p['input_bytes'] / 2**20:,.1f}",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return text_table(rows)

@@ -3,8 +3,8 @@ segments whose age comes from a file time."""
 
 from __future__ import annotations
 
-from pipelines.clock import iso
 from pipelines.jobs.clean.plan import PartitionPlan
+from pipelines.log.retention import emptied_warning
 from pipelines.log.scan import ScannedSegment
 from segment_io.topic_partition import TopicPartition
 
@@ -16,13 +16,8 @@ def run_warnings(
     for plan in plans:
         segs = segments[plan.tp]
         if segs and len(plan.deleted) == len(segs):
-            rules = sorted({rule for _, rule in plan.deleted})
             newest = max(s.meta.largest_timestamp for s in segs)
-            out.append(
-                f"retention removed every segment of {plan.tp} (by {', '.join(rules)}): its newest "
-                f"timestamp is {iso(newest)} ({newest}), now is {iso(now_ms)} ({now_ms}); "
-                "pass --now to apply the rules at another time"
-            )
+            out.append(emptied_warning(plan.tp, {rule for _, rule in plan.deleted}, newest, now_ms))
         aged = [s for s in segs if s.meta.aged_by_mtime and s.meta.size > 0]
         config = plan.config
         time_matters = (config.delete and config.retention_ms >= 0) or config.min_compaction_lag_ms > 0

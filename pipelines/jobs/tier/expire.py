@@ -7,16 +7,23 @@ stopped before its commit) counts from when it was written. Either goes once tha
 older than `segpipe.remote.orphan.grace.ms`, so a reader that took an older version a moment ago
 still finds its objects. A version goes when its successor is older than the grace period;
 the newest version, and everything it references, are never removed.
+
+Every one of those moments is the store's own time (an object's, and a version object's,
+modification time) against the wall clock: never a run's `now`, which moves retention rules only
+(a version committed by a run judged "as of 2023" was still committed a minute ago).
 """
 
 from __future__ import annotations
 
 import itertools
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
+from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.topic_partition import TopicPartition
 
@@ -28,40 +35,53 @@ class ExpiryResult:
     versions_deleted: int = 0
     objects_kept: int = 0  # unreferenced, still within the grace period
 
-    def line(self) -> str:
+    def line(self, dry_run: bool = False) -> str:
         return (
-            f"segpipe: expired {self.objects_deleted:,} unreferenced objects "
-            f"({self.bytes_deleted / 2**20:,.1f} MB) and {self.versions_deleted:,} old manifest versions; "
-            f"{self.objects_kept:,} unreferenced objects kept within the grace period"
+            f"segpipe: {'would expire' if dry_run else 'expired'} {self.objects_deleted:,} unreferenced "
+            f"objects ({self.bytes_deleted / 2**20:,.1f} MB) and {self.versions_deleted:,} old manifest "
+            f"versions; {self.objects_kept:,} unreferenced objects {'would be ' if dry_run else ''}kept "
+            "within the grace period"
         )
 
 
 def expire(
-    remote_url: str, config: JobConfig, now_ms: int, log: Callable[[str], Any] = print, dry_run: bool = False
+    remote_url: str,
+    config: JobConfig,
+    log: Callable[[str], Any] = print,
+    dry_run: bool = False,
+    clock: Callable[[], int] = clock_ms,
 ) -> ExpiryResult:
+    """Remove what no version needs once the grace period has passed on the wall clock `clock`."""
     tier = RemoteTier.open(remote_url)
     result = ExpiryResult()
+    now_ms = clock()
     for tp in tier.partitions():
         _expire_partition(
             tier, tp, config.for_topic(tp.topic).remote_orphan_grace_ms, now_ms, result, dry_run
         )
-    log(("dry run: " if dry_run else "") + result.line())
+    log(result.line(dry_run) + ("; dry run: nothing removed" if dry_run else ""))
     return result
 
 
 def _expire_partition(
     tier: RemoteTier, tp: TopicPartition, grace_ms: int, now_ms: int, result: ExpiryResult, dry_run: bool
 ) -> None:
+    stored = {f.name: f.mtime_ms for f in tier.storage.list(tier.manifest_dir(tp))}
     versions = [tier.read_version(tp, v) for v in tier.versions(tp)]
     if not versions:
         return
     newest = versions[-1]
-    # When each name stopped being referenced: the commit time of the version after the last
-    # version that names it.
+
+    def committed(version: PartitionManifest) -> int:
+        """When the store took the version (its object's time; the recorded time only where the
+        store gives none)."""
+        return stored.get(posixpath.basename(tier.version_path(tp, version.version))) or version.committed_ms
+
+    # When each name stopped being referenced: the commit of the version after the last one naming it.
     released_at: dict[str, int] = {}
     for older, newer in itertools.pairwise(versions):
         for name in older.object_names - newer.object_names:
-            released_at[name] = newer.committed_ms
+            released_at[name] = committed(newer)
         for name in newer.object_names:
             released_at.pop(name, None)
     keep = newest.object_names
@@ -78,7 +98,7 @@ def _expire_partition(
         else:
             result.objects_kept += 1
     for older, newer in itertools.pairwise(versions):
-        if newer.committed_ms < deadline:
+        if committed(newer) < deadline:
             if not dry_run:
                 tier.storage.remove(tier.version_path(tp, older.version))
             result.versions_deleted += 1

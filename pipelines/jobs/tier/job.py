@@ -12,13 +12,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pipelines.clock import clock_ms
+from pipelines.clock import clock_ms, iso
 from pipelines.config import JobConfig
-from pipelines.jobs.tier.plan import TierPlan, next_manifest, plan_tier
-from pipelines.jobs.tier.release import finish_releases, release_segments, write_log_start_offsets
+from pipelines.config.job import DEFAULT
+from pipelines.errors import ConfigError
+from pipelines.jobs.tier.plan import TierPlan, next_manifest, plan_tier, tier_plan_table
+from pipelines.jobs.tier.plan import new_history as new_history_of
+from pipelines.jobs.tier.proof import identity_problem, proven_releases, refuse_mismatches
+from pipelines.jobs.tier.release import (
+    LOG_START_CHECKPOINT,
+    finish_releases,
+    release_segments,
+    write_log_start_offsets,
+)
 from pipelines.jobs.tier.report import TierReport
+from pipelines.jobs.tier.warnings import tier_warnings
 from pipelines.log.scanned import Scanned, scan_log
 from pipelines.output.destination import require_new_file
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
@@ -27,7 +38,8 @@ from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
-from segment_io.layout import PartitionListing
+from segment_io.broker_lock import broker_stopped
+from segment_io.layout import TIER_MARKER, PartitionListing
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import open_storage
@@ -47,13 +59,36 @@ def tier(
     report_path: str | None = None,
     log: Log = print,
     max_bytes_per_second: int | None = None,
+    *,
+    new_history: bool = False,
+    now_given: bool | None = None,
+    clock: Callable[[], int] = clock_ms,
+    plan_json: bool = False,
 ) -> TierReport:
     """Tier `log_dir` to the remote tier at `remote_url` (created when absent): upload the inactive
     segments below the last stable offset, apply total retention across both tiers, release local
-    copies beyond `local.retention.*`. Returns the run report (`report.rows()`)."""
+    copies beyond `local.retention.*`. Returns the run report (`report.rows()`).
+
+    `now_ms` is when the retention rules are judged (default: `clock()`); `now_given` says whether
+    the operator chose it (default: whether `now_ms` was given): retention under Kafka's default
+    configs is refused at a `now` nobody chose. `clock` is the wall clock manifest versions are
+    committed at (expiry's grace period counts from it). `new_history` lets a log that is not the
+    remote tier's (a re-created topic) start the partition's remote history anew. `plan_json`: a
+    dry run prints its plan as JSON (for machines) instead of a table."""
     with typed_errors():
+        options = _Options(
+            now_ms is not None if now_given is None else now_given, new_history, clock, plan_json
+        )
         return _tier(spark, log_dir, remote_url, config or JobConfig(), now_ms, dry_run, report_path, log,
-                     max_bytes_per_second)  # fmt: skip
+                     max_bytes_per_second, options)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Options:
+    now_given: bool
+    new_history: bool
+    clock: Callable[[], int]
+    plan_json: bool
 
 
 def _tier(
@@ -66,10 +101,34 @@ def _tier(
     report_path: str | None,
     log: Log,
     max_bytes_per_second: int | None,
+    options: _Options,
 ) -> TierReport:
-    now = clock_ms() if now_ms is None else now_ms
+    now = options.clock() if now_ms is None else now_ms
     if report_path:
         require_new_file(report_path)
+    if RemoteTier.is_tier(log_dir):
+        raise ConfigError(
+            f"tier refused: {log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
+            "the order is tier LOG_DIR REMOTE_URL"
+        )
+    storage, path = open_storage(log_dir)
+    with broker_stopped(storage, path, "tier"):
+        return _tier_stopped(spark, log_dir, remote_url, config, now, dry_run, report_path, log,
+                             max_bytes_per_second, options)  # fmt: skip
+
+
+def _tier_stopped(
+    spark: Any,
+    log_dir: str,
+    remote_url: str,
+    config: JobConfig,
+    now: int,
+    dry_run: bool,
+    report_path: str | None,
+    log: Log,
+    max_bytes_per_second: int | None,
+    options: _Options,
+) -> TierReport:
     sc = getattr(spark, "sparkContext", spark)
     timer = StageTimer(on_enter=lambda name: progress.enter(sc, name), on_leave=progress.leave)
     preload_in_workers(sc, WORKER_MODULES)
@@ -82,19 +141,28 @@ def _tier(
         scanned = scan_log(sc, log_dir, log, skip_corrupt=False)
         partitions = {p.tp: p for p in scanned.listing.partitions}
         manifests = _manifests(remote, partitions)
-        if remote is not None and not dry_run:
-            finished = finish_releases(scanned, manifests)
-            if finished:
-                log(f"segpipe: finished the release a stopped run began: {finished} files removed")
     config.require_topics({tp.topic for tp in manifests}, log_dir)
     with timer.stage("plan"):
-        plans = [
-            _plan(tp, scanned, partitions.get(tp), manifests[tp], config, now) for tp in sorted(manifests)
-        ]
+        bases, superseded = _histories(remote, scanned, partitions, manifests, options.new_history)
+        plans = [_plan(tp, scanned, partitions.get(tp), bases[tp], config, now) for tp in sorted(manifests)]
+        for plan in plans:
+            plan.remote_superseded = superseded.get(plan.tp, []) + plan.remote_superseded
+        _refuse_default_retention(plans, config, now, options.now_given)
+    for line in tier_warnings(plans, scanned.segments, now):
+        log(f"segpipe: warning: {line}")
+    if remote is not None and not dry_run:
+        finished = finish_releases(scanned, manifests)
+        if finished:
+            log(f"segpipe: finished the release a stopped run began: {finished} files removed")
     summaries = [p.summary() for p in plans]
     report = TierReport(log_dir, remote_url, now, dry_run, plans=summaries)
     if dry_run:
-        log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
+        if options.plan_json:
+            log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
+        else:
+            log(f"segpipe: dry run: the plan at now = {iso(now)} ({now}); nothing is written")
+            for line in tier_plan_table(summaries):
+                log(line)
         return _finish(report, timer, report_path, log)
     assert remote is not None
     fault_point("before-upload")
@@ -118,16 +186,78 @@ def _tier(
                 part = partitions.get(plan.tp)
                 epochs, metadata = partition_files(scanned.storage, part)
                 manifest = next_manifest(
-                    manifests[plan.tp], plan, uploaded.get(index, []), epochs, metadata, now
+                    bases[plan.tp], plan, uploaded.get(index, []), epochs, metadata, options.clock()
                 )
                 remote.commit(manifest)
-                manifests[plan.tp] = manifest
     fault_point("after-commit")
     with timer.stage("release"), publishing():
+        for plan in [p for p in plans if p.local_released]:
+            # The committed version as the store holds it now proves each release (or refuses it).
+            plan.local_released, refused = proven_releases(remote, scanned, plan, remote.read(plan.tp))
+            for line in refused:
+                log(f"segpipe: warning: {line}")
         # The new log start offsets first: a re-run knows from them what a stopped release meant.
         write_log_start_offsets(scanned, plans)
         report.local_bytes_removed = release_segments(scanned, plans)
+    report.plans = [p.summary() for p in plans]
     return _finish(report, timer, report_path, log)
+
+
+def _histories(
+    remote: RemoteTier | None,
+    scanned: Scanned,
+    partitions: dict[TopicPartition, PartitionListing],
+    manifests: dict[TopicPartition, PartitionManifest],
+    new_history: bool,
+) -> tuple[dict[TopicPartition, PartitionManifest], dict[TopicPartition, list[str]]]:
+    """The manifest each partition is planned from: its newest version where the remote log is
+    the local log's; where it is not, a refusal naming both, or with `new_history` an empty
+    history whose commit supersedes every old segment."""
+    bases = dict(manifests)
+    superseded: dict[TopicPartition, list[str]] = {}
+    if remote is None:
+        return bases, superseded
+    problems = []
+    cps = scanned.listing.checkpoints
+    for tp, manifest in manifests.items():
+        part = partitions.get(tp)
+        if part is None:
+            continue
+        _, metadata = partition_files(scanned.storage, part)
+        log_start = max(cps.get(LOG_START_CHECKPOINT, {}).get(tp, 0), manifest.log_start_offset)
+        problem = identity_problem(
+            remote, scanned, tp, scanned.segments.get(tp, []), metadata, manifest, log_start
+        )
+        if problem is None:
+            continue
+        if new_history:
+            bases[tp] = new_history_of(manifest)
+            superseded[tp] = [s.segment_id for s in manifest.segments]
+        else:
+            problems.append(problem)
+    refuse_mismatches(problems)
+    return bases, superseded
+
+
+def _refuse_default_retention(plans: list[TierPlan], config: JobConfig, now: int, now_given: bool) -> None:
+    """Deleting by retention.ms under Kafka's default (7 days) at a `now` nobody chose is the trap
+    of an archive older than a week: every segment goes. It needs --now or retention.ms set."""
+    if now_given:
+        return
+    hit = [
+        p
+        for p in plans
+        if any(rule == "retention_ms" for _, rule in [*p.local_deleted, *p.remote_deleted])
+        and config.effective(p.tp.topic)["retention.ms"][1] == DEFAULT
+    ]
+    if hit:
+        names = ", ".join(str(p.tp) for p in hit[:5]) + (f" and {len(hit) - 5} more" if len(hit) > 5 else "")
+        raise ConfigError(
+            f"tier refused: retention.ms is Kafka's default ({config.defaults.retention_ms} ms, 7 days) and "
+            f"would delete segments of {names} judged at the clock ({iso(now)}); give --now TIME to apply "
+            "retention at a moment you choose, or set retention.ms (--set / --topic-set / --config). "
+            "Nothing was changed"
+        )
 
 
 def _manifests(
@@ -152,7 +282,7 @@ def _plan(
         scanned.segments.get(tp, []) if part is not None else [],
         manifest,
         config.for_topic(tp.topic),
-        cps.get("log-start-offset-checkpoint", {}).get(tp),
+        cps.get(LOG_START_CHECKPOINT, {}).get(tp),
         cps.get("replication-offset-checkpoint", {}).get(tp),
         now,
     )

@@ -21,6 +21,7 @@ from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import ScannedSegment
 from pipelines.log.transactions import producer_state
 from segment_io.remote.manifest import PartitionManifest, RemoteSegment
+from segment_io.text import counted, text_table
 from segment_io.topic_partition import TopicPartition
 
 
@@ -43,10 +44,13 @@ class TierPlan:
     remote_deleted: list[tuple[str, str]] = field(default_factory=list)  # (remote segment id, rule)
     local_deleted: list[tuple[int, str]] = field(default_factory=list)  # (local segment id, rule)
     local_released: list[tuple[int, str]] = field(default_factory=list)  # (local segment id, rule)
+    # Remote segments the local log replaces from some offset on (see `replacing_from`).
+    remote_superseded: list[str] = field(default_factory=list)
+    held: str | None = None  # why nothing of the partition is changed this run
 
     @property
     def changes_remote(self) -> bool:
-        return bool(self.uploads or self.remote_deleted)
+        return bool(self.uploads or self.remote_deleted or self.remote_superseded)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -58,12 +62,40 @@ class TierPlan:
             "remote_deleted": [{"segment_id": s, "rule": r} for s, r in self.remote_deleted],
             "local_deleted": len(self.local_deleted),
             "local_released": len(self.local_released),
+            "remote_superseded": list(self.remote_superseded),
+            "held": self.held,
         }
 
 
 def _next_bases(segments: list[ScannedSegment], leo: int) -> list[int]:
     """Each segment's upper bound: the next segment's base, the log end for the last."""
     return [s.meta.base_offset for s in segments[1:]] + [leo]
+
+
+def remote_copy(base: int, upper: int, size: int, remote: PartitionManifest) -> RemoteSegment | None:
+    """The remote segment that holds the local segment `[base, upper)` of `size` bytes as its
+    copy: the same offset range and .log size (the release also proves the bytes: CRC-32C)."""
+    return next(
+        (s for s in remote.segments if (s.base_offset, s.end_offset, s.size) == (base, upper - 1, size)),
+        None,
+    )
+
+
+def replacing_from(
+    local: list[ScannedSegment], remote: PartitionManifest, leo: int, log_start: int
+) -> int | None:
+    """The index of the first local segment (above the log start offset) that lies in the remote
+    tier's range without being a copy of a remote segment: from there the local log replaces the
+    remote one (a local compaction merged segments since they were tiered), or the two differ."""
+    if not remote.segments:
+        return None
+    uppers = _next_bases(local, leo)
+    for k, s in enumerate(local):
+        if s.meta.base_offset >= remote.next_offset:
+            return None
+        if uppers[k] > log_start and remote_copy(s.meta.base_offset, uppers[k], s.meta.size, remote) is None:
+            return k
+    return None
 
 
 def plan_tier(
@@ -90,32 +122,39 @@ def plan_tier(
     plan = TierPlan(tp, leo, lso, log_start)
 
     uppers = _next_bases(local, leo)
-    # Local segments the remote tier already holds are shadowed; the rest are the local log.
-    fresh = [k for k, s in enumerate(local) if remote_end is None or s.meta.base_offset >= remote_end]
-    combined = [RetentionSegment(s.base_offset, s.size, s.largest_timestamp) for s in remote.segments] + [
+    replacing = replacing_from(local, remote, leo, log_start)
+    kept_remote = list(remote.segments)
+    if replacing is None:
+        # Local segments the remote tier holds are shadowed; the rest are the local log.
+        fresh = [k for k, s in enumerate(local) if remote_end is None or s.meta.base_offset >= remote_end]
+    else:
+        point = local[replacing].meta.base_offset
+        if point not in {s.base_offset for s in remote.segments} and point > remote.segments[0].base_offset:
+            plan.held = (
+                f"local segment {point:020d}.log [{point}, {uppers[replacing] - 1}] is not a copy of the "
+                "remote segments it overlaps and does not start where one of them starts; "
+                "nothing of this partition is tiered, released or deleted"
+            )
+            return plan
+        kept_remote = [s for s in remote.segments if s.base_offset < point]
+        plan.remote_superseded += [s.segment_id for s in remote.segments if s.base_offset >= point]
+        fresh = list(range(replacing, len(local)))
+    combined = [RetentionSegment(s.base_offset, s.size, s.largest_timestamp) for s in kept_remote] + [
         RetentionSegment(local[k].meta.base_offset, local[k].meta.size, local[k].meta.largest_timestamp)
         for k in fresh
     ]
     total = apply_retention(combined, leo, hw, log_start, config, now_ms)
     plan.log_start_offset = total.log_start_offset
-    gone_fresh = set()
+    fresh_rule: dict[int, str] = {}
     for i, rule in total.deleted:
-        if i < len(remote.segments):
-            plan.remote_deleted.append((remote.segments[i].segment_id, rule))
+        if i < len(kept_remote):
+            plan.remote_deleted.append((kept_remote[i].segment_id, rule))
         else:
-            gone_fresh.add(fresh[i - len(remote.segments)])
+            fresh_rule[fresh[i - len(kept_remote)]] = rule
     # Below the new log start offset nothing stays, in either tier.
     for k, s in enumerate(local):
-        if k in gone_fresh or uppers[k] <= plan.log_start_offset:
-            rule = next(
-                (
-                    r
-                    for i, r in total.deleted
-                    if i >= len(remote.segments) and fresh[i - len(remote.segments)] == k
-                ),
-                "log_start_offset",
-            )
-            plan.local_deleted.append((s.meta.segment_id, rule))
+        if k in fresh_rule or uppers[k] <= plan.log_start_offset:
+            plan.local_deleted.append((s.meta.segment_id, fresh_rule.get(k, "log_start_offset")))
     deleted_local = {sid for sid, _ in plan.local_deleted}
 
     last_index = len(local) if config.last_segment_sealed else len(local) - 1
@@ -127,7 +166,22 @@ def plan_tier(
             break
         plan.uploads.append(Upload(s.meta.segment_id, s.meta.base_offset, uppers[k] - 1))
 
-    remote_after = max([remote_end or 0] + [u.end_offset + 1 for u in plan.uploads])
+    gone = {sid for sid, _ in plan.remote_deleted}
+    remote_after = max(
+        [s.end_offset + 1 for s in kept_remote if s.segment_id not in gone]
+        + [u.end_offset + 1 for u in plan.uploads]
+        + [plan.log_start_offset]
+    )
+    if replacing is not None and remote_end is not None and remote_after < remote_end:
+        # The remote tier never shrinks: what replaces remote segments is uploaded whole first.
+        waiting = TierPlan(tp, leo, lso, log_start)
+        waiting.held = (
+            f"the local segments from offset {local[replacing].meta.base_offset} replace remote segments "
+            f"up to offset {remote_end - 1}, but only offsets below {remote_after} can be uploaded now "
+            "(the active segment or an open transaction holds the rest); nothing of this partition "
+            "is tiered, released or deleted until they can"
+        )
+        return waiting
     kept = [(k, s) for k, s in enumerate(local) if s.meta.segment_id not in deleted_local]
     local_ms, local_bytes = config.local_retention
     local_rules = replace(
@@ -145,6 +199,19 @@ def plan_tier(
     return plan
 
 
+def new_history(remote: PartitionManifest) -> PartitionManifest:
+    """What a partition's remote log is planned from when a deliberately different log starts a
+    new history there: nothing of the old one (its objects expire after the grace period)."""
+    return replace(
+        remote,
+        segments=(),
+        log_start_offset=0,
+        leader_epochs=(),
+        partition_metadata=None,
+        cleaner_offset=None,
+    )
+
+
 def next_manifest(
     remote: PartitionManifest,
     plan: TierPlan,
@@ -154,7 +221,7 @@ def next_manifest(
     now_ms: int,
 ) -> PartitionManifest:
     """The version this run commits: retention's survivors, then the new uploads."""
-    gone = {sid for sid, _ in plan.remote_deleted}
+    gone = {sid for sid, _ in plan.remote_deleted} | set(plan.remote_superseded)
     segments = tuple(s for s in remote.segments if s.segment_id not in gone) + tuple(uploaded)
     return remote.successor(
         now_ms,
@@ -166,3 +233,32 @@ def next_manifest(
         else remote.partition_metadata,
         note="tier",
     )
+
+
+def tier_plan_table(summaries: list[dict[str, Any]]) -> list[str]:
+    """The dry run's plan for people, one row per partition, in the conditional: what the run
+    would upload, delete by which rule, release and supersede, or why it would leave a partition."""
+    rows: list[tuple[str, ...]] = [
+        ("partition", "log start", "log end", "would upload", "would delete (rule)", "would release",
+         "would supersede", "held back")
+    ]  # fmt: skip
+    for p in summaries:
+        uploads = p["upload"]
+        rules: dict[str, int] = {}
+        for d in p["remote_deleted"]:
+            rules[f"remote {d['rule']}"] = rules.get(f"remote {d['rule']}", 0) + 1
+        deleted = ", ".join(f"{n} ({rule})" for rule, n in sorted(rules.items()))
+        local = f"{p['local_deleted']} local" if p["local_deleted"] else ""
+        rows.append(
+            (
+                p["partition"],
+                str(p["log_start_offset"]),
+                str(p["log_end_offset"]),
+                f"{counted(len(uploads), 'segment')} from {uploads[0]}" if uploads else "0",
+                ", ".join(x for x in (deleted, local) if x) or "0",
+                str(p["local_released"]),
+                str(len(p["remote_superseded"])),
+                "yes (see the warning)" if p["held"] else "",
+            )
+        )
+    return text_table(rows)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pipelines.output.report import MB
 from segment_io.remote.manifest import RemoteSegment
+from segment_io.text import counted
 
 
 @dataclass
@@ -36,7 +37,7 @@ class TierReport:
         return self.bytes_uploaded / MB / seconds if seconds else 0.0
 
     def totals_line(self) -> str:
-        head = f"segpipe: {len(self.plans)} partitions"
+        head = f"segpipe: {counted(len(self.plans), 'partition')}"
         deleted = self.total("remote_deleted") + self.total("local_deleted")
         if self.dry_run:
             return (

@@ -17,6 +17,7 @@ from segment_io.layout import list_log_dir
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
 from segment_io.storage import open_storage
+from segment_io.text import counted
 
 WORKER_MODULES = ("pipelines.output.copy",)
 COPY_TASKS_PER_CORE = 2
@@ -65,5 +66,8 @@ def restore(
         staging.abort()
         raise
     written = sum(t.size for t in tasks)
-    log(f"segpipe: restored {len(listing.partitions)} partitions ({written / 2**20:,.1f} MB) to {dst}")
+    log(
+        f"segpipe: restored {counted(len(listing.partitions), 'partition')} "
+        f"({written / 2**20:,.1f} MB) to {dst}"
+    )
     return written

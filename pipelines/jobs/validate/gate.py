@@ -13,9 +13,10 @@ from typing import Any
 
 from pipelines.errors import ValidationFailed
 from pipelines.jobs.validate.job import validate
+from segment_io.layout import META_DIR
 from segment_io.storage import LocalStorage, open_storage
 
-VALIDATION_DIR = posixpath.join("_segpipe", "validation")
+VALIDATION_DIR = posixpath.join(META_DIR, "validation")
 
 
 def validation_gate(
@@ -31,7 +32,7 @@ def validation_gate(
             shutil.rmtree(docs, ignore_errors=True)
         else:
             docs = tempfile.mkdtemp(prefix="segpipe-validation-")
-        result = validate(spark, staged_url, report_dir=docs, log=log, against=against)
+        result = validate(spark, staged_url, report_dir=docs, log=log, against=against, staged=True)
         if not result.success:
             for line in result.lines():
                 log(line)

@@ -29,7 +29,7 @@ from pipelines.jobs.validate.suites import (
     promise_records_suite,
     record_structure_suite,
 )
-from segment_io.layout import LogDirListing, PartitionListing, list_log_dir
+from segment_io.layout import META_DIR, LogDirListing, PartitionListing, list_log_dir
 from segment_io.remote.view import log_url
 from segment_io.storage import open_storage
 
@@ -99,7 +99,7 @@ class ValidationReport:
 
 def default_report_dir(path: str) -> str | None:
     """Where the Data Docs of a local segpipe output go unless told: inside its `_segpipe/`."""
-    meta = os.path.join(path, "_segpipe")
+    meta = os.path.join(path, META_DIR)
     return (
         os.path.join(os.path.abspath(meta), "validation")
         if "://" not in path and os.path.isdir(meta)
@@ -115,15 +115,16 @@ def validate(
     log: Log = print,
     against: str | None = None,
     now_ms: int | None = None,
+    staged: bool = False,
 ) -> ValidationReport:
     """Run the structure suites over PATH (and its remote tier) and, with `against` (the source
     PATH was cleaned from), the compaction promise; Data Docs under `report_dir`. `now_ms` is the
     clean's `now` (default: the one in PATH's run report), which decides which tombstones with a
-    delete horizon had to stay."""
+    delete horizon had to stay. `staged`: PATH is a run's own output before publication."""
     started = time.perf_counter()
     url = log_url(path, remote)
     storage, root = open_storage(url)
-    listing = list_log_dir(storage, root)
+    listing = list_log_dir(storage, root, allow_incomplete=staged)
     sc = getattr(spark, "sparkContext", spark)
     from pipelines.runtime.session import preload_in_workers
 
@@ -180,7 +181,7 @@ def _promise(
     from pyspark.sql import functions as F
 
     storage, root = open_storage(url)
-    report_json = posixpath.join(root, "_segpipe", "report.json")
+    report_json = posixpath.join(root, META_DIR, "report.json")
     run = json.loads(storage.read(report_json)) if storage.exists(report_json) else None
     if now_ms is None and run is not None:
         now_ms = run.get("now_ms")
