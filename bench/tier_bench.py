@@ -1,6 +1,8 @@
 """`segpipe tier` against real S3 endpoints on this machine, beside a plain s3fs upload of the
 same files to the same store in the same run: MB/s of the upload stage (every object read back
-and checked) and of the whole process, against s3fs's `put`, and the peak memory of the run.
+and checked) and of the whole process, against s3fs's `put`, and the peak memory of the run; then
+a run that releases every local copy (`local.retention.ms=0`), whose release stage proves each
+copy first (the committed version read back, the local `.log`'s CRC-32C against the remote one).
 
 Data: 4 partitions (about 2 GB of segments) of the clean benchmark's set, hard-linked under
 bench/data/tier-2gb (generated first if missing). Stores: SeaweedFS (a real object store) and
@@ -77,12 +79,12 @@ def plain_put(endpoint: str, src: Path, bucket: str) -> float:
     return time.perf_counter() - t0
 
 
-def run_tier(endpoint: str, src: Path, remote: str, report: Path) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
+def run_tier(endpoint: str, src: Path, remote: str, report: Path, *extra: str) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
     env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
                PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
     cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "tier", str(src), remote, "--set", "retention.ms=-1",
            "--set", "segpipe.last.segment.sealed=true", "--now-ms", str(NOW_MS), "--report", str(report),
-           "--master", "local[2]"]  # fmt: skip
+           "--master", "local[2]", *extra]  # fmt: skip
     wall, peaks = run_measured(cmd, env, "tier")
     return wall, peaks, json.loads(report.read_text())
 
@@ -110,6 +112,15 @@ def bench_store(name: str, endpoint: str, src: Path, work: Path) -> None:
     print(
         f"  peak memory: {kinds}; process tree {peaks.total / MB:,.0f} MB (anonymous {peaks.anon / MB:,.0f} MB)"
     )
+    # The same log tiered again with every local copy released: a hard-linked copy (the set stays).
+    released = work / f"release-{name}"
+    shutil.copytree(src, released, copy_function=os.link)
+    wall, _, report = run_tier(endpoint, released, f"s3://{bucket}/released", work / f"release-{name}.json",
+                               "--set", "local.retention.ms=0")  # fmt: skip
+    stages = report["seconds_by_stage"]
+    freed = report["local_bytes_removed"]
+    print(f"  tier + release of every copy     {wall:6.1f} s  release stage {stages['release']:.1f} s "
+          f"({freed / MB / max(stages['release'], 1e-9):,.0f} MB/s proven and removed)")  # fmt: skip
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from pipelines.errors import ConfigError
 from segment_io.storage import open_storage
 
 DEFAULT = "default"
+GIVEN = "given"  # the source of a value passed to JobConfig.build in code
 # A value and where it came from, by config name.
 Sourced = dict[str, tuple[Any, str]]
 
@@ -112,7 +113,10 @@ class JobConfig:
         }
         base = TopicConfig().with_values(_kept(defaults), "defaults")
         per_topic = {t: base.with_values(_kept(v), f"topic {t}") for t, v in (topics or {}).items()}
-        return cls(base, per_topic, dict(sources or {}), frozenset(ignored))
+        if sources is None:  # values given in code: their source is the caller
+            sources = {"*": dict.fromkeys(defaults or {}, GIVEN)}
+            sources.update({t: dict.fromkeys(v or {}, GIVEN) for t, v in (topics or {}).items()})
+        return cls(base, per_topic, dict(sources), frozenset(ignored))
 
     @classmethod
     def from_sources(

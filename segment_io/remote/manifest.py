@@ -17,6 +17,10 @@ from segment_io.topic_partition import TopicPartition
 FORMAT_VERSION = 1
 # Kafka's names for a remote segment's states; a segment manifest is written in the second.
 COPY_SEGMENT_FINISHED = "COPY_SEGMENT_FINISHED"
+# Where a remote segment came from: a copy of a local segment (`tier`), or a compaction made
+# inside the tier (`clean --in-place`), which no local segment is a copy of.
+ORIGIN_TIER = "tier"
+ORIGIN_CLEAN = "clean"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class RemoteSegment:
     objects: dict[str, RemoteObject]
     leader_epochs: tuple[tuple[int, int], ...] = ()
     state: str = COPY_SEGMENT_FINISHED
+    origin: str = ORIGIN_TIER
 
     @property
     def size(self) -> int:
@@ -64,6 +69,7 @@ class RemoteSegment:
             "largest_timestamp": self.largest_timestamp,
             "mtime_ms": self.mtime_ms,
             "state": self.state,
+            "origin": self.origin,
             "objects": {kind: o.to_json() for kind, o in sorted(self.objects.items())},
             "leader_epochs": [list(e) for e in self.leader_epochs],
         }
@@ -79,6 +85,7 @@ class RemoteSegment:
             objects={k: RemoteObject.from_json(v) for k, v in data["objects"].items()},
             leader_epochs=tuple((int(e), int(o)) for e, o in data.get("leader_epochs", [])),
             state=str(data.get("state", COPY_SEGMENT_FINISHED)),
+            origin=str(data.get("origin", ORIGIN_TIER)),
         )
 
 
@@ -116,6 +123,31 @@ class PartitionManifest:
             names.update(o.name for o in s.objects.values())
             names.add(segment_manifest_name(s.base_offset, s.segment_id))
         return frozenset(names)
+
+    def copy_of(self, base: int, upper: int, size: int) -> RemoteSegment | None:
+        """The segment that holds the local segment `[base, upper)` of `size` bytes as its copy:
+        the same offset range and .log size (a release also proves the bytes: CRC-32C)."""
+        return next(
+            (s for s in self.segments if (s.base_offset, s.end_offset, s.size) == (base, upper - 1, size)),
+            None,
+        )
+
+    def compacted_in_tier(self, base: int, upper: int) -> bool:
+        """Whether `[base, upper)` lies wholly in segments an in-place clean made: a local segment
+        there is an older form of what the tier holds, never a replacement for it."""
+        covered = [
+            s
+            for s in self.segments
+            if s.origin == ORIGIN_CLEAN and s.end_offset >= base and s.base_offset < upper
+        ]
+        if not covered or covered[0].base_offset > base:
+            return False
+        reach = covered[0].base_offset
+        for s in covered:
+            if s.base_offset > reach:
+                return False
+            reach = s.end_offset + 1
+        return reach >= upper
 
     def successor(self, committed_ms: int, **changes: Any) -> PartitionManifest:
         """The next version with `changes` applied."""

@@ -261,8 +261,9 @@ class TieredView(Storage):
 def _replaced_from(manifest: PartitionManifest, local: list[FileInfo]) -> int | None:
     """Where the view turns from remote segments to local ones: the remote log's end, or the
     first local segment below it (above the log start offset) that is no copy of a remote segment
-    (same base, size and end), from which the local log replaces the remote one, as `tier` will
-    upload it; None where that segment begins inside a remote segment."""
+    (same base, size and end) and no older form of an in-place clean's, from which the local log
+    replaces the remote one, as `tier` will upload it; None where that segment begins inside a
+    remote segment."""
     logs = sorted(
         (b, f.size) for f in local if f.name.endswith(".log") and (b := _local_start(f.name)) is not None
     )
@@ -273,9 +274,12 @@ def _replaced_from(manifest: PartitionManifest, local: list[FileInfo]) -> int | 
         upper = logs[i + 1][0] if i + 1 < len(logs) else None
         if upper is not None and upper <= manifest.log_start_offset:
             continue  # below the log start offset: gone from the log, whatever the local copy
-        copy = remote.get(base)
-        if copy is None or copy.size != size or (upper is not None and copy.end_offset != upper - 1):
-            return base if copy is not None or base < manifest.segments[0].base_offset else None
+        if upper is None:  # the last local segment: its end is not known from a listing
+            if (seg := remote.get(base)) is not None and seg.size == size:
+                continue
+        elif manifest.copy_of(base, upper, size) or manifest.compacted_in_tier(base, upper):
+            continue
+        return base if base in remote or base < manifest.segments[0].base_offset else None
     return manifest.next_offset
 
 

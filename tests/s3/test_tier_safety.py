@@ -198,7 +198,7 @@ def test_8_what_is_not_a_log_directory_is_refused(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
     parent = sample_dir.parent  # a parent folder by mistake
-    for command in (["inspect", str(parent)], ["dump", str(parent)], ["inspect", "/etc"],
+    for command in (["inspect", str(parent)], ["dump", str(parent)], ["inspect", "/etc"], ["validate", str(parent)],
                     ["clean", str(parent), str(tmp_path / "out"), "--now", NOW]):  # fmt: skip
         proc = run_segpipe(*command)
         assert proc.returncode == 2 and "is not a Kafka log directory" in proc.stderr, (command, proc.stderr)

@@ -283,3 +283,24 @@ def test_only_a_copy_with_the_same_range_and_size_counts_as_remote() -> None:
     # "b" is not the local [10, 19] (another size): from 10 on the local log replaces the remote one.
     assert plan.remote_superseded == ["b"]
     assert [u.base_offset for u in plan.uploads] == [10, 20, 30]
+
+
+def test_local_segments_an_in_place_clean_compacted_are_neither_replacements_nor_copies() -> None:
+    from dataclasses import replace
+
+    from segment_io.remote.manifest import ORIGIN_CLEAN
+
+    compacted = (remote_segment("c", 0, 19, size=60), remote_segment("d", 20, 29, size=40))
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=tuple(replace(s, origin=ORIGIN_CLEAN) for s in compacted)
+    )
+    assert (
+        remote.compacted_in_tier(0, 30)
+        and remote.compacted_in_tier(10, 20)
+        and not remote.compacted_in_tier(0, 31)
+    )
+    plan = plan_tier(TP, five_local(), remote, config(**{"local.retention.ms": 0}), None, None, T0 + 9 * DAY)
+    # The local [0, 29] is an older form of what the tier holds: not uploaded over it, nothing superseded.
+    assert plan.held is None and not plan.remote_superseded
+    assert [u.base_offset for u in plan.uploads] == [30]
+    assert PartitionManifest.from_bytes(remote.to_bytes()) == remote

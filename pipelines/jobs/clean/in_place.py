@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pipelines.clock import clock_ms
@@ -24,7 +25,7 @@ from pipelines.output.report import RunReport
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.session import publishing, raise_if_stopped
 from segment_io.layout import INCOMPLETE, META_DIR
-from segment_io.remote.manifest import PartitionManifest
+from segment_io.remote.manifest import ORIGIN_CLEAN, PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
 from segment_io.storage import Storage
@@ -110,7 +111,7 @@ def _commit_output(
             tier.commit(
                 old.successor(
                     clock_ms(),  # the wall clock: expiry counts its grace period from it
-                    segments=tuple(uploaded.get(key, [])),
+                    segments=tuple(replace(s, origin=ORIGIN_CLEAN) for s in uploaded.get(key, [])),
                     log_start_offset=max(old.log_start_offset, starts.get(str(part.tp), 0)),
                     leader_epochs=epochs if epochs is not None else old.leader_epochs,
                     partition_metadata=metadata if metadata is not None else old.partition_metadata,

@@ -72,29 +72,27 @@ def _next_bases(segments: list[ScannedSegment], leo: int) -> list[int]:
     return [s.meta.base_offset for s in segments[1:]] + [leo]
 
 
-def remote_copy(base: int, upper: int, size: int, remote: PartitionManifest) -> RemoteSegment | None:
-    """The remote segment that holds the local segment `[base, upper)` of `size` bytes as its
-    copy: the same offset range and .log size (the release also proves the bytes: CRC-32C)."""
-    return next(
-        (s for s in remote.segments if (s.base_offset, s.end_offset, s.size) == (base, upper - 1, size)),
-        None,
-    )
-
-
 def replacing_from(
     local: list[ScannedSegment], remote: PartitionManifest, leo: int, log_start: int
 ) -> int | None:
     """The index of the first local segment (above the log start offset) that lies in the remote
     tier's range without being a copy of a remote segment: from there the local log replaces the
-    remote one (a local compaction merged segments since they were tiered), or the two differ."""
+    remote one (a local compaction merged segments since they were tiered), or the two differ. A
+    local segment that an in-place clean compacted inside the tier is neither: it stays shadowed."""
     if not remote.segments:
         return None
     uppers = _next_bases(local, leo)
     for k, s in enumerate(local):
         if s.meta.base_offset >= remote.next_offset:
             return None
-        if uppers[k] > log_start and remote_copy(s.meta.base_offset, uppers[k], s.meta.size, remote) is None:
-            return k
+        base, upper = s.meta.base_offset, uppers[k]
+        if (
+            upper <= log_start
+            or remote.copy_of(base, upper, s.meta.size)
+            or remote.compacted_in_tier(base, upper)
+        ):
+            continue
+        return k
     return None
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.jobs.tier.plan import TierPlan, remote_copy, replacing_from
+from pipelines.jobs.tier.plan import TierPlan, replacing_from
 from pipelines.log.scan import ScannedSegment
 from pipelines.log.scanned import Scanned
 from segment_io.errors import SegpipeError
@@ -152,22 +152,26 @@ def proven_releases(
         return [], []
     tier.check_objects(committed)
     local = scanned.segments.get(plan.tp, [])
-    uppers = {
-        s.meta.segment_id: u
-        for s, u in zip(local, [s.meta.base_offset for s in local[1:]] + [-1], strict=True)
-    }
+    # Each segment ends where the next begins; the last (released only when sealed) at the log end.
+    bounds = [s.meta.base_offset for s in local[1:]] + [plan.log_end_offset]
+    uppers = {s.meta.segment_id: upper for s, upper in zip(local, bounds, strict=True)}
     proven: list[tuple[int, str]] = []
     refused: list[str] = []
     for sid, rule in plan.local_released:
         files = scanned.files[sid]
         upper = uppers[sid]
-        copy = remote_copy(files.base_offset, upper, files.log.size, committed) if upper >= 0 else None
+        copy = committed.copy_of(files.base_offset, upper, files.log.size)
         if (
             copy is not None
             and local_checksum(scanned.storage, files.log.path).crc32c == copy.objects["log"].crc32c
         ):
             proven.append((sid, rule))
+            continue
+        if copy is not None:
+            why = "its CRC-32C differs from the remote copy's"
+        elif committed.compacted_in_tier(files.base_offset, upper):
+            why = "the remote tier holds a compaction of it (clean --in-place), not a copy"
         else:
-            why = "no committed segment holds its range and size" if copy is None else "its CRC-32C differs"
-            refused.append(f"{plan.tp}: kept local segment {files.log.name}: {why} in the remote tier")
+            why = "no committed remote segment has its offset range and size"
+        refused.append(f"{plan.tp}: kept local segment {files.log.name}: {why}")
     return proven, refused
