@@ -144,6 +144,7 @@ def test_5_retention_under_kafkas_defaults_at_the_clock_is_refused(
     refused = run_segpipe("tier", str(log), remote, *LOCAL, env=s3_env)
     assert refused.returncode == 2 and "retention.ms is Kafka's default" in refused.stderr, refused.stderr
     assert "--now" in refused.stderr and tree(log) == files
+    assert not RemoteTier.is_tier(remote)  # a refused run leaves the empty place empty
     # Chosen, the same rules empty the archive: said per partition.
     emptied = ok(run_segpipe("tier", str(log), remote, "--now", "2030-01-01", *LOCAL, env=s3_env))
     assert emptied.count("retention removed every segment of") == 4

@@ -76,95 +76,78 @@ def tier(
     remote tier's (a re-created topic) start the partition's remote history anew. `plan_json`: a
     dry run prints its plan as JSON (for machines) instead of a table."""
     with typed_errors():
-        options = _Options(
-            now_ms is not None if now_given is None else now_given, new_history, clock, plan_json
-        )
-        return _tier(spark, log_dir, remote_url, config or JobConfig(), now_ms, dry_run, report_path, log,
-                     max_bytes_per_second, options)  # fmt: skip
+        run = _Run(
+            log_dir, remote_url, config or JobConfig(), clock() if now_ms is None else now_ms,
+            now_ms is not None if now_given is None else now_given, dry_run, report_path, log,
+            max_bytes_per_second, new_history, clock, plan_json,
+        )  # fmt: skip
+        if report_path:
+            require_new_file(report_path)
+        if RemoteTier.is_tier(log_dir):
+            raise ConfigError(
+                f"tier refused: {log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
+                "the order is tier LOG_DIR REMOTE_URL"
+            )
+        storage, path = open_storage(log_dir)
+        with broker_stopped(storage, path, "tier"):
+            return _tier(spark, run)
 
 
 @dataclass(frozen=True)
-class _Options:
+class _Run:
+    """One tier run's arguments, as `tier` resolved them."""
+
+    log_dir: str
+    remote_url: str
+    config: JobConfig
+    now: int
     now_given: bool
+    dry_run: bool
+    report_path: str | None
+    log: Log
+    max_bytes_per_second: int | None
     new_history: bool
     clock: Callable[[], int]
     plan_json: bool
 
 
-def _tier(
-    spark: Any,
-    log_dir: str,
-    remote_url: str,
-    config: JobConfig,
-    now_ms: int | None,
-    dry_run: bool,
-    report_path: str | None,
-    log: Log,
-    max_bytes_per_second: int | None,
-    options: _Options,
-) -> TierReport:
-    now = options.clock() if now_ms is None else now_ms
-    if report_path:
-        require_new_file(report_path)
-    if RemoteTier.is_tier(log_dir):
-        raise ConfigError(
-            f"tier refused: {log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
-            "the order is tier LOG_DIR REMOTE_URL"
-        )
-    storage, path = open_storage(log_dir)
-    with broker_stopped(storage, path, "tier"):
-        return _tier_stopped(spark, log_dir, remote_url, config, now, dry_run, report_path, log,
-                             max_bytes_per_second, options)  # fmt: skip
-
-
-def _tier_stopped(
-    spark: Any,
-    log_dir: str,
-    remote_url: str,
-    config: JobConfig,
-    now: int,
-    dry_run: bool,
-    report_path: str | None,
-    log: Log,
-    max_bytes_per_second: int | None,
-    options: _Options,
-) -> TierReport:
+def _tier(spark: Any, run: _Run) -> TierReport:
+    config, now, log = run.config, run.now, run.log
     sc = getattr(spark, "sparkContext", spark)
     timer = StageTimer(on_enter=lambda name: progress.enter(sc, name), on_leave=progress.leave)
     preload_in_workers(sc, WORKER_MODULES)
-    remote = (
-        RemoteTier.open(remote_url, create=not dry_run)
-        if not dry_run or RemoteTier.is_tier(remote_url)
-        else None
-    )
+    # The tier is created only once nothing is refused: a refused run leaves an empty place empty.
+    remote = RemoteTier.open(run.remote_url) if RemoteTier.is_tier(run.remote_url) else None
+    if remote is None:
+        RemoteTier.require_place(run.remote_url)
     with timer.stage("scan"):
-        scanned = scan_log(sc, log_dir, log, skip_corrupt=False)
+        scanned = scan_log(sc, run.log_dir, log, skip_corrupt=False)
         partitions = {p.tp: p for p in scanned.listing.partitions}
         manifests = _manifests(remote, partitions)
-    config.require_topics({tp.topic for tp in manifests}, log_dir)
+    config.require_topics({tp.topic for tp in manifests}, run.log_dir)
     with timer.stage("plan"):
-        bases, superseded = _histories(remote, scanned, partitions, manifests, options.new_history)
+        bases, superseded = _histories(remote, scanned, partitions, manifests, run.new_history)
         plans = [_plan(tp, scanned, partitions.get(tp), bases[tp], config, now) for tp in sorted(manifests)]
         for plan in plans:
             plan.remote_superseded = superseded.get(plan.tp, []) + plan.remote_superseded
-        _refuse_default_retention(plans, config, now, options.now_given)
+        _refuse_default_retention(plans, config, now, run.now_given)
     for line in tier_warnings(plans, scanned.segments, now):
         log(f"segpipe: warning: {line}")
-    if remote is not None and not dry_run:
+    if remote is not None and not run.dry_run:
         finished = finish_releases(scanned, manifests)
         if finished:
             log(f"segpipe: finished the release a stopped run began: {finished} files removed")
     summaries = [p.summary() for p in plans]
-    report = TierReport(log_dir, remote_url, now, dry_run, plans=summaries)
-    if dry_run:
-        if options.plan_json:
+    report = TierReport(run.log_dir, run.remote_url, now, run.dry_run, plans=summaries)
+    if run.dry_run:
+        if run.plan_json:
             log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
         else:
             log(f"segpipe: dry run: the plan at now = {iso(now)} ({now}); nothing is written")
             for line in tier_plan_table(summaries):
                 log(line)
-        return _finish(report, timer, report_path, log)
-    assert remote is not None
+        return _finish(report, timer, run.report_path, log)
+    remote = remote or RemoteTier.open(run.remote_url, create=True)
     fault_point("before-upload")
     raise_if_stopped()
     with timer.stage("upload"):
@@ -176,7 +159,7 @@ def _tier_stopped(
                 scanned, i, partitions[p.tp], [(u.segment_id, u.end_offset) for u in p.uploads]
             )
         ]
-        uploaded = upload_all(sc, tasks, remote.url, max_bytes_per_second)
+        uploaded = upload_all(sc, tasks, remote.url, run.max_bytes_per_second)
     report.add_uploads(uploaded)
     fault_point("after-upload")
     raise_if_stopped()
@@ -186,7 +169,7 @@ def _tier_stopped(
                 part = partitions.get(plan.tp)
                 epochs, metadata = partition_files(scanned.storage, part)
                 manifest = next_manifest(
-                    bases[plan.tp], plan, uploaded.get(index, []), epochs, metadata, options.clock()
+                    bases[plan.tp], plan, uploaded.get(index, []), epochs, metadata, run.clock()
                 )
                 remote.commit(manifest)
     fault_point("after-commit")
@@ -200,7 +183,7 @@ def _tier_stopped(
         write_log_start_offsets(scanned, plans)
         report.local_bytes_removed = release_segments(scanned, plans)
     report.plans = [p.summary() for p in plans]
-    return _finish(report, timer, report_path, log)
+    return _finish(report, timer, run.report_path, log)
 
 
 def _histories(

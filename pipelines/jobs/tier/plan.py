@@ -47,6 +47,7 @@ class TierPlan:
     # Remote segments the local log replaces from some offset on (see `replacing_from`).
     remote_superseded: list[str] = field(default_factory=list)
     held: str | None = None  # why nothing of the partition is changed this run
+    newest_timestamp: int = -1  # the largest timestamp of the log, both tiers (for warnings)
 
     @property
     def changes_remote(self) -> bool:
@@ -141,6 +142,7 @@ def plan_tier(
         RetentionSegment(local[k].meta.base_offset, local[k].meta.size, local[k].meta.largest_timestamp)
         for k in fresh
     ]
+    plan.newest_timestamp = max((c.largest_timestamp for c in combined), default=-1)
     total = apply_retention(combined, leo, hw, log_start, config, now_ms)
     plan.log_start_offset = total.log_start_offset
     fresh_rule: dict[int, str] = {}

@@ -14,12 +14,11 @@ def tier_warnings(
 ) -> list[str]:
     out: list[str] = []
     for plan in plans:
-        local = segments.get(plan.tp, [])
+        local = segments.get(plan.tp, [])  # a partition only the remote tier holds has none
         rules = {rule for _, rule in [*plan.local_deleted, *plan.remote_deleted]}
         emptied = plan.log_start_offset >= plan.log_end_offset and rules - {"log_start_offset"}
         if emptied and (local or plan.remote_deleted):
-            newest = max([s.meta.largest_timestamp for s in local] or [-1])
-            out.append(emptied_warning(plan.tp, rules, newest, now_ms))
+            out.append(emptied_warning(plan.tp, rules, plan.newest_timestamp, now_ms))
         if plan.held:
             out.append(f"not tiered: {plan.tp}: {plan.held}")
     return out
