@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from segment_io.errors import CorruptIndex, SegmentError
-from segment_io.format.constants import CODEC_MASK, TXN_ENTRY, Codec
+from segment_io.format.constants import CODEC_MASK, OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, Codec
 from segment_io.index import (
     read_offset_index,
     read_time_index,
@@ -55,6 +55,15 @@ class PartitionReport:
         return not self.errors and not any(s.errors for s in self.segments)
 
 
+def _require_whole_entries(path: str, size: int, entry: int) -> None:
+    """Kafka's sanity check of an index: its length is a whole number of entries (even the
+    preallocated index of an active segment is)."""
+    if size % entry:
+        raise CorruptIndex(
+            path, size - size % entry, f"length {size} is not a whole number of {entry}-byte entries"
+        )
+
+
 def _verify_indexes(
     storage: Storage, files: SegmentFiles, scan: SegmentScan, next_base: int | None
 ) -> list[str]:
@@ -65,7 +74,9 @@ def _verify_indexes(
     if files.index is None:
         warnings.append("missing .index (Kafka rebuilds all indexes of this segment on load)")
     else:
-        entries = read_offset_index(storage.read(files.index.path))
+        data = storage.read(files.index.path)
+        _require_whole_entries(files.index.path, len(data), OFFSET_ENTRY)
+        entries = read_offset_index(data)
         verify_offset_index(
             files.index.path, entries, scan.base_offset, table.position, table.last_offset, scan.valid_size
         )
@@ -73,14 +84,16 @@ def _verify_indexes(
         if files.index is not None:
             warnings.append("missing .timeindex: Kafka creates it empty and ages the segment by mtime")
     else:
-        ts, rel = read_time_index(storage.read(files.timeindex.path))
+        data = storage.read(files.timeindex.path)
+        _require_whole_entries(files.timeindex.path, len(data), TIME_ENTRY)
+        ts, rel = read_time_index(data)
         verify_time_index(
             files.timeindex.path, ts, rel, scan.base_offset, table.last_offset, table.max_timestamp
         )
     if files.txnindex is not None:
         prev = -1
         for i, txn in enumerate(read_txn_index(storage.read(files.txnindex.path), files.txnindex.path)):
-            at = i * 34
+            at = i * TXN_ENTRY
             if txn.last_offset <= prev:
                 raise CorruptIndex(files.txnindex.path, at, "entries are not increasing in last offset")
             if txn.last_offset < scan.base_offset or (next_base is not None and txn.last_offset >= next_base):

@@ -31,3 +31,36 @@ def test_the_gate_publishes_only_what_passes(sample_dir: Path, tmp_path: Path) -
     )
     assert not (tmp_path / "bad").exists() and not list(tmp_path.glob(".bad.segpipe-staging-*"))
     assert (tmp_path / "bad.validation" / "index.html").exists()
+
+
+def test_partitions_left_out_for_bad_data_are_named_not_compared_and_only_where_the_source_is_bad(
+    sample_dir: Path, tmp_path: Path
+) -> None:
+    import json
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(sample_dir, src)
+    bad = sorted((src / "orders-0").glob("*.log"))[1]
+    data = bytearray(bad.read_bytes())
+    data[300] ^= 0x55
+    bad.write_bytes(bytes(data))
+    flags = [f for f in FLAGS if f != "--validate"]
+    out = tmp_path / "out"
+    cleaned = run_segpipe("clean", str(src), str(out), *flags, "--on-corrupt", "skip-partition", "--validate")
+    assert cleaned.returncode == 3, cleaned.stderr[-3000:]  # the gate passed: published, one partition short
+    proc = run_segpipe("validate", str(out), "--against", str(src), "--master", "local[2]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert "holds no orders-0" in said and "not compared: orders-0: the source's data is bad there" in said
+    assert str(bad) in said and "Traceback" not in said and "WARN" not in said
+    # A report that claims a partition was left out, where the source is sound, excuses nothing.
+    report = out / "_segpipe" / "report.json"
+    run = json.loads(report.read_text())
+    run["skipped"].append({"partition": "clicks-0", "error": "claimed", "path": "", "position": 0})
+    report.write_text(json.dumps(run))
+    shutil.rmtree(out / "clicks-0")
+    lying = run_segpipe("validate", str(out), "--against", str(src), "--master", "local[2]")
+    assert lying.returncode == 1, lying.stderr[-3000:]
+    assert "validation failed:" in lying.stdout and "partition clicks-0" in lying.stdout
+    assert "not compared: clicks-0" not in lying.stdout

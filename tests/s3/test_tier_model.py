@@ -35,7 +35,7 @@ from tests.helpers import v2_batch, write_log
 from tests.s3.test_tier_s3 import bucket
 
 pytestmark = pytest.mark.s3
-EXAMPLES = int(os.environ.get("SEGPIPE_MODEL_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("SEGPIPE_MODEL_EXAMPLES", "25"))
 PARTITION = "events-0"
 T0 = FIXED_NOW_MS - 3_600_000
 DAY = 86_400_000
@@ -214,7 +214,7 @@ def test_the_two_tier_log_never_loses_a_record(
     TwoTierLog.env, TwoTierLog.spark, TwoTierLog.root = s3_env, spark, tmp_path
     machine = settings(
         max_examples=EXAMPLES,
-        stateful_step_count=8,
+        stateful_step_count=10,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         derandomize=os.environ.get("SEGPIPE_MODEL_SEED") is None,

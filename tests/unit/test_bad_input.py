@@ -222,6 +222,18 @@ def test_index_entry_not_at_a_batch_start(tmp_path: Path) -> None:
     assert isinstance(err, CorruptIndex) and "not the start of a batch" in err.detail
 
 
+@pytest.mark.parametrize(("suffix", "entry"), [(".index", 8), (".timeindex", 12)])
+def test_an_index_of_a_partial_entry_is_corrupt(tmp_path: Path, suffix: str, entry: int) -> None:
+    """Kafka's sanity check: an index is a whole number of entries (a truncated copy is not)."""
+    a, b = two_batches()
+    log = write_segment(tmp_path / "t-0", 0, a + b)
+    log.with_suffix(suffix).write_bytes(bytes(entry + 3))
+    storage, path = open_storage(str(tmp_path))
+    [err] = inspect_partition(storage, list_log_dir(storage, path).partitions[0]).errors
+    assert isinstance(err, CorruptIndex) and err.path.endswith(suffix) and err.position == entry
+    assert f"not a whole number of {entry}-byte entries" in err.detail
+
+
 def test_zero_length_log_is_an_empty_segment_not_an_error(tmp_path: Path) -> None:
     write_segment(tmp_path / "t-0", 0, b"")
     storage, path = open_storage(str(tmp_path))

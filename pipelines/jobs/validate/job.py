@@ -30,8 +30,10 @@ from pipelines.jobs.validate.suites import (
     record_structure_suite,
 )
 from segment_io.layout import META_DIR, LogDirListing, PartitionListing, list_log_dir
+from segment_io.partition import inspect_partition
 from segment_io.remote.view import log_url
-from segment_io.storage import open_storage
+from segment_io.storage import Storage, open_storage
+from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.jobs.validate.checks",)
 Log = Callable[[str], Any]
@@ -61,6 +63,7 @@ class ValidationReport:
     checked: dict[str, int] = field(default_factory=dict)  # rule -> rows judged
     failed: dict[str, int] = field(default_factory=dict)  # rule -> rows that broke it
     failures: list[Failure] = field(default_factory=list)  # the first rows of each broken rule
+    notes: list[str] = field(default_factory=list)  # what was not judged, and why
     data_docs: str | None = None
     seconds: float = 0.0
 
@@ -73,8 +76,8 @@ class ValidationReport:
         return out
 
     def say(self, log: Log) -> None:
-        """Every failure line, then the summary."""
-        for line in self.lines():
+        """Every note and failure line, then the summary."""
+        for line in [*self.notes, *self.lines()]:
             log(line)
         log(self.summary_line())
 
@@ -138,6 +141,12 @@ def validate(
         else []
     )
     report = ValidationReport(path)
+    run = _run_report(storage, root)
+    for skipped in (run or {}).get("skipped", []):
+        report.notes.append(
+            f"segpipe: note: {path} holds no {skipped['partition']}: the clean that wrote it left that "
+            f"partition out for bad data ({skipped['error']})"
+        )
     sound = [
         p
         for p in parts
@@ -155,7 +164,7 @@ def validate(
         finally:
             checks.unpersist()
         if against is not None:
-            _promise(spark, gx, context, url, sound, listing, against, report, now_ms)
+            _promise(spark, gx, context, url, sound, listing, against, report, now_ms, run)
     if report_dir is not None:
         report.data_docs = (
             os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
@@ -174,24 +183,26 @@ def _promise(
     against: str,
     report: ValidationReport,
     now_ms: int | None,
+    run: dict[str, Any] | None,
 ) -> None:
     """The compaction promise: output records come from the source unchanged, every key's latest
     value survived, and the run report's counts add up (where PATH has one). Each partition of
     the output is compared with the source's on a worker (pipelines.jobs.validate.promise)."""
     from pyspark.sql import functions as F
 
-    storage, root = open_storage(url)
-    report_json = posixpath.join(root, META_DIR, "report.json")
-    run = json.loads(storage.read(report_json)) if storage.exists(report_json) else None
     if now_ms is None and run is not None:
         now_ms = run.get("now_ms")
     source_storage, source_root = open_storage(log_url(against))
     sources = {p.tp: p for p in list_log_dir(source_storage, source_root).partitions}
     bounds = _bounds_of(listing.checkpoints)
     outputs = {p.tp: p for p in sound}
+    missing = set(sources) - {p.tp for p in listing.partitions}
+    excused = _bad_in_source(source_storage, sources, missing, run)
+    for tp, error in sorted(excused.items()):
+        report.notes.append(f"segpipe: not compared: {tp}: the source's data is bad there ({error})")
     # The sound output partitions, and source partitions the output lacks altogether (those whose
-    # files failed are judged by the structure suite only).
-    tps = set(outputs) | (set(sources) - {p.tp for p in listing.partitions})
+    # files failed are judged by the structure suite only), but for those the source itself spoils.
+    tps = set(outputs) | (missing - set(excused))
     pairs = [
         PartitionPair(tp.topic, tp.partition, outputs.get(tp), sources.get(tp), *bounds.get(tp, (None, None)))
         for tp in sorted(tps)
@@ -219,6 +230,31 @@ def _promise(
         rows.unpersist()
 
 
+def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
+    """PATH's run report, where a segpipe clean wrote one."""
+    path = posixpath.join(root, META_DIR, "report.json")
+    return json.loads(storage.read(path)) if storage.exists(path) else None
+
+
+def _bad_in_source(
+    storage: Storage,
+    sources: dict[TopicPartition, PartitionListing],
+    missing: set[TopicPartition],
+    run: dict[str, Any] | None,
+) -> dict[TopicPartition, str]:
+    """The partitions the output lacks because the clean left them out for bad data: its report
+    says so, and the source, inspected here, agrees (a claim the source does not bear out is not
+    an excuse: the partition is compared, and its records are missing)."""
+    claimed = {str(s["partition"]) for s in (run or {}).get("skipped", [])}
+    out: dict[TopicPartition, str] = {}
+    for tp in sorted(t for t in missing if str(t) in claimed):
+        found = inspect_partition(storage, sources[tp])
+        problems = [*found.errors, *(e for seg in found.segments for e in seg.errors)]
+        if problems:
+            out[tp] = str(problems[0])
+    return out
+
+
 def _spill() -> Any:
     from pyspark import StorageLevel
 
@@ -240,7 +276,7 @@ def _context(report_dir: str | None) -> tuple[Any, Any]:
             "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": report_dir},
         }
         context.add_data_docs_site(site_name="segpipe", site_config=site)
-    context.data_sources.add_spark("segpipe")
+    context.data_sources.add_spark("segpipe", persist=False)  # the checks are persisted here, once
     return gx, context
 
 
