@@ -51,7 +51,8 @@ JOB_KEYS: tuple[Key, ...] = (
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
     Key("configs", "map", "Kafka topic configs: `defaults:` and `topics:` maps, as in `--config` files"),
     Key("now", "epoch ms or ISO-8601", "the `now` of every time rule; default: the clock when the run first "
-        "starts (kept in the state file, so a resumed run uses the same)"),
+        "starts (kept in the state file, so a resumed run uses the same; `tier` then refuses to delete by "
+        "Kafka's default retention.ms). Expiry's grace period runs on the wall clock either way"),
     Key("state", "path or URL", "the run's state file; default: beside the output (`<output>.run.json`), "
         "else beside the remote tier, else beside the source"),
     Key("spark", "map", "how steps run on Spark (keys below)"),
