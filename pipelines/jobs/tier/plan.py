@@ -73,6 +73,16 @@ def _next_bases(segments: list[ScannedSegment], leo: int) -> list[int]:
     return [s.meta.base_offset for s in segments[1:]] + [leo]
 
 
+def log_end_offset(local: list[ScannedSegment], remote: PartitionManifest) -> int:
+    """The log end offset of the two tiers read as one log."""
+    return max(
+        [int(s.table.last_offset.max()) + 1 for s in local if len(s.table)]
+        + [s.meta.base_offset for s in local[-1:]]
+        + ([remote.next_offset] if remote.segments else [])
+        + [0]
+    )
+
+
 def replacing_from(
     local: list[ScannedSegment], remote: PartitionManifest, leo: int, log_start: int
 ) -> int | None:
@@ -107,12 +117,7 @@ def plan_tier(
     now_ms: int,
 ) -> TierPlan:
     remote_end = remote.next_offset if remote.segments else None
-    leo = max(
-        [int(s.table.last_offset.max()) + 1 for s in local if len(s.table)]
-        + [s.meta.base_offset for s in local[-1:]]
-        + ([remote_end] if remote_end is not None else [])
-        + [0]
-    )
+    leo = log_end_offset(local, remote)
     hw = leo if high_watermark is None else min(high_watermark, leo)
     open_firsts = [p.open_txn_first for p in producer_state(local).values() if p.open_txn_first is not None]
     lso = min([hw, *open_firsts])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.jobs.tier.plan import TierPlan, replacing_from
+from pipelines.jobs.tier.plan import TierPlan, log_end_offset, replacing_from
 from pipelines.log.scan import ScannedSegment
 from pipelines.log.scanned import Scanned
 from segment_io.errors import SegpipeError
@@ -101,7 +101,7 @@ def identity_problem(
     theirs, mine = topic_id(remote.partition_metadata), topic_id(local_metadata)
     if theirs and mine and theirs != mine:
         return f"{tp}: another topic's log under the same name ({both})"
-    leo = max(int(s.table.last_offset.max()) + 1 if len(s.table) else s.meta.base_offset for s in local)
+    leo = log_end_offset(local, remote)
     start = replacing_from(local, remote, leo, log_start)
     if start is None:
         return None
