@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from segment_io.format.batch import build_v2_batch
@@ -147,3 +148,26 @@ def kill_group(pid: int) -> None:
     """Nothing of a run may outlive its test: its whole process group goes."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def flip_byte(path: Path, at: int, mask: int = 0x55) -> None:
+    """Damage one byte of a file in place (a negative `at` counts from the end)."""
+    data = bytearray(path.read_bytes())
+    data[at] ^= mask
+    path.write_bytes(bytes(data))
+
+
+@contextlib.contextmanager
+def lock_held(path: Path) -> Iterator[None]:
+    """Another process holds a POSIX lock on `path` (what a running Kafka broker does to its
+    `.lock`) while the block runs."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+         "print('held', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.communicate(input="", timeout=30)

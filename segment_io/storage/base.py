@@ -126,6 +126,13 @@ class Storage(ABC):
         """Write a whole small file only where nothing is at `path` yet, else FileExistsError: of
         writers racing for one name, exactly one wins (what a manifest commit relies on)."""
 
+    def checksum(self, path: str) -> Checksum:
+        """Size and CRC-32C of what the storage holds at `path`, read in bounded chunks."""
+        held = Checksum(0, 0)
+        for chunk in self.open_read(path):
+            held = held.extend(chunk)
+        return held
+
     def upload(
         self, path: str, chunks: Iterable[bytes | memoryview], mtime_ms: int | None = None
     ) -> Checksum:
@@ -141,9 +148,7 @@ class Storage(ABC):
             pending.discard()
             raise
         pending.commit(mtime_ms)
-        held = Checksum(0, 0)
-        for chunk in self.open_read(path):
-            held = held.extend(chunk)
+        held = self.checksum(path)
         if held != sent:
             raise UploadFailed(
                 self.url(path),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_segpipe
+from tests.helpers import flip_byte, run_segpipe
 
 pytestmark = pytest.mark.e2e
 FLAGS = ["--config", "conf/samples.yaml", "--now", "2023-11-23", "--master", "local[2]", "--validate"]
@@ -42,9 +42,7 @@ def test_partitions_left_out_for_bad_data_are_named_not_compared_and_only_where_
     src = tmp_path / "src"
     shutil.copytree(sample_dir, src)
     bad = sorted((src / "orders-0").glob("*.log"))[1]
-    data = bytearray(bad.read_bytes())
-    data[300] ^= 0x55
-    bad.write_bytes(bytes(data))
+    flip_byte(bad, 300)
     flags = [f for f in FLAGS if f != "--validate"]
     out = tmp_path / "out"
     cleaned = run_segpipe("clean", str(src), str(out), *flags, "--on-corrupt", "skip-partition", "--validate")

@@ -7,13 +7,12 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from segment_io.remote.tier import RemoteTier
-from tests.helpers import run_segpipe
+from tests.helpers import flip_byte, lock_held, run_segpipe
 from tests.s3.test_tier_s3 import bucket, tree
 
 pytestmark = pytest.mark.s3
@@ -36,6 +35,13 @@ def ok(proc: subprocess.CompletedProcess[str]) -> str:
 def remote_state(env: dict[str, str], remote: str) -> dict[str, list[int]]:
     tier = RemoteTier.open(remote)
     return {str(tp): tier.versions(tp) for tp in tier.partitions()}
+
+
+def log_and_tier(s3_env: dict[str, str], sample_dir: Path, tmp_path: Path, case: str) -> tuple[Path, str]:
+    """A copy of the sample log and a fresh remote prefix of its own for one case."""
+    log = tmp_path / "log"
+    shutil.copytree(sample_dir, log)
+    return log, bucket(s3_env, case)
 
 
 def test_1_segments_merged_since_they_were_tiered_are_uploaded_not_released(
@@ -72,9 +78,7 @@ def test_1_segments_merged_since_they_were_tiered_are_uploaded_not_released(
 def test_2_another_log_under_the_same_names_is_refused_until_a_new_history_is_asked_for(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    remote = bucket(s3_env, "case2")
-    first = tmp_path / "first"
-    shutil.copytree(sample_dir, first)
+    first, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case2")
     ok(run_segpipe("tier", str(first), remote, "--set", "retention.ms=-1", "--now", NOW, *LOCAL, env=s3_env))
     other = tmp_path / "other"  # the same topics, re-created: other records at the same offsets
     ok(run_segpipe("generate", str(other), "--seed", "99", "--records", "1500", env=s3_env))
@@ -94,9 +98,7 @@ def test_2_another_log_under_the_same_names_is_refused_until_a_new_history_is_as
 def test_3_a_tier_marker_goes_only_where_a_tier_is(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    remote = bucket(s3_env, "case3")
-    log = tmp_path / "log"
-    shutil.copytree(sample_dir, log)
+    log, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case3")
     ok(run_segpipe("tier", str(log), remote, "--set", "retention.ms=-1", "--now", NOW, *LOCAL, env=s3_env))
     files = tree(log)
     swapped = run_segpipe("tier", remote, str(log), *RELEASE, env=s3_env)
@@ -116,9 +118,7 @@ def test_3_a_tier_marker_goes_only_where_a_tier_is(
 def test_4_expiry_counts_the_grace_period_on_the_wall_clock(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    remote = bucket(s3_env, "case4")
-    log = tmp_path / "log"
-    shutil.copytree(sample_dir, log)
+    log, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case4")
     ok(run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env))
     ok(run_segpipe("clean", remote, "--in-place", "--set", "cleanup.policy=compact", "--set", "retention.ms=-1",
                    "--now", "2023-11-23", *LOCAL, env=s3_env))  # fmt: skip
@@ -137,9 +137,7 @@ def test_4_expiry_counts_the_grace_period_on_the_wall_clock(
 def test_5_retention_under_kafkas_defaults_at_the_clock_is_refused(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    remote = bucket(s3_env, "case5")
-    log = tmp_path / "log"
-    shutil.copytree(sample_dir, log)
+    log, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case5")
     files = tree(log)
     refused = run_segpipe("tier", str(log), remote, *LOCAL, env=s3_env)
     assert refused.returncode == 2 and "retention.ms is Kafka's default" in refused.stderr, refused.stderr
@@ -153,23 +151,13 @@ def test_5_retention_under_kafkas_defaults_at_the_clock_is_refused(
 def test_6_a_running_broker_is_never_touched(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    remote = bucket(s3_env, "case6")
-    log = tmp_path / "log"
-    shutil.copytree(sample_dir, log)
+    log, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case6")
     (log / ".lock").write_text("")
     files = tree(log)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
-         "print('held', flush=True); sys.stdin.read()", str(log / ".lock")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with lock_held(log / ".lock"):
         proc = run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env)
         assert proc.returncode == 2 and "a Kafka broker is running" in proc.stderr, proc.stderr
         assert tree(log) == files
-    finally:
-        holder.communicate(input="", timeout=30)
 
 
 def test_7_restore_kafka_verifies_the_archive_first(sample_dir: Path, tmp_path: Path) -> None:
@@ -183,9 +171,7 @@ def test_7_restore_kafka_verifies_the_archive_first(sample_dir: Path, tmp_path: 
     archive = tmp_path / "archive"
     shutil.copytree(sample_dir, archive)
     log = sorted((archive / "orders-0").glob("*.log"))[1]
-    data = bytearray(log.read_bytes())
-    data[200] ^= 0x55
-    log.write_bytes(bytes(data))
+    flip_byte(log, 200)
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in broker.rglob("*") if p.is_file()}
     proc = run_segpipe("restore-kafka", str(archive), str(broker), "--backup", str(tmp_path / "backup"))
     assert proc.returncode == 65, proc.stderr

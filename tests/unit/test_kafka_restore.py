@@ -4,8 +4,6 @@ reason it refuses before changing anything."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkp
 from segment_io.errors import SegpipeError
 from segment_io.kafka_restore import RestoreRefused, restore_into_kafka
 from segment_io.topic_partition import TopicPartition
-from tests.helpers import v2_batch, write_log
+from tests.helpers import flip_byte, lock_held, v2_batch, write_log
 
 pytestmark = pytest.mark.unit
 ORDERS_0, OFFSETS_0 = TopicPartition("orders", 0), TopicPartition("__consumer_offsets", 0)
@@ -103,19 +101,11 @@ def test_each_refusal_changes_nothing(tmp_path: Path, case: str) -> None:
 def test_a_running_broker_is_refused(tmp_path: Path) -> None:
     """Kafka holds a lock on LOG_DIR/.lock while it runs: another process holds it here."""
     log_dir, archive = broker_dir(tmp_path), archive_dir(tmp_path)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
-         "print('held', flush=True); sys.stdin.read()", str(log_dir / ".lock")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with lock_held(log_dir / ".lock"):
         before = snapshot(tmp_path)
         with pytest.raises(BrokerRunning, match="is running"):
             restore_into_kafka(archive, log_dir, tmp_path / "backup")
         assert snapshot(tmp_path) == before
-    finally:
-        holder.communicate(input="", timeout=30)
 
 
 @pytest.mark.parametrize("damage", ["crc", "torn-tail", "bad-index", "incomplete"])
@@ -128,9 +118,7 @@ def test_an_archive_that_is_not_whole_and_valid_is_refused_before_anything_moves
     (log_dir / ".kafka_cleanshutdown").write_text("")
     log = archive / "orders-0" / f"{5:020d}.log"
     if damage == "crc":
-        data = bytearray(log.read_bytes())
-        data[-1] ^= 0xFF  # a value byte: the batch still frames, its CRC no longer matches
-        log.write_bytes(bytes(data))
+        flip_byte(log, -1, 0xFF)  # a value byte: the batch still frames, its CRC no longer matches
     elif damage == "torn-tail":
         log.write_bytes(log.read_bytes() + b"\x00\x00\x00")
     elif damage == "bad-index":

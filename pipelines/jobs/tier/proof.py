@@ -23,7 +23,7 @@ from segment_io.remote.manifest import PartitionManifest, RemoteSegment
 from segment_io.remote.tier import RemoteTier
 from segment_io.segment.digest import record_digests
 from segment_io.segment.reader import SegmentReader
-from segment_io.storage import Checksum, Storage
+from segment_io.storage import Storage
 from segment_io.topic_partition import TopicPartition
 
 NEW_HISTORY_FLAG = "--new-history"
@@ -136,13 +136,6 @@ def refuse_mismatches(problems: list[str]) -> None:
         )
 
 
-def local_checksum(storage: Storage, path: str) -> Checksum:
-    checksum = Checksum(0, 0)
-    for chunk in storage.open_read(path):
-        checksum = checksum.extend(chunk)
-    return checksum
-
-
 def proven_releases(
     tier: RemoteTier, scanned: Scanned, plan: TierPlan, committed: PartitionManifest
 ) -> tuple[list[tuple[int, str]], list[str]]:
@@ -161,10 +154,7 @@ def proven_releases(
         files = scanned.files[sid]
         upper = uppers[sid]
         copy = committed.copy_of(files.base_offset, upper, files.log.size)
-        if (
-            copy is not None
-            and local_checksum(scanned.storage, files.log.path).crc32c == copy.objects["log"].crc32c
-        ):
+        if copy is not None and scanned.storage.checksum(files.log.path).crc32c == copy.objects["log"].crc32c:
             proven.append((sid, rule))
             continue
         if copy is not None:
