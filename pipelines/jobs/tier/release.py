@@ -12,7 +12,7 @@ from pipelines.log.scanned import Scanned
 from pipelines.runtime.faults import fault_point
 from segment_io.checkpoints import format_offset_checkpoint
 from segment_io.layout import ROOT_CHECKPOINTS, parse_segment_file_quiet
-from segment_io.remote.manifest import PartitionManifest
+from segment_io.remote.manifest import PartitionManifest, RemoteSegment
 from segment_io.topic_partition import TopicPartition
 
 DELETED = ".deleted"
@@ -45,20 +45,48 @@ def release_segments(scanned: Scanned, plans: list[TierPlan]) -> int:
 
 
 def finish_releases(scanned: Scanned, manifests: dict[TopicPartition, PartitionManifest]) -> int:
-    """Delete the `.deleted` files a stopped run left, where the offsets they held are in the
-    remote tier or below the log start offset; returns how many."""
+    """Delete the `.deleted` files a stopped run left, where their data is proven gone from the
+    log or kept elsewhere: a `.log.deleted` whose bytes (size and CRC-32C) are those of the remote
+    segment at its base offset, or that ends (the next segment of either tier begins) at or below
+    the log start offset; index files whose `.log` is already gone go with it. Any other
+    `.deleted` file is left where it is. Returns how many were removed."""
     starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
     count = 0
     for part in scanned.listing.partitions:
         manifest = manifests.get(part.tp)
-        covered = max(manifest.next_offset if manifest and manifest.segments else 0, starts.get(part.tp, 0))
-        for name, _ in part.ignored:
-            if not name.endswith(DELETED) or not parse_segment_file_quiet(name):
-                continue
-            if int(name.partition(".")[0]) < covered:
+        remote = {s.base_offset: s for s in manifest.segments} if manifest else {}
+        bases = {s.base_offset for s in part.segments} | set(remote)
+        left = [n for n, _ in part.ignored if n.endswith(DELETED) and parse_segment_file_quiet(n)]
+        logs = {int(n.partition(".")[0]): n for n in left if n.endswith(".log" + DELETED)}
+        # Decided per segment first, its .log removed last (what a stop mid-way must find again).
+        kept = {
+            base
+            for base, name in logs.items()
+            if not _gone(
+                scanned,
+                posixpath.join(part.path, name),
+                remote.get(base),
+                bases,
+                starts.get(part.tp, 0),
+                base,
+            )
+        }
+        for name in sorted(left, key=lambda n: n.endswith(".log" + DELETED)):
+            if int(name.partition(".")[0]) not in kept:
                 scanned.storage.remove(posixpath.join(part.path, name))
                 count += 1
     return count
+
+
+def _gone(
+    scanned: Scanned, path: str, copy: RemoteSegment | None, bases: set[int], log_start: int, base: int
+) -> bool:
+    """Whether the released `.log` at `path` may go: its remote copy holds the same bytes, or it
+    lies wholly below the log start offset."""
+    if any(base < b <= log_start for b in bases):
+        return True
+    held = scanned.storage.checksum(path)
+    return copy is not None and (held.size, held.crc32c) == (copy.size, copy.objects["log"].crc32c)
 
 
 def write_log_start_offsets(scanned: Scanned, plans: list[TierPlan]) -> None:
