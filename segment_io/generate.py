@@ -30,6 +30,7 @@ from segment_io.format.constants import (
 )
 from segment_io.format.records import RecordColumns, gather
 from segment_io.index import AbortedTxn
+from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, RECOVERY_CHECKPOINT
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
 from segment_io.storage import Storage
 from segment_io.topic_partition import TopicPartition
@@ -382,7 +383,7 @@ def generate_partition(
 
 def write_root_checkpoints(storage: Storage, root: str, ends: dict[TopicPartition, int]) -> None:
     """Recovery point and high watermark at each partition's log end (a clean broker shutdown)."""
-    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+    for name in (RECOVERY_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT):
         storage.write_atomic(posixpath.join(root, name), format_offset_checkpoint(ends))
 
 

@@ -18,12 +18,12 @@ IGNORED_DIR_SUFFIXES = ("delete", "future", "stray")
 NOT_CLEANED_TOPICS = ("__cluster_metadata",)
 # Files of a partition directory that belong to Kafka beside its segments and snapshots.
 PARTITION_FILES = ("leader-epoch-checkpoint", "partition.metadata")
-ROOT_CHECKPOINTS = (
-    "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-)
+# The root checkpoint files of a log directory (topic-partition -> offset).
+RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # only partitions the cleaner has compacted
+ROOT_CHECKPOINTS = (RECOVERY_CHECKPOINT, LOG_START_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, CLEANER_CHECKPOINT)
 LOCK_FILE = ".lock"  # held by a running broker
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # the broker stopped cleanly: its logs load without recovery
 # Files only a Kafka log directory holds at its root.

@@ -8,6 +8,7 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
+    add_config_arguments,
     add_now_argument,
     add_spark_arguments,
     now_from,
@@ -28,10 +29,11 @@ def add_parser(sub: Any) -> None:
         help="the log PATH was cleaned from: also check the compaction promise (records unchanged, every "
         "key's latest value kept, the run report's counts)",
     )
+    add_config_arguments(p)
     add_now_argument(
         p,
-        "with --against: a tombstone whose delete horizon is not reached had to stay",
-        default="the `now` of PATH's run report (without one, only tombstones with no horizon must stay)",
+        "with --against, together with the topic configs: what retention and compaction may remove",
+        default="the `now` PATH's segpipe manifest recorded; a PATH without one needs --now and the configs",
     )
     p.add_argument(
         "--report",
@@ -44,20 +46,30 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.config import load_job_config
+    from pipelines.jobs.validate.allowed import promise_terms
+    from pipelines.output.staging import published_manifest
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
 
-    storage, path = open_storage(log_url(args.path, args.remote))
+    url = log_url(args.path, args.remote)
+    storage, path = open_storage(url)
     list_log_dir(storage, path)  # a missing or misnamed path costs nothing
+    given = args.config or args.set or args.topic_set
+    config = load_job_config(args.config, args.set, args.topic_set) if given else None
+    now_ms = now_from(args)
+    # Refused before Spark starts: a promise needs its terms.
+    terms = promise_terms(args.path, published_manifest(url), config, now_ms) if args.against else None
     with spark_run(args, *VALIDATION_MODULES) as sc:
         from pipelines.jobs.validate import default_report_dir, validate
         from pipelines.runtime.session import get_spark
 
         del sc  # the session over the command's context, with the kafka-segments source
         spark = get_spark()
-        now_ms = now_from(args)
         report_dir = args.report or default_report_dir(args.path)
-        result = validate(spark, args.path, args.remote, report_dir, console.say, args.against, now_ms)
+        result = validate(
+            spark, args.path, args.remote, report_dir, console.say, args.against, now_ms, terms=terms
+        )
     result.say(console.say)
     return EXIT_OK if result.success else EXIT_INVALID

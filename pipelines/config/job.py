@@ -119,6 +119,16 @@ class JobConfig:
         return cls(base, per_topic, dict(sources), frozenset(ignored))
 
     @classmethod
+    def from_description(cls, described: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> JobConfig:
+        """The configs `describe` recorded (a manifest's `configs`), each value with its source;
+        topics it does not name keep the defaults."""
+        topics = {t: {n: item["value"] for n, item in values.items()} for t, values in described.items()}
+        sources = {
+            t: {n: str(item["source"]) for n, item in values.items()} for t, values in described.items()
+        }
+        return cls.build(None, topics, sources)
+
+    @classmethod
     def from_sources(
         cls,
         yaml_text: str | None = None,

@@ -25,7 +25,13 @@ from segment_io.checkpoints import (
     parse_offset_checkpoint,
 )
 from segment_io.errors import OverlappingSegments
-from segment_io.layout import parse_segment_file_quiet, parse_topic_partition, segment_file_name
+from segment_io.layout import (
+    CLEANER_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    parse_segment_file_quiet,
+    parse_topic_partition,
+    segment_file_name,
+)
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage.base import FileInfo, PendingFile, Storage
@@ -33,8 +39,6 @@ from segment_io.topic_partition import TopicPartition
 
 SCHEME = "tiered"
 ROOT = "tiered:"
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
 
 

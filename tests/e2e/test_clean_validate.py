@@ -62,3 +62,14 @@ def test_partitions_left_out_for_bad_data_are_named_not_compared_and_only_where_
     assert lying.returncode == 1, lying.stderr[-3000:]
     assert "validation failed:" in lying.stdout and "partition clicks-0" in lying.stdout
     assert "not compared: clicks-0" not in lying.stdout
+
+
+def test_a_promise_without_terms_is_refused_before_any_work(sample_dir: Path, tmp_path: Path) -> None:
+    """A log that is no segpipe output records no configs or `now`: nothing can be promised."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(sample_dir, copy)
+    proc = run_segpipe("validate", str(copy), "--against", str(sample_dir), "--master", "local[2]")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "--now and --config/--set/--topic-set" in proc.stderr and "Traceback" not in proc.stderr

@@ -24,7 +24,7 @@ from pipelines.output.remote_upload import partition_files, upload_all, upload_t
 from pipelines.output.report import RunReport
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.session import publishing, raise_if_stopped
-from segment_io.layout import INCOMPLETE, META_DIR
+from segment_io.layout import CLEANER_CHECKPOINT, INCOMPLETE, META_DIR
 from segment_io.remote.manifest import ORIGIN_CLEAN, PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
@@ -91,7 +91,7 @@ def _commit_output(
     sc = getattr(spark, "sparkContext", spark)
     scanned = scan_log(sc, staging_url, log, skip_corrupt=False)
     starts = {m.partition: m.log_start_offset for m in report.partitions}
-    cleaned = scanned.listing.checkpoints.get("cleaner-offset-checkpoint", {})
+    cleaned = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})
     tasks = []
     parts = list(scanned.listing.partitions)
     for key, part in enumerate(parts):

@@ -13,16 +13,18 @@ import numpy as np
 
 from pipelines.clock import clock_ms, iso
 from pipelines.config import JobConfig
+from pipelines.config.terms import Terms
 from pipelines.errors import ConfigError
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
-from pipelines.jobs.clean.plan import Checkpoints, GroupPlan, PartitionPlan, plan_partition, plan_table
+from pipelines.jobs.clean.plan import GroupPlan, PartitionPlan, plan_log, plan_table
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_linkable, require_new_file
+from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
@@ -32,7 +34,7 @@ from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
 from pipelines.runtime.tasks import packed, run_packed
 from segment_io.errors import SegmentError
-from segment_io.layout import META_DIR
+from segment_io.layout import META_DIR, list_log_dir
 from segment_io.storage import open_storage
 from segment_io.topic_partition import TopicPartition
 
@@ -63,7 +65,7 @@ def clean(
     report_path: str | None = None,
     log: Log = print,
     on_corrupt: str = "fail",
-    gate: Callable[[str], None] | None = None,
+    gate: Callable[[str, Terms], None] | None = None,
     plan_json: bool = False,
     topics: Callable[[str], bool] | None = None,
     link: bool = False,
@@ -75,7 +77,7 @@ def clean(
     read. DST must be absent or empty; it appears complete or not at all. `now_ms` is the
     "now" of every time rule (default: the clock). `on_corrupt="skip-partition"` leaves a
     partition whose data is bad (found by the scan: CRCs, headers, indexes, offset ranges) out of
-    DST whole and names it in the report, instead of stopping the run. `gate(staged_url)` runs on the
+    DST whole and names it in the report, instead of stopping the run. `gate(staged_url, terms)` runs on the
     complete staged output before publication; an error it raises publishes nothing (the
     validation gate). `topics` (a predicate on topic names, such as a `TopicSelection`) keeps only
     those topics' partitions in DST. `link` hard-links the segments it carries over unchanged
@@ -106,7 +108,7 @@ def _clean(
     report_path: str | None,
     log: Log,
     on_corrupt: str,
-    gate: Callable[[str], None] | None,
+    gate: Callable[[str, Terms], None] | None,
     plan_json: bool,
     topics: Callable[[str], bool] | None,
     link: bool,
@@ -136,7 +138,7 @@ def _clean(
             {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped}, src
         )
     with timer.stage("plan"):
-        plans = _plan(scanned, config, now, select_kafka)
+        plans = plan_log(scanned.listing, scanned.segments, config, now, select_kafka)
     for plan in plans:
         if plan.selection is not None and plan.compaction is None:
             log(f"segpipe: not compacted: {plan.tp} (Kafka's cleaner would not choose it: {plan.selection})")
@@ -178,15 +180,19 @@ def _clean(
         staging.write_meta("report.json", report.to_dict())
         if is_armed("corrupt-output"):
             _corrupt_one_batch(staging)
+        planned_topics = sorted({p.tp.topic for p in plans})
+        selected = sorted({*planned_topics, *(tp.topic for tp in scanned.skipped)})
         if gate is not None:
             with timer.stage("validate"):
-                gate(staging.url)
-        planned_topics = sorted({p.tp.topic for p in plans})
+                gate(staging.url, Terms(config, now, frozenset(selected), "run"))
+        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
+        outputs = inventory(written, {r.partition: r.records_out for r in report.partitions})
         fault_point("before-publish")
         with publishing():  # a run told to stop before this never publishes; after, it has
             staging.publish(
                 {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
-                 "configs": config.describe(planned_topics), "skipped": skipped}
+                 "configs": config.describe(planned_topics), "topics": selected, "skipped": skipped,
+                 INVENTORY: outputs}
             )  # fmt: skip
     except BaseException:
         settle(sc)  # no task of this run writes into its staging after this
@@ -214,28 +220,6 @@ def _write_report(report: RunReport, report_path: str | None) -> None:
         storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
         page_storage, page_file = open_storage(page)
         page_storage.write_atomic(page_file, render(report).encode())
-
-
-def _plan(scanned: Scanned, config: JobConfig, now: int, select_kafka: bool = False) -> list[PartitionPlan]:
-    """Every partition's plan, from its segments' metadata and the root checkpoints."""
-    cps = scanned.listing.checkpoints
-    plans = []
-    gid = 0  # output group ids are unique across the run
-    for part in scanned.listing.partitions:
-        tp = part.tp
-        checkpoints = Checkpoints(
-            log_start=cps.get("log-start-offset-checkpoint", {}).get(tp),
-            high_watermark=cps.get("replication-offset-checkpoint", {}).get(tp),
-            cleaner=cps.get("cleaner-offset-checkpoint", {}).get(tp),
-        )
-        plan = plan_partition(
-            tp, scanned.segments[tp], checkpoints, config.for_topic(tp.topic), now, gid, select_kafka
-        )
-        plan.stray_files = part.stray_files
-        if plan.compaction:
-            gid += len(plan.compaction.groups)
-        plans.append(plan)
-    return plans
 
 
 def _key_tasks(plans: list[PartitionPlan], scanned: Scanned) -> list[KeyTask]:

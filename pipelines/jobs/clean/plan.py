@@ -12,13 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.config import TopicConfig
+from pipelines.config import JobConfig, TopicConfig
 from pipelines.jobs.clean.selection import kafka_selection
 from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import EMPTY_CONTROL, ScannedSegment
 from pipelines.log.transactions import Producer, aborted_data_batches, producer_state
 from segment_io.format.constants import INT32_MAX, ControlType
 from segment_io.index import AbortedTxn
+from segment_io.layout import (
+    CLEANER_CHECKPOINT,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    LogDirListing,
+)
 from segment_io.text import text_table
 from segment_io.topic_partition import TopicPartition
 
@@ -344,6 +350,35 @@ def _legacy_horizon(segments: list[ScannedSegment], first_dirty: int, config: To
         if nxt is not None and nxt <= first_dirty:
             horizon = s.meta.mtime_ms - config.delete_retention_ms
     return horizon
+
+
+def plan_log(
+    listing: LogDirListing,
+    segments: dict[TopicPartition, list[ScannedSegment]],
+    config: JobConfig,
+    now_ms: int,
+    select_kafka: bool = False,
+) -> list[PartitionPlan]:
+    """Every partition's plan, from its scanned segments and the root checkpoints (output group
+    ids are unique across the log)."""
+    cps = listing.checkpoints
+    plans = []
+    gid = 0
+    for part in listing.partitions:
+        tp = part.tp
+        checkpoints = Checkpoints(
+            log_start=cps.get(LOG_START_CHECKPOINT, {}).get(tp),
+            high_watermark=cps.get(HIGH_WATERMARK_CHECKPOINT, {}).get(tp),
+            cleaner=cps.get(CLEANER_CHECKPOINT, {}).get(tp),
+        )
+        plan = plan_partition(
+            tp, segments[tp], checkpoints, config.for_topic(tp.topic), now_ms, gid, select_kafka
+        )
+        plan.stray_files = part.stray_files
+        if plan.compaction:
+            gid += len(plan.compaction.groups)
+        plans.append(plan)
+    return plans
 
 
 def plan_table(summaries: list[dict[str, Any]]) -> list[str]:

@@ -14,7 +14,15 @@ from segment_io.checkpoints import (
     format_offset_checkpoint,
     parse_leader_epoch_checkpoint,
 )
-from segment_io.layout import ROOT_CHECKPOINTS, LogDirListing, PartitionListing, segment_file_name
+from segment_io.layout import (
+    CLEANER_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    RECOVERY_CHECKPOINT,
+    ROOT_CHECKPOINTS,
+    LogDirListing,
+    PartitionListing,
+    segment_file_name,
+)
 from segment_io.storage import Storage, transfer
 from segment_io.topic_partition import TopicPartition
 
@@ -71,9 +79,9 @@ def write_root_checkpoints(
 ) -> None:
     """Root checkpoints carried over; log start offsets and cleaner offsets updated."""
     cps = {name: dict(v) for name, v in listing.checkpoints.items()}
-    log_start = cps.get("log-start-offset-checkpoint", {})
-    cleaner = cps.get("cleaner-offset-checkpoint", {})
-    recovery = cps.get("recovery-point-offset-checkpoint")
+    log_start = cps.get(LOG_START_CHECKPOINT, {})
+    cleaner = cps.get(CLEANER_CHECKPOINT, {})
+    recovery = cps.get(RECOVERY_CHECKPOINT)
     for plan in plans:
         surviving = _bases(segments[plan.tp], plan.copied)
         if plan.compaction is not None:
@@ -88,8 +96,8 @@ def write_root_checkpoints(
             cleaner[plan.tp] = plan.compaction.end_offset
         if recovery is not None and plan.tp in recovery:
             recovery[plan.tp] = min(recovery[plan.tp], plan.log_end_offset)
-    cps["log-start-offset-checkpoint"] = log_start
-    cps["cleaner-offset-checkpoint"] = cleaner
+    cps[LOG_START_CHECKPOINT] = log_start
+    cps[CLEANER_CHECKPOINT] = cleaner
     for name in ROOT_CHECKPOINTS:
         entries = cps.get(name)
         if entries or name in listing.checkpoints:

@@ -39,7 +39,7 @@ from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped
-from segment_io.layout import TIER_MARKER, PartitionListing
+from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, TIER_MARKER, PartitionListing
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import open_storage
@@ -266,7 +266,7 @@ def _plan(
         manifest,
         config.for_topic(tp.topic),
         cps.get(LOG_START_CHECKPOINT, {}).get(tp),
-        cps.get("replication-offset-checkpoint", {}).get(tp),
+        cps.get(HIGH_WATERMARK_CHECKPOINT, {}).get(tp),
         now,
     )
 

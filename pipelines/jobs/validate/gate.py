@@ -11,28 +11,33 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from pipelines.config.terms import Terms
 from pipelines.errors import ValidationFailed
 from pipelines.jobs.validate.job import validate
 from segment_io.layout import META_DIR
 from segment_io.storage import LocalStorage, open_storage
 
 VALIDATION_DIR = posixpath.join(META_DIR, "validation")
+# A gate judges a staged output (its URL) under the terms of the run that wrote it.
+Gate = Callable[[str, Terms], None]
 
 
 def validation_gate(
     spark: Any, dst: str, log: Callable[[str], Any] = print, against: str | None = None
-) -> Callable[[str], None]:
-    """A `gate` for `clean`: validates the staged output (and, `against` SRC, the compaction
-    promise); on success its Data Docs go into the output (`DST/_segpipe/validation/`)."""
+) -> Gate:
+    """A `gate` for `clean`: validates the staged output (and, `against` SRC, the promise under the
+    run's own terms); on success its Data Docs go into the output (`DST/_segpipe/validation/`)."""
 
-    def gate(staged_url: str) -> None:
+    def gate(staged_url: str, terms: Terms) -> None:
         storage, final = open_storage(dst)
         if isinstance(storage, LocalStorage):
             docs = f"{final}.validation"
             shutil.rmtree(docs, ignore_errors=True)
         else:
             docs = tempfile.mkdtemp(prefix="segpipe-validation-")
-        result = validate(spark, staged_url, report_dir=docs, log=log, against=against, staged=True)
+        result = validate(
+            spark, staged_url, report_dir=docs, log=log, against=against, staged=True, terms=terms
+        )
         if not result.success:
             for line in result.lines():
                 log(line)

@@ -13,6 +13,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pipelines.clock import iso
+from pipelines.config import JobConfig
+from pipelines.config.terms import Terms
+from pipelines.jobs.validate.allowed import SourcePlan, claim_problems, plan_source, promise_terms
 from pipelines.jobs.validate.checks import (
     FILE_RULES,
     IDENTITY,
@@ -21,21 +25,28 @@ from pipelines.jobs.validate.checks import (
     count_checks,
     record_checks,
 )
-from pipelines.jobs.validate.promise import PartitionPair, promise_rows
+from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
 from pipelines.jobs.validate.suites import (
     file_structure_suite,
+    promise_claims_suite,
     promise_counts_suite,
-    promise_keys_suite,
-    promise_records_suite,
+    promise_suite,
     record_structure_suite,
 )
-from segment_io.layout import META_DIR, LogDirListing, PartitionListing, list_log_dir
-from segment_io.partition import inspect_partition
+from pipelines.output.staging import published_manifest
+from segment_io.layout import (
+    CLEANER_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    META_DIR,
+    LogDirListing,
+    PartitionListing,
+    list_log_dir,
+)
 from segment_io.remote.view import log_url
 from segment_io.storage import Storage, open_storage
-from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.jobs.validate.checks",)
+TERMS_FROM = {"flags": "given", "manifest": "recorded in its manifest", "run": "of this run"}
 Log = Callable[[str], Any]
 # A failed expectation lists this many of its rows (and counts all of them).
 SHOWN_PER_RULE = 20
@@ -119,15 +130,21 @@ def validate(
     against: str | None = None,
     now_ms: int | None = None,
     staged: bool = False,
+    config: JobConfig | None = None,
+    terms: Terms | None = None,
 ) -> ValidationReport:
     """Run the structure suites over PATH (and its remote tier) and, with `against` (the source
-    PATH was cleaned from), the compaction promise; Data Docs under `report_dir`. `now_ms` is the
-    clean's `now` (default: the one in PATH's run report), which decides which tombstones with a
-    delete horizon had to stay. `staged`: PATH is a run's own output before publication."""
+    PATH was cleaned from), the promise: what Kafka's rules let a clean of the source remove, under
+    the topic configs and `now` PATH was cleaned with (`terms`, else `config`/`now_ms`, else what
+    PATH's manifest recorded; with none, a ConfigError). `staged`: PATH is a run's own output
+    before publication."""
     started = time.perf_counter()
     url = log_url(path, remote)
     storage, root = open_storage(url)
     listing = list_log_dir(storage, root, allow_incomplete=staged)
+    manifest = None if staged else published_manifest(url)
+    if against is not None and terms is None:
+        terms = promise_terms(path, manifest, config, now_ms)  # refused before any work
     sc = getattr(spark, "sparkContext", spark)
     from pipelines.runtime.session import preload_in_workers
 
@@ -163,8 +180,14 @@ def validate(
             _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
         finally:
             checks.unpersist()
-        if against is not None:
-            _promise(spark, gx, context, url, sound, listing, against, report, now_ms, run)
+    if against is not None:
+        assert terms is not None
+        report.notes.append(
+            f"segpipe: note: the promise is judged under the topic configs and now ({iso(terms.now_ms)}) "
+            f"{TERMS_FROM[terms.origin]}"
+        )
+        source = plan_source(sc, log_url(against), terms, log)
+        _promise(spark, gx, context, url, sound, listing, source, terms, report, run)
     if report_dir is not None:
         report.data_docs = (
             os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
@@ -180,51 +203,54 @@ def _promise(
     url: str,
     sound: list[PartitionListing],
     listing: LogDirListing,
-    against: str,
+    source: SourcePlan,
+    terms: Terms,
     report: ValidationReport,
-    now_ms: int | None,
     run: dict[str, Any] | None,
 ) -> None:
-    """The compaction promise: output records come from the source unchanged, every key's latest
-    value survived, and the run report's counts add up (where PATH has one). Each partition of
-    the output is compared with the source's on a worker (pipelines.jobs.validate.promise)."""
+    """The promise: output records come from the source unchanged, what the source's plan keeps
+    is kept, the output's checkpoints are ones the plan justifies, and the run report's counts add
+    up (where PATH has one). Each partition of the output is compared with the source's on a
+    worker (pipelines.jobs.validate.promise)."""
     from pyspark.sql import functions as F
 
-    if now_ms is None and run is not None:
-        now_ms = run.get("now_ms")
-    source_storage, source_root = open_storage(log_url(against))
-    sources = {p.tp: p for p in list_log_dir(source_storage, source_root).partitions}
-    bounds = _bounds_of(listing.checkpoints)
+    sources = {p.tp: p for p in source.listing.partitions}
     outputs = {p.tp: p for p in sound}
-    missing = set(sources) - {p.tp for p in listing.partitions}
-    excused = _bad_in_source(source_storage, sources, missing, run)
-    for tp, error in sorted(excused.items()):
+    present = {p.tp for p in listing.partitions}
+    for tp, error in sorted(source.bad.items()):
         report.notes.append(f"segpipe: not compared: {tp}: the source's data is bad there ({error})")
+    cps = listing.checkpoints
+    starts, cleaned = cps.get(LOG_START_CHECKPOINT, {}), cps.get(CLEANER_CHECKPOINT, {})
+    claims = []
+    for tp in sorted(set(sources) & present):
+        problems = claim_problems(source.allowed[tp], starts.get(tp), cleaned.get(tp))
+        claims.append((tp.topic, tp.partition, not problems, "; ".join(problems)))
+    identity = ["topic", "partition", "detail"]
+    claims_df = spark.createDataFrame(
+        claims, "topic string, partition int, checkpoints_justified boolean, detail string"
+    )
+    _run(gx, context, "promise-claims", promise_claims_suite(gx), claims_df, identity, report)
     # The sound output partitions, and source partitions the output lacks altogether (those whose
-    # files failed are judged by the structure suite only), but for those the source itself spoils.
-    tps = set(outputs) | (missing - set(excused))
+    # files failed are judged by the structure suite only), but where the source itself is bad.
+    tps = (set(outputs) | (set(sources) - present)) - set(source.bad)
     pairs = [
-        PartitionPair(tp.topic, tp.partition, outputs.get(tp), sources.get(tp), *bounds.get(tp, (None, None)))
+        PartitionPair(
+            tp.topic, tp.partition, outputs.get(tp), sources.get(tp), source.allowed.get(tp), cleaned.get(tp)
+        )
         for tp in sorted(tps)
     ]
-    rows = promise_rows(spark, pairs, url, source_storage.url(source_root), now_ms).persist(_spill())
+    rows = promise_rows(spark, pairs, url, source.url, terms.now_ms).persist(_spill())
     try:
-        suites = (
-            ("record", "promise-records", promise_records_suite(gx), "record_from_source"),
-            ("key", "promise-keys", promise_keys_suite(gx), "latest_value_kept"),
+        judged = rows.where(F.col("kind") != "count").select(
+            "topic", "partition", "offset", F.base64("key").alias("key_b64"), *PROMISE_RULES
         )
-        for kind, name, suite, rule in suites:
-            judged = rows.where(F.col("kind") == kind).select(
-                "topic", "partition", "offset", F.base64("key").alias("key_b64"), F.col("ok").alias(rule)
-            )
-            _run(gx, context, name, suite, judged, list(IDENTITY), report)
+        _run(gx, context, "promise", promise_suite(gx), judged, list(IDENTITY), report)
         if run is not None:
             counted = {
                 f"{r['topic']}-{r['partition']}": (int(r["n"]), int(r["m"]))
                 for r in rows.where(F.col("kind") == "count").collect()
             }
             counts = count_checks(spark, counted, run.get("partitions", []))
-            identity = ["topic", "partition", "detail"]
             _run(gx, context, "promise-counts", promise_counts_suite(gx), counts, identity, report)
     finally:
         rows.unpersist()
@@ -234,25 +260,6 @@ def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
     """PATH's run report, where a segpipe clean wrote one."""
     path = posixpath.join(root, META_DIR, "report.json")
     return json.loads(storage.read(path)) if storage.exists(path) else None
-
-
-def _bad_in_source(
-    storage: Storage,
-    sources: dict[TopicPartition, PartitionListing],
-    missing: set[TopicPartition],
-    run: dict[str, Any] | None,
-) -> dict[TopicPartition, str]:
-    """The partitions the output lacks because the clean left them out for bad data: its report
-    says so, and the source, inspected here, agrees (a claim the source does not bear out is not
-    an excuse: the partition is compared, and its records are missing)."""
-    claimed = {str(s["partition"]) for s in (run or {}).get("skipped", [])}
-    out: dict[TopicPartition, str] = {}
-    for tp in sorted(t for t in missing if str(t) in claimed):
-        found = inspect_partition(storage, sources[tp])
-        problems = [*found.errors, *(e for seg in found.segments for e in seg.errors)]
-        if problems:
-            out[tp] = str(problems[0])
-    return out
 
 
 def _spill() -> Any:
@@ -300,8 +307,8 @@ def _files_frame(spark: Any, rows: list[FileCheck]) -> Any:
 
 def _bounds_of(checkpoints: dict[str, dict[Any, int]]) -> dict[Any, tuple[int | None, int | None]]:
     """Per partition: (log start offset, cleaner checkpoint), from the root checkpoint files."""
-    starts = checkpoints.get("log-start-offset-checkpoint", {})
-    cleaned = checkpoints.get("cleaner-offset-checkpoint", {})
+    starts = checkpoints.get(LOG_START_CHECKPOINT, {})
+    cleaned = checkpoints.get(CLEANER_CHECKPOINT, {})
     return {tp: (starts.get(tp), cleaned.get(tp)) for tp in set(starts) | set(cleaned)}
 
 
@@ -337,8 +344,12 @@ def _run(
     for validation in run.run_results.values():
         for result in validation.results:
             rule = result.expectation_config.meta.get("rule", result.expectation_config.type)
-            report.checked[rule] = int(result.result.get("element_count") or 0)
-            report.failed[rule] = int(result.result.get("unexpected_count") or 0)
+            # Rows a rule does not judge hold null there (the promise's rows of other kinds).
+            judged = int(result.result.get("element_count") or 0) - int(
+                result.result.get("missing_count") or 0
+            )
+            report.checked[rule] = report.checked.get(rule, 0) + judged
+            report.failed[rule] = report.failed.get(rule, 0) + int(result.result.get("unexpected_count") or 0)
             if result.success:
                 continue
             report.success = False

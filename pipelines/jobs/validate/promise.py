@@ -24,11 +24,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.jobs.validate.allowed import Allowed
 from segment_io.layout import PartitionListing
 from segment_io.storage import open_storage
 
-NAMES = ("kind", "topic", "partition", "offset", "key", "ok", "n", "m")
-PROMISE_DDL = "kind string, topic string, partition int, offset long, key binary, ok boolean, n long, m long"
+# One boolean column per rule; a row fills those of its kind and leaves the others null.
+PROMISE_RULES = (
+    "record_from_source",
+    "superseded_record_gone",
+    "latest_value_kept",
+    "uncleanable_record_kept",
+)
+NAMES = ("kind", "topic", "partition", "offset", "key", *PROMISE_RULES, "n", "m")
+PROMISE_DDL = (
+    "kind string, topic string, partition int, offset long, key binary, "
+    + ", ".join(f"{rule} boolean" for rule in PROMISE_RULES)
+    + ", n long, m long"
+)
 READ = (
     "offset",
     "timestamp",
@@ -44,14 +56,16 @@ ABORT = 0  # control record type in the key's bytes 2-3 (version int16, type int
 
 @dataclass(frozen=True)
 class PartitionPair:
-    """One partition of the output and the same partition of the source (None where absent)."""
+    """One partition of the output and the same partition of the source (None where absent), with
+    what the rules allow removed from the source's (None: the source lacks it) and the output's
+    cleaner checkpoint (its claim of a cleaned section)."""
 
     topic: str
     partition: int
     output: PartitionListing | None
     source: PartitionListing | None
-    log_start_offset: int | None
-    cleaner_offset: int | None
+    allowed: Allowed | None
+    output_cleaner: int | None
 
 
 def _read(url: str, part: PartitionListing | None, verify_crc: bool) -> dict[str, Any]:
@@ -108,25 +122,81 @@ def aborted(records: dict[str, Any]) -> np.ndarray:
     return result
 
 
+def _codes(*arrays: Any) -> list[np.ndarray]:
+    """Integer codes of binary arrays' values, one code space for all of them."""
+    joined = pa.concat_arrays([a.cast(pa.binary()) for a in arrays])
+    codes = pc.dictionary_encode(joined).indices.to_numpy(zero_copy_only=False)
+    bounds = np.cumsum([0, *(len(a) for a in arrays)])
+    return [codes[bounds[i] : bounds[i + 1]] for i in range(len(arrays))]
+
+
+def _value_records(records: dict[str, Any]) -> np.ndarray:
+    """Keyed data records: the ones the cleaner's key map is made of (markers and records without a
+    key never are)."""
+    keyed = records["key"].is_valid().to_numpy(zero_copy_only=False)
+    return keyed & ~records["is_control"].astype(bool)
+
+
+def _latest_required(src: dict[str, Any], allowed: Allowed, now_ms: int) -> np.ndarray:
+    """Positions of the source records `latest_value_kept` requires: in the cleanable range, each
+    key's latest record that was not aborted, when it has a value or is a tombstone the cleaner
+    keeps (no delete horizon yet, or `now` before it; legacy tombstones are not required)."""
+    offsets = src["offset"]
+    end = allowed.cleanable_end if allowed.cleanable_end is not None else allowed.log_start_offset
+    chosen = np.flatnonzero(
+        (offsets < end) & (offsets >= allowed.log_start_offset) & _value_records(src) & ~aborted(src)
+    )
+    if not len(chosen):
+        return chosen
+    (codes,) = _codes(src["key"].take(pa.array(chosen)))
+    # The latest record of each key: its last occurrence (file order is offset order).
+    _, from_end = np.unique(codes[::-1], return_index=True)
+    latest = chosen[len(chosen) - 1 - from_end]
+    horizon = src["delete_horizon_ms"][latest]
+    has_horizon = ~np.isnan(horizon) if horizon.dtype.kind == "f" else np.ones(len(latest), bool)
+    before_horizon = ~has_horizon | (now_ms < np.nan_to_num(horizon, nan=0))
+    tombstone_kept = (src["magic"][latest] == 2) & before_horizon
+    return np.sort(latest[src["has_value"][latest].astype(bool) | tombstone_kept])
+
+
+def _superseded(src: dict[str, Any], out: dict[str, Any], first_dirty: int, end: int) -> np.ndarray:
+    """Per output record: below `end`, a keyed data record whose key has a later record in the
+    source's [first_dirty, end) that was not aborted (the key map of a clean that reached `end`),
+    which that clean removes."""
+    mapped = (src["offset"] >= first_dirty) & (src["offset"] < end) & _value_records(src) & ~aborted(src)
+    judged = (out["offset"] < end) & _value_records(out)
+    result = np.zeros(len(out["offset"]), dtype=bool)
+    if not mapped.any() or not judged.any():
+        return result
+    src_pos, out_pos = np.flatnonzero(mapped), np.flatnonzero(judged)
+    src_codes, out_codes = _codes(src["key"].take(pa.array(src_pos)), out["key"].take(pa.array(out_pos)))
+    latest = np.full(int(max(src_codes.max(), out_codes.max())) + 1, -1, dtype=np.int64)
+    np.maximum.at(latest, src_codes, src["offset"][src_pos])
+    result[out_pos] = latest[out_codes] > out["offset"][out_pos]
+    return result
+
+
 def partition_promise(
-    pair: PartitionPair, output_url: str, source_url: str, now_ms: int | None
+    pair: PartitionPair, output_url: str, source_url: str, now_ms: int
 ) -> Iterator[pa.RecordBatch]:
     """Executed on a worker: the promise rows of one partition (see the module)."""
     out = _read(output_url, pair.output, verify_crc=False)  # its files passed the structure suite
-    src = _read(source_url, pair.source, verify_crc=True)
+    src = _read(source_url, pair.source, verify_crc=False)  # the source's scan verified its CRCs
     topic, partition = pair.topic, pair.partition
 
     def rows(
-        kind: str, offsets: np.ndarray, keys: Any, ok: np.ndarray, counts: tuple[int, int] | None = None
-    ) -> pa.RecordBatch:
+        kind: str, offsets: np.ndarray, keys: Any, judged: dict[str, np.ndarray],
+        counts: tuple[int, int] | None = None,
+    ) -> pa.RecordBatch:  # fmt: skip
         n = len(offsets)
         totals = [pa.nulls(n, pa.int64())] * 2
         if counts is not None:
             totals = [pa.array([c], pa.int64()) for c in counts]
+        verdicts = [pa.array(judged[r]) if r in judged else pa.nulls(n, pa.bool_()) for r in PROMISE_RULES]
         columns = [
             pa.array([kind] * n, pa.string()), pa.array([topic] * n, pa.string()),
-            pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), keys, pa.array(ok),
-            *totals,
+            pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), keys,
+            *verdicts, *totals,
         ]  # fmt: skip
         return pa.RecordBatch.from_arrays(columns, names=list(NAMES))
 
@@ -142,44 +212,29 @@ def partition_promise(
             & (src["digest"][match] == out["digest"])
             & (src["timestamp"][match] == out["timestamp"])
         )
-    yield rows("record", out["offset"], out["key"], same)
+    allowed = pair.allowed
+    judged = {"record_from_source": same}
+    if allowed is not None and allowed.first_dirty is not None and pair.output_cleaner is not None:
+        end = min(pair.output_cleaner, allowed.cleanable_end or 0)
+        judged["superseded_record_gone"] = ~_superseded(src, out, allowed.first_dirty, end)
+    yield rows("record", out["offset"], out["key"], judged)
 
-    # latest_value_kept: only where the output says which section it cleaned.
-    if pair.cleaner_offset is not None and len(src["offset"]):
-        offsets = src["offset"]
-        candidate = (
-            (offsets < pair.cleaner_offset)
-            & (offsets >= (pair.log_start_offset or 0))
-            & ~src["is_control"].astype(bool)
-            & src["key"].is_valid().to_numpy(zero_copy_only=False)
-            & ~aborted(src)
-        )
-        chosen = np.flatnonzero(candidate)
-        if len(chosen):
-            codes = pc.dictionary_encode(src["key"].take(pa.array(chosen))).indices.to_numpy(
-                zero_copy_only=False
-            )
-            # The latest record of each key: its last occurrence (file order is offset order).
-            _, from_end = np.unique(codes[::-1], return_index=True)
-            latest = chosen[len(chosen) - 1 - from_end]
-            horizon = src["delete_horizon_ms"][latest]
-            has_horizon = ~np.isnan(horizon) if horizon.dtype.kind == "f" else np.ones(len(latest), bool)
-            before_horizon = (
-                np.zeros(len(latest), dtype=bool)
-                if now_ms is None
-                else ~has_horizon | (now_ms < np.nan_to_num(horizon, nan=0))
-            )
-            tombstone_kept = (src["magic"][latest] == 2) & (~has_horizon | before_horizon)
-            required = latest[src["has_value"][latest].astype(bool) | tombstone_kept]
-            kept = np.isin(offsets[required], out["offset"])
-            yield rows("key", offsets[required], src["key"].take(pa.array(required)), kept)
+    if allowed is not None and len(src["offset"]):
+        held = np.isin(src["offset"], out["offset"])
+        required = _latest_required(src, allowed, now_ms)
+        key = src["key"].take(pa.array(required))
+        yield rows("key", src["offset"][required], key, {"latest_value_kept": held[required]})
+        # Nothing at or above both the retention cut and the cleanable range may go.
+        whole = np.flatnonzero(src["offset"] >= allowed.keep_all_from)
+        key = src["key"].take(pa.array(whole))
+        yield rows("kept", src["offset"][whole], key, {"uncleanable_record_kept": held[whole]})
 
-    yield rows("count", np.zeros(1, np.int64), pa.nulls(1, pa.binary()), np.ones(1, bool),
+    yield rows("count", np.zeros(1, np.int64), pa.nulls(1, pa.binary()), {},
                (len(src["offset"]), len(out["offset"])))  # fmt: skip
 
 
 def promise_rows(
-    spark: Any, pairs: list[PartitionPair], output_url: str, source_url: str, now_ms: int | None
+    spark: Any, pairs: list[PartitionPair], output_url: str, source_url: str, now_ms: int
 ) -> Any:
     """`partition_promise` of every pair as one DataFrame (PROMISE_DDL), one task per pair."""
 
