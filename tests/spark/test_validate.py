@@ -34,6 +34,7 @@ def broken_log(root: Path) -> dict[str, str]:
     write_log(root, "dupkey-0", [[keyed(0, b"a", b"b"), keyed(2, b"a")], [keyed(3, b"x")]])
     write_log(root, "nullkey-0", [[keyed(0, b"a", None), keyed(2, b"c")], [keyed(3, b"x")]])
     write_log(root, "ts-0", [[keyed(0, b"a"), keyed(1, b"b", ts=-5)]])
+    write_log(root, "gap-0", [[keyed(0, b"a", b"b")], [keyed(3, b"d")]])  # offset 2 is missing
     control = v2_batch(
         1, [(0, T, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])], attributes=CONTROL_MASK
     )
@@ -53,6 +54,7 @@ def broken_log(root: Path) -> dict[str, str]:
         "dupkey-0": "key_unique_in_cleaned_section",
         "nullkey-0": "key_not_null_in_cleaned_section",
         "ts-0": "timestamp_non_negative",
+        "gap-0": "offsets_contiguous",
         "control-0": "control_on_transactional",
         "start-0": "offset_in_bounds",
         "crc-0": "batches_crc_valid",
@@ -74,7 +76,7 @@ def test_each_broken_partition_trips_exactly_its_rule(spark, tmp_path: Path) -> 
     assert "CRC mismatch" in crc.detail and "at byte" in crc.detail
     assert all(report.failed[r] == 0 for r in report.checked if r not in set(expected.values()))
     assert (docs / "index.html").exists() and list((docs / "validations").rglob("*.html"))
-    assert report.to_dataframe(spark).count() == len(report.checked) == 11
+    assert report.to_dataframe(spark).count() == len(report.checked) == 12
 
 
 def test_the_good_twins_and_a_cleaned_output_pass(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ from tests.helpers import read_log
 
 pytestmark = pytest.mark.spark
 CONFIG = load_job_config("conf/samples.yaml")
+PARTITIONS = ("clicks-0", "legacy-users-0", "orders-0", "orders-1")
 NOW = 1_700_697_600_000  # 2023-11-23: the samples' clicks keep part of their 3 days
 
 
@@ -128,3 +129,30 @@ def test_checkpoints_the_rules_do_not_justify_fail(
     assert broken(report, "checkpoints_justified") == {"orders-0"}
     detail = next(f.detail for f in report.failures if f.rule == "checkpoints_justified")
     assert CLEANER_CHECKPOINT in detail and LOG_START_CHECKPOINT in detail and "at most" in detail
+
+
+def test_without_a_source_holes_and_the_manifest_catch_lost_segments(
+    spark, cleaned: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    whole = validate(spark, str(cleaned))
+    assert whole.success and whole.checked["manifest_matches"] == 4
+    assert whole.checked["offsets_contiguous"] == sum(len(read_log(cleaned, p)) for p in PARTITIONS)
+    first = tmp_path / "first"
+    shutil.copytree(cleaned, first)
+    drop_segment(first, "clicks-0", 0)
+    report = validate(spark, str(first))
+    assert broken(report, "manifest_matches") == {"clicks-0"}
+    assert "missing 0000" in next(f.detail for f in report.failures if f.rule == "manifest_matches")
+    # A segment gone from the middle of a delete-policy partition, and no manifest: the hole tells.
+    middle = tmp_path / "middle"
+    shutil.copytree(cleaned, middle)
+    shutil.rmtree(middle / META_DIR)
+    drop_segment(middle, "clicks-0", 1)
+    report = validate(spark, str(middle))
+    assert broken(report, "offsets_contiguous") == {"clicks-0"} and "manifest_matches" not in report.checked
+    # The manifest's partitions must all be there.
+    gone = tmp_path / "gone"
+    shutil.copytree(cleaned, gone)
+    shutil.rmtree(gone / "legacy-users-0")
+    report = validate(spark, str(gone))
+    assert broken(report, "manifest_matches") == {"legacy-users-0"}

@@ -11,12 +11,11 @@ from pipelines.jobs.tier.plan import TierPlan
 from pipelines.log.scanned import Scanned
 from pipelines.runtime.faults import fault_point
 from segment_io.checkpoints import format_offset_checkpoint
-from segment_io.layout import ROOT_CHECKPOINTS, parse_segment_file_quiet
+from segment_io.layout import LOG_START_CHECKPOINT, parse_segment_file_quiet
 from segment_io.remote.manifest import PartitionManifest, RemoteSegment
 from segment_io.topic_partition import TopicPartition
 
 DELETED = ".deleted"
-LOG_START_CHECKPOINT = ROOT_CHECKPOINTS[1]
 
 
 def _is_log_dir(scanned: Scanned) -> bool:

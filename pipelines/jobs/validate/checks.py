@@ -7,6 +7,9 @@ rules as Spark window columns over the source's rows took 22 s).
 
 Record rules (docs/validation.md):
 - offset_increasing: within a partition, in file order, every offset is above the one before;
+- offsets_contiguous: no offset is missing between consecutive records (or between the log start
+  offset and the first record) except where a segment the cleaner compacted lies before the gap
+  (one whose base offset is below the cleaner checkpoint): only compaction leaves holes;
 - offset_in_bounds: inside its batch's [base, last] range, at or above its segment's base offset
   and at or above the partition's log start offset;
 - timestamp_non_negative: timestamps are ≥ 0 (magic 0 records carry none and are exempt);
@@ -33,6 +36,7 @@ from segment_io.storage import open_storage
 FILE_RULES = ("batches_crc_valid", "batches_well_formed", "indexes_consistent", "segment_offsets_in_order")
 RECORD_RULES = (
     "offset_increasing",
+    "offsets_contiguous",
     "offset_in_bounds",
     "timestamp_non_negative",
     "control_on_transactional",
@@ -63,6 +67,7 @@ class FileCheck:
     rule: str
     ok: bool
     detail: str
+    records: int  # the partition's records, counted from its batch headers
 
 
 def check_partition_files(url: str, part: PartitionListing) -> list[FileCheck]:
@@ -72,10 +77,22 @@ def check_partition_files(url: str, part: PartitionListing) -> list[FileCheck]:
     found: dict[str, str] = {}
     for error in report.errors:
         found.setdefault(_rule_of(error), str(error))
+    records = sum(s.records for s in report.segments)
     return [
-        FileCheck(part.tp.topic, part.tp.partition, rule, rule not in found, found.get(rule, ""))
+        FileCheck(part.tp.topic, part.tp.partition, rule, rule not in found, found.get(rule, ""), records)
         for rule in FILE_RULES
     ]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """One partition's offsets the record rules read: its log start offset and cleaner checkpoint
+    (the output's entries; None where absent), and the offset below which compaction explains a
+    hole (the cleaner checkpoint, or further where the source's rules justify more: --against)."""
+
+    log_start_offset: int | None = None
+    cleaner_offset: int | None = None
+    compacted_end: int | None = None
 
 
 FACTS_DDL = "topic string, partition int, offset long, key binary, " + ", ".join(
@@ -83,9 +100,7 @@ FACTS_DDL = "topic string, partition int, offset long, key binary, " + ", ".join
 )
 
 
-def partition_facts(
-    url: str, part: PartitionListing, log_start_offset: int | None, cleaner_offset: int | None
-) -> pa.RecordBatch:
+def partition_facts(url: str, part: PartitionListing, bounds: Bounds) -> pa.RecordBatch:
     """Executed on a worker: one row per record of one partition (in file order) with one boolean
     per record rule, computed with numpy and pyarrow over the records as the kafka-segments
     source decodes them. Key uniqueness needs the whole partition, so a task takes one."""
@@ -96,6 +111,7 @@ def partition_facts(
     from segment_io.segment.reader import SegmentReader
 
     storage, _ = open_storage(url)
+    log_start_offset, cleaner_offset = bounds.log_start_offset, bounds.cleaner_offset
     wanted = ("offset", "timestamp", "magic", "is_control", "is_transactional", "batch_base_offset",
               "batch_last_offset", "segment_base_offset", "key")  # fmt: skip
     chunks: dict[str, list[Any]] = {name: [] for name in wanted}
@@ -123,6 +139,16 @@ def partition_facts(
         & (offset >= col["segment_base_offset"].to_numpy(zero_copy_only=False))
         & (offset >= (log_start_offset or 0))
     )
+    # Only compaction leaves holes: a gap is allowed after a record of a compacted segment.
+    segment_base = col["segment_base_offset"].to_numpy(zero_copy_only=False)
+    compacted = (
+        np.zeros(n, dtype=bool) if bounds.compacted_end is None else segment_base < bounds.compacted_end
+    )
+    contiguous = np.ones(n, dtype=bool)
+    contiguous[1:] = (offset[1:] <= offset[:-1] + 1) | compacted[:-1]
+    if n:
+        start = max(log_start_offset or 0, part.segments[0].base_offset)
+        contiguous[0] = offset[0] <= start or compacted[0]
     magic = col["magic"].to_numpy(zero_copy_only=False)
     timestamps_ok = (col["timestamp"].to_numpy(zero_copy_only=False) >= 0) | (magic == 0)
     control = flag("is_control")
@@ -135,7 +161,7 @@ def partition_facts(
     if keyed.any():
         codes = pc.dictionary_encode(key.filter(pa.array(keyed))).indices.to_numpy(zero_copy_only=False)
         unique[keyed] = np.bincount(codes)[codes] == 1
-    rules = (increasing, in_bounds, timestamps_ok, control_ok, unique, ~cleaned | ~key_null)
+    rules = (increasing, contiguous, in_bounds, timestamps_ok, control_ok, unique, ~cleaned | ~key_null)
     return pa.RecordBatch.from_arrays(
         [pa.array([part.tp.topic] * n, pa.string()), pa.array(np.full(n, part.tp.partition, np.int32)),
          pa.array(offset), key, *(pa.array(r) for r in rules)],
@@ -143,18 +169,16 @@ def partition_facts(
     )  # fmt: skip
 
 
-def record_checks(
-    spark: Any, url: str, parts: list[PartitionListing], bounds: dict[Any, tuple[Any, Any]]
-) -> Any:
+def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: dict[Any, Bounds]) -> Any:
     """The record rules of `parts` (partitions whose files passed) as a DataFrame: identity
-    (topic, partition, offset, base64 key) and one boolean column per rule. `bounds` maps a
-    partition to its (log start offset, cleaner checkpoint), either None when absent."""
+    (topic, partition, offset, base64 key) and one boolean column per rule, with each partition's
+    `bounds`."""
     from pyspark.sql import functions as F
 
     from pipelines.runtime.tasks import one_task_each
 
     def facts(part: PartitionListing) -> Any:
-        return [partition_facts(url, part, *bounds.get(part.tp, (None, None)))]
+        return [partition_facts(url, part, bounds.get(part.tp, Bounds()))]
 
     rows = one_task_each(spark, parts, facts, FACTS_DDL)
     return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)

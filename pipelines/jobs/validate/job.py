@@ -20,6 +20,7 @@ from pipelines.jobs.validate.allowed import SourcePlan, claim_problems, plan_sou
 from pipelines.jobs.validate.checks import (
     FILE_RULES,
     IDENTITY,
+    Bounds,
     FileCheck,
     check_partition_files,
     count_checks,
@@ -28,11 +29,13 @@ from pipelines.jobs.validate.checks import (
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
 from pipelines.jobs.validate.suites import (
     file_structure_suite,
+    manifest_suite,
     promise_claims_suite,
     promise_counts_suite,
     promise_suite,
     record_structure_suite,
 )
+from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import published_manifest
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
@@ -44,6 +47,7 @@ from segment_io.layout import (
 )
 from segment_io.remote.view import log_url
 from segment_io.storage import Storage, open_storage
+from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.jobs.validate.checks",)
 TERMS_FROM = {"flags": "given", "manifest": "recorded in its manifest", "run": "of this run"}
@@ -172,14 +176,8 @@ def validate(
     gx, context = _context(report_dir)
     files_df = _files_frame(spark, file_rows)
     _run(gx, context, "files", file_structure_suite(gx), files_df, ["topic", "partition", "detail"], report)
-    if sound:
-        # Each expectation is its own Spark job: the checks are computed once for all of them and
-        # kept, narrow (identity and one boolean per rule).
-        checks = record_checks(spark, url, sound, _bounds_of(listing.checkpoints)).persist(_spill())
-        try:
-            _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
-        finally:
-            checks.unpersist()
+    _inventory(spark, gx, context, manifest, listing, file_rows, remote, report)
+    source = None
     if against is not None:
         assert terms is not None
         report.notes.append(
@@ -187,6 +185,17 @@ def validate(
             f"{TERMS_FROM[terms.origin]}"
         )
         source = plan_source(sc, log_url(against), terms, log)
+    if sound:
+        # Each expectation is its own Spark job: the checks are computed once for all of them and
+        # kept, narrow (identity and one boolean per rule).
+        bounds = _bounds_of(listing.checkpoints, source)
+        checks = record_checks(spark, url, sound, bounds).persist(_spill())
+        try:
+            _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
+        finally:
+            checks.unpersist()
+    if source is not None:
+        assert terms is not None
         _promise(spark, gx, context, url, sound, listing, source, terms, report, run)
     if report_dir is not None:
         report.data_docs = (
@@ -256,6 +265,39 @@ def _promise(
         rows.unpersist()
 
 
+def _inventory(
+    spark: Any,
+    gx: Any,
+    context: Any,
+    manifest: dict[str, Any] | None,
+    listing: LogDirListing,
+    file_rows: list[FileCheck],
+    remote: str | None,
+    report: ValidationReport,
+) -> None:
+    """A segpipe output against the inventory its manifest recorded at publication: every partition
+    present with the same segment files (names and sizes) and record count (`manifest_matches`)."""
+    recorded = (manifest or {}).get(INVENTORY)
+    if not isinstance(recorded, dict):
+        return
+    if remote is not None:  # the manifest inventories the output as published, before any tiering
+        report.notes.append(
+            "segpipe: note: with --remote the manifest's inventory of the output is not checked"
+        )
+        return
+    counted = {f"{r.topic}-{r.partition}": r.records for r in file_rows}
+    problems = inventory_problems(recorded, listing, counted)
+    names = sorted(set(recorded) | {str(p.tp) for p in listing.partitions})
+    rows = [
+        (name.rpartition("-")[0], int(name.rpartition("-")[2]), name not in problems, problems.get(name, ""))
+        for name in names
+    ]
+    frame = spark.createDataFrame(
+        rows, "topic string, partition int, manifest_matches boolean, detail string"
+    )
+    _run(gx, context, "manifest", manifest_suite(gx), frame, ["topic", "partition", "detail"], report)
+
+
 def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
     """PATH's run report, where a segpipe clean wrote one."""
     path = posixpath.join(root, META_DIR, "report.json")
@@ -305,11 +347,19 @@ def _files_frame(spark: Any, rows: list[FileCheck]) -> Any:
     return spark.createDataFrame(data, ddl)
 
 
-def _bounds_of(checkpoints: dict[str, dict[Any, int]]) -> dict[Any, tuple[int | None, int | None]]:
-    """Per partition: (log start offset, cleaner checkpoint), from the root checkpoint files."""
+def _bounds_of(
+    checkpoints: dict[str, dict[Any, int]], source: SourcePlan | None
+) -> dict[TopicPartition, Bounds]:
+    """Per partition: the output's log start offset and cleaner checkpoint, and where holes are
+    explained: below the cleaner checkpoint, or below what the source's rules justify."""
     starts = checkpoints.get(LOG_START_CHECKPOINT, {})
     cleaned = checkpoints.get(CLEANER_CHECKPOINT, {})
-    return {tp: (starts.get(tp), cleaned.get(tp)) for tp in set(starts) | set(cleaned)}
+    justified = {tp: a.cleaned_end for tp, a in (source.allowed if source else {}).items()}
+    out = {}
+    for tp in set(starts) | set(cleaned) | set(justified):
+        ends = [e for e in (cleaned.get(tp), justified.get(tp)) if e is not None]
+        out[tp] = Bounds(starts.get(tp), cleaned.get(tp), max(ends) if ends else None)
+    return out
 
 
 def _run(

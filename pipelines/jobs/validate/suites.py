@@ -21,6 +21,13 @@ def file_structure_suite(gx: Any) -> Any:
     return suite
 
 
+def manifest_suite(gx: Any) -> Any:
+    """Per partition: the output holds what its manifest recorded at publication."""
+    suite = gx.ExpectationSuite(name="segpipe-manifest")
+    suite.add_expectation(_in_true(gx, "manifest_matches", "manifest_matches"))
+    return suite
+
+
 def record_structure_suite(gx: Any) -> Any:
     """Per record: offsets, bounds, timestamps, control batches, keys of the cleaned section."""
     suite = gx.ExpectationSuite(name="segpipe-records")
