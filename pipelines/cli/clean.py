@@ -11,6 +11,7 @@ from pipelines.cli.spark_args import (
     add_config_arguments,
     add_now_argument,
     add_spark_arguments,
+    add_suite_argument,
     now_from,
     spark_run,
 )
@@ -63,6 +64,7 @@ def add_parser(sub: Any) -> None:
         help="run the validation suites on the staged output before publishing it: a failure publishes "
         "nothing and exits 4 (the Data Docs are kept beside DST)",
     )
+    add_suite_argument(p)
     p.add_argument(
         "--select",
         choices=["all", "kafka"],
@@ -93,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
+    if args.suite and not args.validate:
+        raise ConfigError("--suite runs in the validation gate: add --validate")
     if args.in_place:
         return _run_in_place(args, config)
     if args.dst is None:
@@ -114,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         require_destination(args.remote, args.dst)
     if args.report:
         require_new_file(args.report)
+    from pipelines.jobs.validate.user_suites import load_suite
+
+    suites = tuple(load_suite(f) for f in args.suite)
     validating = VALIDATION_MODULES if args.validate else ()
     with spark_run(args, "pipelines.jobs.clean", *validating) as sc:
         from pipelines.jobs.clean import clean
@@ -123,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             from pipelines.jobs.validate.gate import validation_gate
             from pipelines.runtime.session import get_spark
 
-            gate = validation_gate(get_spark(), args.dst, console.say, against=src)
+            gate = validation_gate(get_spark(), args.dst, console.say, against=src, suites=suites)
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,
@@ -158,9 +165,10 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
     from pipelines.output.destination import require_new_file
     from segment_io.remote.tier import RemoteTier
 
-    if args.topic or args.link:
+    if args.topic or args.link or args.validate:
         raise ConfigError(
-            "clean --in-place keeps every topic of the remote tier and copies nothing (no --topic, --link)"
+            "clean --in-place keeps every topic of the remote tier and copies nothing (no --topic, --link), "
+            "and commits no output to gate (no --validate: validate the tier after)"
         )
     if args.dst is not None or args.remote:
         raise ConfigError("clean --in-place takes one path, the remote tier (no DST, no --remote)")

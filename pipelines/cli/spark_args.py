@@ -18,6 +18,17 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic-set", action="append", default=[], metavar="TOPIC:NAME=VALUE")
 
 
+def add_suite_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="FILE.json",
+        help="also run this great-expectations suite (as GE saves it; its meta.segpipe names the topics and "
+        "how keys and values read: README) over the records; repeat for more",
+    )
+
+
 CLOCK_DEFAULT = (
     "the clock at the start of the run, so an old archive can lose everything to retention.ms "
     "(7 days by default)"

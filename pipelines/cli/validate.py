@@ -11,6 +11,7 @@ from pipelines.cli.spark_args import (
     add_config_arguments,
     add_now_argument,
     add_spark_arguments,
+    add_suite_argument,
     now_from,
     spark_run,
 )
@@ -29,6 +30,7 @@ def add_parser(sub: Any) -> None:
         help="the log PATH was cleaned from: also check the compaction promise (records unchanged, every "
         "key's latest value kept, the run report's counts)",
     )
+    add_suite_argument(p)
     add_config_arguments(p)
     add_now_argument(
         p,
@@ -48,6 +50,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
     from pipelines.jobs.validate.allowed import promise_terms
+    from pipelines.jobs.validate.user_suites import load_suite
     from pipelines.output.staging import published_manifest
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     now_ms = now_from(args)
     # Refused before Spark starts: a promise needs its terms.
     terms = promise_terms(args.path, published_manifest(url), config, now_ms) if args.against else None
+    suites = tuple(load_suite(f) for f in args.suite)
     with spark_run(args, *VALIDATION_MODULES) as sc:
         from pipelines.jobs.validate import default_report_dir, validate
         from pipelines.runtime.session import get_spark
@@ -69,7 +73,15 @@ def run(args: argparse.Namespace) -> int:
         spark = get_spark()
         report_dir = args.report or default_report_dir(args.path)
         result = validate(
-            spark, args.path, args.remote, report_dir, console.say, args.against, now_ms, terms=terms
+            spark,
+            args.path,
+            args.remote,
+            report_dir,
+            console.say,
+            args.against,
+            now_ms,
+            terms=terms,
+            suites=suites,
         )
     result.say(console.say)
     return EXIT_OK if result.success else EXIT_INVALID

@@ -49,6 +49,8 @@ JOB_KEYS: tuple[Key, ...] = (
         f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name. Needed by retention and compact"),
     Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
+    Key("suites", "list", "great-expectations suite files (JSON, as GE saves them; paths or URLs) the "
+        "validate step also runs over the records of the topics each names. Needs validate"),
     Key("configs", "map", "Kafka topic configs: `defaults:` and `topics:` maps, as in `--config` files"),
     Key("now", "epoch ms or ISO-8601", "the `now` of every time rule; default: the clock when the run first "
         "starts (kept in the state file, so a resumed run uses the same; `tier` then refuses to delete by "
@@ -106,6 +108,7 @@ class JobFile:
     spark: SparkSettings
     airflow: AirflowSettings
     digest: str  # of what the job does (not of comments or layout): a state file belongs to one
+    suites: tuple[str, ...] = ()  # the operator's suite files the validate step runs
 
     @property
     def cleans(self) -> bool:
@@ -358,6 +361,12 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     topics = TopicSelection(tuple(items["topics"].strings("topics")) if "topics" in items else ())
     if not topics.everything and not cleans:
         raise items["topics"].refuse("topics selects what retention/compact write; steps names neither")
+    suites = tuple(_resolve(s, base) for s in items["suites"].strings("suites")) if "suites" in items else ()
+    if suites and "validate" not in steps:
+        raise items["suites"].refuse("suites run in the validate step, which steps does not name")
+    for suite in suites:
+        if check_source and not _exists(suite):
+            raise items["suites"].refuse(f"suite {suite}: no such file")
     configs = _configs(items["configs"]) if "configs" in items else JobConfig()
     now_ms = None
     if "now" in items:
@@ -374,12 +383,12 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         "source": source, "steps": steps, "output": output, "remote": remote, "topics": topics.patterns,
         "configs": {"defaults": configs.defaults.to_kafka(),
                     "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())}},
-        "now": now_ms,
+        "now": now_ms, "suites": suites,
     }  # fmt: skip
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
     return JobFile(
         os.path.abspath(path), name, source, steps, output, remote, topics, configs, now_ms, state, spark,
-        airflow, digest,
+        airflow, digest, suites,
     )  # fmt: skip
 
 

@@ -117,12 +117,14 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
 
 def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
     from pipelines.jobs.validate import default_report_dir, validate
+    from pipelines.jobs.validate.user_suites import load_suite
     from pipelines.runtime.session import get_spark
 
     del spark  # validation needs the SQL session over the same context
     against = job.source if job.cleans else None
     docs = default_report_dir(job.log_dir)
-    result = validate(get_spark(), job.log_dir, None, docs, log, against, state.now_ms)
+    suites = tuple(load_suite(s) for s in job.suites)
+    result = validate(get_spark(), job.log_dir, None, docs, log, against, state.now_ms, suites=suites)
     result.say(log)
     record = {"success": result.success, "failed": result.failed, "checked": result.checked,
               "data_docs": result.data_docs}  # fmt: skip

@@ -73,3 +73,24 @@ def test_a_promise_without_terms_is_refused_before_any_work(sample_dir: Path, tm
     proc = run_segpipe("validate", str(copy), "--against", str(sample_dir), "--master", "local[2]")
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "--now and --config/--set/--topic-set" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_operators_suite_gates_publication(sample_dir: Path, tmp_path: Path) -> None:
+    """`clean --validate --suite FILE`: the output is published only if the suite passes too."""
+    import json
+
+    doc = json.loads(Path("conf/suites/orders.json").read_text())
+    doc["name"] = "orders-short"
+    doc["expectations"][2]["kwargs"]["max_value"] = 10  # values are longer: every one fails
+    strict = tmp_path / "strict.json"
+    strict.write_text(json.dumps(doc))
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *FLAGS, "--suite", str(strict))
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert (
+        "validation failed: orders-short: expect_column_value_lengths_to_be_between(value): partition orders-"
+        in said
+    )
+    assert not (tmp_path / "out").exists()
+    refused = run_segpipe("clean", str(sample_dir), str(tmp_path / "x"), "--suite", str(strict))
+    assert refused.returncode == 2 and "add --validate" in refused.stderr

@@ -14,6 +14,7 @@ from typing import Any
 from pipelines.config.terms import Terms
 from pipelines.errors import ValidationFailed
 from pipelines.jobs.validate.job import validate
+from pipelines.jobs.validate.user_suites import UserSuite
 from segment_io.layout import META_DIR
 from segment_io.storage import LocalStorage, open_storage
 
@@ -23,7 +24,11 @@ Gate = Callable[[str, Terms], None]
 
 
 def validation_gate(
-    spark: Any, dst: str, log: Callable[[str], Any] = print, against: str | None = None
+    spark: Any,
+    dst: str,
+    log: Callable[[str], Any] = print,
+    against: str | None = None,
+    suites: tuple[UserSuite, ...] = (),
 ) -> Gate:
     """A `gate` for `clean`: validates the staged output (and, `against` SRC, the promise under the
     run's own terms); on success its Data Docs go into the output (`DST/_segpipe/validation/`)."""
@@ -36,7 +41,14 @@ def validation_gate(
         else:
             docs = tempfile.mkdtemp(prefix="segpipe-validation-")
         result = validate(
-            spark, staged_url, report_dir=docs, log=log, against=against, staged=True, terms=terms
+            spark,
+            staged_url,
+            report_dir=docs,
+            log=log,
+            against=against,
+            staged=True,
+            terms=terms,
+            suites=suites,
         )
         if not result.success:
             for line in result.lines():

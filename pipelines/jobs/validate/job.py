@@ -35,6 +35,7 @@ from pipelines.jobs.validate.suites import (
     promise_suite,
     record_structure_suite,
 )
+from pipelines.jobs.validate.user_suites import UserSuite, gx_suite, records_frame, require_topics
 from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import published_manifest
 from segment_io.layout import (
@@ -136,12 +137,13 @@ def validate(
     staged: bool = False,
     config: JobConfig | None = None,
     terms: Terms | None = None,
+    suites: tuple[UserSuite, ...] = (),
 ) -> ValidationReport:
     """Run the structure suites over PATH (and its remote tier) and, with `against` (the source
     PATH was cleaned from), the promise: what Kafka's rules let a clean of the source remove, under
     the topic configs and `now` PATH was cleaned with (`terms`, else `config`/`now_ms`, else what
-    PATH's manifest recorded; with none, a ConfigError). `staged`: PATH is a run's own output
-    before publication."""
+    PATH's manifest recorded; with none, a ConfigError). `suites`: the operator's own, each over
+    the records of the topics it names. `staged`: PATH is a run's own output before publication."""
     started = time.perf_counter()
     url = log_url(path, remote)
     storage, root = open_storage(url)
@@ -149,6 +151,7 @@ def validate(
     manifest = None if staged else published_manifest(url)
     if against is not None and terms is None:
         terms = promise_terms(path, manifest, config, now_ms)  # refused before any work
+    require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
     sc = getattr(spark, "sparkContext", spark)
     from pipelines.runtime.session import preload_in_workers
 
@@ -194,6 +197,8 @@ def validate(
             _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
         finally:
             checks.unpersist()
+    for index, suite in enumerate(suites):
+        _user_suite(spark, gx, context, url, sound, suite, index, report)
     if source is not None:
         assert terms is not None
         _promise(spark, gx, context, url, sound, listing, source, terms, report, run)
@@ -263,6 +268,29 @@ def _promise(
             _run(gx, context, "promise-counts", promise_counts_suite(gx), counts, identity, report)
     finally:
         rows.unpersist()
+
+
+def _user_suite(
+    spark: Any,
+    gx: Any,
+    context: Any,
+    url: str,
+    sound: list[PartitionListing],
+    suite: UserSuite,
+    index: int,
+    report: ValidationReport,
+) -> None:
+    """One of the operator's suites over the records of its topics' sound partitions (the others
+    are named by the structure suites)."""
+    dirs = [p.tp.dir_name for p in sound if p.tp.topic in suite.topics]
+    if not dirs:
+        report.notes.append(f"segpipe: note: suite {suite.path} not run: no sound partition of its topics")
+        return
+    frame = records_frame(spark, url, suite, dirs).persist(_spill())
+    try:
+        _run(gx, context, f"user-{index}", gx_suite(gx, suite, index), frame, list(IDENTITY), report)
+    finally:
+        frame.unpersist()
 
 
 def _inventory(

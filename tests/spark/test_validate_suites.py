@@ -1,0 +1,92 @@
+"""The operator's own suites: a great-expectations suite file, as GE saves it, judges the records
+of the topics its meta names, decoded as it says; a failure names the row; a file that cannot be
+run as written is refused with its name and the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.errors import ConfigError
+from pipelines.jobs.validate import validate
+from pipelines.jobs.validate.user_suites import load_suite
+from tests.helpers import read_log, v2_batch, write_log
+
+pytestmark = pytest.mark.spark
+T = 1_700_000_000_000
+SAMPLE_SUITE = "conf/suites/orders.json"
+
+
+def saved_suite(path: Path, expectations: list[dict], segpipe: dict | None) -> str:  # type: ignore[type-arg]
+    """A suite file in the shape great-expectations 1.x saves (`ExpectationSuite.to_json_dict`)."""
+    import great_expectations as gx
+
+    suite = gx.ExpectationSuite(name=path.stem, expectations=expectations, meta={"segpipe": segpipe})
+    path.write_text(json.dumps(suite.to_json_dict()))
+    return str(path)
+
+
+def test_the_bundled_suite_passes_on_the_samples(spark, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    report = validate(spark, str(sample_dir), suites=(load_suite(SAMPLE_SUITE),))
+    assert report.success, report.lines()
+    orders = sum(
+        1 for p in ("orders-0", "orders-1") for r in read_log(sample_dir, p) if not r.get("is_control")
+    )
+    assert report.checked["orders: expect_column_values_to_match_regex(key)"] == orders
+
+
+def test_a_failing_suite_names_its_rows(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    values = [b'{"id": 1}', b'{"id": 2, "x": true}', b"not json", b'{"name": "no id"}', None]
+    batch = v2_batch(0, [(i, T + i, b"k%d" % i, v, []) for i, v in enumerate(values)])
+    write_log(tmp_path / "log", "events-0", [[batch]])
+    path = saved_suite(
+        tmp_path / "events.json",
+        [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value_id"}}],
+        {"topics": ["events"], "key": "utf8", "value": "json", "value_fields": ["id"]},
+    )
+    report = validate(spark, str(tmp_path / "log"), suites=(load_suite(path),))
+    assert not report.success
+    rule = "events: expect_column_values_to_not_be_null(value_id)"
+    assert report.failed == {**{r: 0 for r in report.checked}, rule: 3}
+    assert sorted((f.partition, f.offset, f.key) for f in report.failures) == [
+        ("events-0", 2, "azI="), ("events-0", 3, "azM="), ("events-0", 4, "azQ=")
+    ]  # fmt: skip
+    assert any(
+        line.startswith(f"segpipe: validation failed: {rule}: partition events-0 offset 2")
+        for line in report.lines()
+    )
+
+
+def test_suites_that_cannot_run_as_written_are_refused(tmp_path: Path) -> None:
+    no_meta = saved_suite(
+        tmp_path / "plain.json",
+        [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "key"}}],
+        None,
+    )
+    with pytest.raises(ConfigError, match=r"plain.json: its meta needs \"segpipe\""):
+        load_suite(no_meta)
+    typo = saved_suite(
+        tmp_path / "typo.json",
+        [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "valeu"}}],
+        {"topics": ["orders"]},
+    )
+    with pytest.raises(
+        ConfigError, match=r"typo.json: expect_column_values_to_not_be_null names column valeu"
+    ):
+        load_suite(typo)
+    fields = saved_suite(tmp_path / "fields.json", [], {"topics": ["orders"], "value_fields": ["id"]})
+    with pytest.raises(ConfigError, match=r"value_fields needs value: json"):
+        load_suite(fields)
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ConfigError, match=r"broken.json: cannot read it as JSON"):
+        load_suite(str(tmp_path / "broken.json"))
+
+
+def test_a_suite_naming_a_topic_the_log_lacks_is_refused(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = saved_suite(tmp_path / "ordrs.json", [], {"topics": ["ordrs"]})
+    with pytest.raises(
+        ConfigError, match=r"names topic ordrs, which .* does not hold \(topics there: clicks"
+    ):
+        validate(spark, str(sample_dir), suites=(load_suite(path),))
