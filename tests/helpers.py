@@ -107,6 +107,22 @@ def read_log(root: Path, partition_dir: str) -> list[dict]:
     return rows
 
 
+def rewrite_partition(root: Path, partition_dir: str, rows: list[dict]) -> None:  # type: ignore[type-arg]
+    """Replace a partition's segments with one segment holding `rows` (records as `read_log`
+    gives them), one v2 batch each, in offset order."""
+    import shutil
+
+    shutil.rmtree(root / partition_dir)
+    batches = [
+        v2_batch(
+            r["offset"],
+            [(0, r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])],
+        )
+        for r in sorted(rows, key=lambda r: r["offset"])
+    ]
+    write_log(root, partition_dir, [batches])
+
+
 def read_batches(root: Path, partition_dir: str) -> list[tuple[int, bytes]]:
     """(segment base offset, raw batch bytes) of every batch of a partition."""
     from segment_io.layout import list_partition

@@ -8,6 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from pipelines.clock import iso
 from pipelines.output.report import MB, RunReport
 
 COLUMNS = (
@@ -31,13 +32,17 @@ COLUMNS = (
     ("cleaned_up_to", "cleaned up to"),
     ("seconds", "seconds"),
 )
+# The partitions table fits a 1400 px window: headers wrap, figures stay on one line.
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
-table { border-collapse: collapse; } td, th { padding: 3px 8px; border-bottom: 1px solid #ddd; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; } th { text-align: left; background: #f4f4f4; }
+h1 { font-size: 1.4em; overflow-wrap: anywhere; } h2 { font-size: 1.1em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 12px; }
+td, th { padding: 3px 5px; border-bottom: 1px solid #ddd; }
+th { text-align: left; background: #f4f4f4; vertical-align: bottom; max-width: 6em; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .muted { color: #777; } .warn { color: #a40; }
 """
+BYTES_IN, BYTES_OUT = "#bbb", "#3a7bd5"  # the chart's bars (and its legend)
 
 
 def _cell(field: str, value: Any) -> str:
@@ -63,13 +68,17 @@ def _chart(report: RunReport) -> str:
     if not rows:
         return ""
     top = max(max(p.bytes_in, p.bytes_out) for p in rows) or 1
-    label, width, bar = 180, 420, 12
-    height = len(rows) * (2 * bar + 10) + 10
+    label, width, bar, legend = 180, 420, 12, 24
+    height = legend + len(rows) * (2 * bar + 10) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label + width + 120}" height="{height}">']
+    for k, (name, color) in enumerate((("bytes in", BYTES_IN), ("bytes out", BYTES_OUT))):
+        x = label + k * 110
+        parts.append(f'<rect x="{x}" y="2" width="{bar - 1}" height="{bar - 1}" fill="{color}"/>')
+        parts.append(f'<text x="{x + bar + 4}" y="{bar}" font-size="12">{name}</text>')
     for i, p in enumerate(rows):
-        y = 10 + i * (2 * bar + 10)
+        y = legend + 10 + i * (2 * bar + 10)
         parts.append(f'<text x="0" y="{y + bar + 4}" font-size="12">{escape(p.partition)}</text>')
-        for k, (value, color) in enumerate(((p.bytes_in, "#bbb"), (p.bytes_out, "#3a7bd5"))):
+        for k, (value, color) in enumerate(((p.bytes_in, BYTES_IN), (p.bytes_out, BYTES_OUT))):
             w = max(1, round(width * value / top))
             parts.append(
                 f'<rect x="{label}" y="{y + k * bar}" width="{w}" height="{bar - 1}" fill="{color}"/>'
@@ -82,7 +91,12 @@ def _chart(report: RunReport) -> str:
 
 def render(report: RunReport) -> str:
     head = "".join(f"<th>{escape(title)}</th>" for _, title in COLUMNS)
+    # Partitions left out for bad data come first: they are what an operator must act on.
     body = "".join(
+        f'<tr class="warn"><td data-field="partition">{escape(s["partition"])}</td>'
+        f'<td colspan="{len(COLUMNS) - 1}">skipped for bad data: {escape(s["error"])}</td></tr>'
+        for s in report.skipped
+    ) + "".join(
         "<tr>" + "".join(_cell(field, getattr(p, field)) for field, _ in COLUMNS) + "</tr>"
         for p in report.partitions
     )
@@ -91,15 +105,13 @@ def render(report: RunReport) -> str:
         for name, seconds in report.seconds_by_stage.items()
     )
     warnings = "".join(f'<li class="warn">{escape(w)}</li>' for w in report.warnings)
-    skipped = "".join(
-        f'<li class="warn">{escape(s["partition"])}: {escape(s["error"])}</li>' for s in report.skipped
-    )
     title = f"segpipe {'dry run' if report.dry_run else 'clean'}: {report.src} → {report.dst}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style></head>
 <body>
 <h1>{escape(title)}</h1>
-<p class="muted">run {escape(report.run_id)} · now = {report.now_ms} · {report.seconds_total:,.1f} s in all
+<p class="muted">run {escape(report.run_id)} · now = {iso(report.now_ms)} ({report.now_ms}) ·
+{report.seconds_total:,.1f} s in all
 </p>
 <p>{escape(report.totals_line())}</p>
 <h2>Bytes before and after, per partition</h2>
@@ -109,7 +121,6 @@ def render(report: RunReport) -> str:
 <h2>Time per stage (seconds)</h2>
 <table><tbody>{stages}</tbody></table>
 {f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else ""}
-{f"<h2>Partitions skipped for bad data</h2><ul>{skipped}</ul>" if skipped else ""}
 </body></html>
 """
 

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.e2e
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
 GREY, BLUE = (0xBB, 0xBB, 0xBB), (0x3A, 0x7B, 0xD5)  # the chart's bytes-in and bytes-out bars
 CHART_WIDTH = 420  # the widest bar, in CSS pixels
+SWATCH = 11  # the legend's square of each colour
+HEADER = (0xF4, 0xF4, 0xF4)  # the table header's background
 
 
 def browser() -> str:
@@ -67,6 +69,14 @@ def test_the_report_page_renders_its_chart_to_scale(tmp_path: Path) -> None:
             last_row = row
         return widths
 
-    # Bytes in and out to one scale, the largest (2,000,000 bytes) CHART_WIDTH pixels wide.
-    assert bars(GREY) == [CHART_WIDTH, round(CHART_WIDTH * 900_000 / 2_000_000)]
-    assert bars(BLUE) == [round(CHART_WIDTH * 600_000 / 2_000_000), round(CHART_WIDTH * 300_000 / 2_000_000)]
+    # The legend's swatch of each colour, then bytes in and out to one scale, the largest
+    # (2,000,000 bytes) CHART_WIDTH pixels wide.
+    assert bars(GREY) == [SWATCH, CHART_WIDTH, round(CHART_WIDTH * 900_000 / 2_000_000)]
+    assert bars(BLUE) == [
+        SWATCH,
+        round(CHART_WIDTH * 600_000 / 2_000_000),
+        round(CHART_WIDTH * 300_000 / 2_000_000),
+    ]
+    # The partitions table fits the 1400 px window: its header row ends inside the page's margin.
+    header = [x + length for _, x, length in image.runs(HEADER) if length > 20]
+    assert header and max(header) <= 1400 - 20, max(header)

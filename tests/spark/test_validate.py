@@ -14,7 +14,7 @@ from pipelines.config import JobConfig
 from pipelines.jobs.validate import validate
 from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK
 from tests.conftest import FIXED_NOW_MS
-from tests.helpers import read_log, v2_batch, write_log
+from tests.helpers import read_log, rewrite_partition, v2_batch, write_log
 
 pytestmark = pytest.mark.spark
 T = 1_700_000_000_000
@@ -76,6 +76,10 @@ def test_each_broken_partition_trips_exactly_its_rule(spark, tmp_path: Path) -> 
     assert "CRC mismatch" in crc.detail and "at byte" in crc.detail
     assert all(report.failed[r] == 0 for r in report.checked if r not in set(expected.values()))
     assert (docs / "index.html").exists() and list((docs / "validations").rglob("*.html"))
+    # The front page is our own and opens offline: no script, nothing fetched from elsewhere.
+    front = (docs / "index.html").read_text()
+    assert "<script" not in front and "://" not in front and "indexes_consistent" in front
+    assert (docs / "great-expectations.html").exists() and 'href="validations/' in front
     assert report.to_dataframe(spark).count() == len(report.checked) == 12
 
 
@@ -93,16 +97,7 @@ def test_the_good_twins_and_a_cleaned_output_pass(spark, sample_dir: Path, tmp_p
 def rebuilt(out: Path, dst: Path, change: Callable[[list[dict]], list[dict]]) -> Path:  # type: ignore[type-arg]
     """A copy of the cleaned output whose partition t-0 holds `change(records)`, one batch each."""
     shutil.copytree(out, dst)
-    rows = change(read_log(out, "t-0"))
-    shutil.rmtree(dst / "t-0")
-    batches = [
-        v2_batch(
-            r["offset"],
-            [(0, r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])],
-        )
-        for r in sorted(rows, key=lambda r: r["offset"])
-    ]
-    write_log(dst, "t-0", [batches])
+    rewrite_partition(dst, "t-0", change(read_log(out, "t-0")))
     return dst
 
 

@@ -64,3 +64,13 @@ def test_every_figure_on_the_page_is_the_json_reports() -> None:
 def test_the_page_goes_beside_the_json() -> None:
     assert html_path("/tmp/run.json") == "/tmp/run.html"
     assert html_path("s3://b/reports/run-7") == "s3://b/reports/run-7.html"
+
+
+def test_skipped_partitions_come_first_and_now_reads_as_a_date() -> None:
+    r = report()
+    r.skipped = [{"partition": "bad-0", "error": "CRC mismatch at byte 61", "path": "", "position": 61}]
+    page = render(r)
+    rows = page[page.index("<h2>Partitions</h2>") :]
+    assert rows.index("skipped for bad data: CRC mismatch at byte 61") < rows.index('data-value="orders-0"')
+    assert "now = 2023-11-14T22:13:20.000Z (1700000000000)" in page
+    assert ">bytes in</text>" in page and ">bytes out</text>" in page  # the chart's legend

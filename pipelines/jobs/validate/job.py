@@ -9,8 +9,6 @@ import json
 import os
 import posixpath
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipelines.clock import iso
@@ -26,7 +24,9 @@ from pipelines.jobs.validate.checks import (
     count_checks,
     record_checks,
 )
+from pipelines.jobs.validate.docs_page import write_page
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
+from pipelines.jobs.validate.report import Failure, Log, ValidationReport
 from pipelines.jobs.validate.suites import (
     file_structure_suite,
     manifest_suite,
@@ -52,68 +52,8 @@ from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.jobs.validate.checks",)
 TERMS_FROM = {"flags": "given", "manifest": "recorded in its manifest", "run": "of this run"}
-Log = Callable[[str], Any]
 # A failed expectation lists this many of its rows (and counts all of them).
 SHOWN_PER_RULE = 20
-
-
-@dataclass(frozen=True)
-class Failure:
-    rule: str
-    partition: str
-    offset: int | None
-    key: str | None  # base64, as `dump` prints keys
-    detail: str = ""
-
-    def line(self) -> str:
-        where = f"partition {self.partition}" + (f" offset {self.offset}" if self.offset is not None else "")
-        key = f" key {self.key}" if self.key else ""
-        detail = f": {self.detail}" if self.detail else ""
-        return f"segpipe: validation failed: {self.rule}: {where}{key}{detail}"
-
-
-@dataclass
-class ValidationReport:
-    path: str
-    success: bool = True
-    checked: dict[str, int] = field(default_factory=dict)  # rule -> rows judged
-    failed: dict[str, int] = field(default_factory=dict)  # rule -> rows that broke it
-    failures: list[Failure] = field(default_factory=list)  # the first rows of each broken rule
-    notes: list[str] = field(default_factory=list)  # what was not judged, and why
-    data_docs: str | None = None
-    seconds: float = 0.0
-
-    def lines(self) -> list[str]:
-        out = [f.line() for f in self.failures]
-        for rule, count in self.failed.items():
-            shown = sum(1 for f in self.failures if f.rule == rule)
-            if count > shown:
-                out.append(f"segpipe: validation failed: {rule}: {count - shown:,} more rows")
-        return out
-
-    def say(self, log: Log) -> None:
-        """Every note and failure line, then the summary."""
-        for line in [*self.notes, *self.lines()]:
-            log(line)
-        log(self.summary_line())
-
-    def summary_line(self) -> str:
-        broken = sum(1 for n in self.failed.values() if n)
-        verdict = "passed" if self.success else f"FAILED ({broken} of {len(self.checked)} rules broken)"
-        docs = f"; Data Docs: {self.data_docs}" if self.data_docs else ""
-        rules = len(self.checked)
-        return f"segpipe: validation {verdict}: {rules} rules over {self.path} in {self.seconds:.1f} s{docs}"
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [{"rule": r, "checked": n, "failed": self.failed.get(r, 0)} for r, n in self.checked.items()]
-
-    def to_dataframe(self, spark: Any) -> Any:
-        return spark.createDataFrame(
-            [tuple(r.values()) for r in self.rows()], "rule string, checked long, failed long"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def default_report_dir(path: str) -> str | None:
@@ -202,11 +142,9 @@ def validate(
     if source is not None:
         assert terms is not None
         _promise(spark, gx, context, url, sound, listing, source, terms, report, run)
-    if report_dir is not None:
-        report.data_docs = (
-            os.path.join(report_dir, "index.html") if "://" not in report_dir else f"{report_dir}/index.html"
-        )
     report.seconds = time.perf_counter() - started
+    if report_dir is not None:
+        report.data_docs = write_page(report_dir, report)
     return report
 
 
