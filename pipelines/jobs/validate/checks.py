@@ -21,7 +21,7 @@ Record rules (docs/validation.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -184,11 +184,49 @@ def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: d
     return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)
 
 
-def count_checks(spark: Any, counted: dict[str, tuple[int, int]], report_rows: list[dict[str, Any]]) -> Any:
+@dataclass
+class PartitionVerdicts:
+    """The partition-level rules (files, manifest, checkpoints, counts): one row per partition,
+    one boolean column per rule (null where a rule did not judge it) and one text column per rule
+    saying what broke it; judged together, in one suite run."""
+
+    rows: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    rules: list[str] = field(default_factory=list)
+
+    def add(self, rule: str, topic: str, partition: int, ok: bool, detail: str = "") -> None:
+        if rule not in self.rules:
+            self.rules.append(rule)
+        row = self.rows.setdefault((topic, partition), {})
+        row[rule] = ok
+        if not ok:
+            row[f"{rule}_detail"] = detail
+
+    @property
+    def identity(self) -> list[str]:
+        return ["topic", "partition", *(f"{rule}_detail" for rule in self.rules)]
+
+    def frame(self, spark: Any) -> Any:
+        ddl = ", ".join(
+            ["topic string", "partition int"]
+            + [f"{rule} boolean, {rule}_detail string" for rule in self.rules]
+        )
+        data = [
+            (
+                topic,
+                partition,
+                *(v for rule in self.rules for v in (row.get(rule), row.get(f"{rule}_detail"))),
+            )
+            for (topic, partition), row in sorted(self.rows.items())
+        ]
+        return spark.createDataFrame(data, ddl)
+
+
+def count_checks(
+    verdicts: PartitionVerdicts, counted: dict[str, tuple[int, int]], report_rows: list[dict[str, Any]]
+) -> None:
     """Per partition of the run report: records in = the source's count, records out = the
     output's (`counted`: partition -> (source, output)), and records in = records out + every
     removal reason (`counts_match`)."""
-    data = []
     for row in report_rows:
         name = row["partition"]
         topic, _, part = name.rpartition("-")
@@ -203,5 +241,4 @@ def count_checks(spark: Any, counted: dict[str, tuple[int, int]], report_rows: l
             f"report: in {row['records_in']}, out {row['records_out']}, removed {removed}; "
             f"counted: source {src}, output {out}"
         )
-        data.append((topic, int(part), ok, detail))
-    return spark.createDataFrame(data, "topic string, partition int, counts_match boolean, detail string")
+        verdicts.add("counts_match", topic, int(part), ok, detail)

@@ -16,10 +16,10 @@ from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
 from pipelines.jobs.validate.allowed import SourcePlan, claim_problems, plan_source, promise_terms
 from pipelines.jobs.validate.checks import (
-    FILE_RULES,
     IDENTITY,
     Bounds,
     FileCheck,
+    PartitionVerdicts,
     check_partition_files,
     count_checks,
     record_checks,
@@ -28,10 +28,7 @@ from pipelines.jobs.validate.docs_page import write_page
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
 from pipelines.jobs.validate.report import Failure, Log, ValidationReport
 from pipelines.jobs.validate.suites import (
-    file_structure_suite,
-    manifest_suite,
-    promise_claims_suite,
-    promise_counts_suite,
+    partition_suite,
     promise_suite,
     record_structure_suite,
 )
@@ -117,9 +114,10 @@ def validate(
         if all(r.ok for r in file_rows if (r.topic, r.partition) == (p.tp.topic, p.tp.partition))
     ]
     gx, context = _context(report_dir)
-    files_df = _files_frame(spark, file_rows)
-    _run(gx, context, "files", file_structure_suite(gx), files_df, ["topic", "partition", "detail"], report)
-    _inventory(spark, gx, context, manifest, listing, file_rows, remote, report)
+    verdicts = PartitionVerdicts()
+    for r in file_rows:
+        verdicts.add(r.rule, r.topic, r.partition, r.ok, r.detail)
+    _inventory(verdicts, manifest, listing, file_rows, remote, report)
     source = None
     if against is not None:
         assert terms is not None
@@ -141,7 +139,12 @@ def validate(
         _user_suite(spark, gx, context, url, sound, suite, index, report)
     if source is not None:
         assert terms is not None
-        _promise(spark, gx, context, url, sound, listing, source, terms, report, run)
+        _promise(spark, gx, context, url, sound, listing, source, terms, report, run, verdicts)
+    if verdicts.rules:
+        frame = verdicts.frame(spark)
+        _run(gx, context, "partitions", partition_suite(gx, verdicts.rules), frame, verdicts.identity, report)
+    if report_dir is not None:
+        context.build_data_docs(site_names=["segpipe"])  # once, from every suite's stored result
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
         report.data_docs = write_page(report_dir, report)
@@ -159,6 +162,7 @@ def _promise(
     terms: Terms,
     report: ValidationReport,
     run: dict[str, Any] | None,
+    verdicts: PartitionVerdicts,
 ) -> None:
     """The promise: output records come from the source unchanged, what the source's plan keeps
     is kept, the output's checkpoints are ones the plan justifies, and the run report's counts add
@@ -173,15 +177,9 @@ def _promise(
         report.notes.append(f"segpipe: not compared: {tp}: the source's data is bad there ({error})")
     cps = listing.checkpoints
     starts, cleaned = cps.get(LOG_START_CHECKPOINT, {}), cps.get(CLEANER_CHECKPOINT, {})
-    claims = []
     for tp in sorted(set(sources) & present):
         problems = claim_problems(source.allowed[tp], starts.get(tp), cleaned.get(tp))
-        claims.append((tp.topic, tp.partition, not problems, "; ".join(problems)))
-    identity = ["topic", "partition", "detail"]
-    claims_df = spark.createDataFrame(
-        claims, "topic string, partition int, checkpoints_justified boolean, detail string"
-    )
-    _run(gx, context, "promise-claims", promise_claims_suite(gx), claims_df, identity, report)
+        verdicts.add("checkpoints_justified", tp.topic, tp.partition, not problems, "; ".join(problems))
     # The sound output partitions, and source partitions the output lacks altogether (those whose
     # files failed are judged by the structure suite only), but where the source itself is bad.
     tps = (set(outputs) | (set(sources) - present)) - set(source.bad)
@@ -202,8 +200,7 @@ def _promise(
                 f"{r['topic']}-{r['partition']}": (int(r["n"]), int(r["m"]))
                 for r in rows.where(F.col("kind") == "count").collect()
             }
-            counts = count_checks(spark, counted, run.get("partitions", []))
-            _run(gx, context, "promise-counts", promise_counts_suite(gx), counts, identity, report)
+            count_checks(verdicts, counted, run.get("partitions", []))
     finally:
         rows.unpersist()
 
@@ -232,9 +229,7 @@ def _user_suite(
 
 
 def _inventory(
-    spark: Any,
-    gx: Any,
-    context: Any,
+    verdicts: PartitionVerdicts,
     manifest: dict[str, Any] | None,
     listing: LogDirListing,
     file_rows: list[FileCheck],
@@ -253,15 +248,9 @@ def _inventory(
         return
     counted = {f"{r.topic}-{r.partition}": r.records for r in file_rows}
     problems = inventory_problems(recorded, listing, counted)
-    names = sorted(set(recorded) | {str(p.tp) for p in listing.partitions})
-    rows = [
-        (name.rpartition("-")[0], int(name.rpartition("-")[2]), name not in problems, problems.get(name, ""))
-        for name in names
-    ]
-    frame = spark.createDataFrame(
-        rows, "topic string, partition int, manifest_matches boolean, detail string"
-    )
-    _run(gx, context, "manifest", manifest_suite(gx), frame, ["topic", "partition", "detail"], report)
+    for name in sorted(set(recorded) | {str(p.tp) for p in listing.partitions}):
+        topic, _, partition = name.rpartition("-")
+        verdicts.add("manifest_matches", topic, int(partition), name not in problems, problems.get(name, ""))
 
 
 def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
@@ -295,24 +284,6 @@ def _context(report_dir: str | None) -> tuple[Any, Any]:
     return gx, context
 
 
-def _files_frame(spark: Any, rows: list[FileCheck]) -> Any:
-    """One row per partition, one boolean column per file rule, and the first problem's text."""
-    by_partition: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in rows:
-        row = by_partition.setdefault(
-            (r.topic, r.partition), {"topic": r.topic, "partition": r.partition, "detail": ""}
-        )
-        row[r.rule] = r.ok
-        if not r.ok and not row["detail"]:
-            row["detail"] = r.detail
-    ddl = "topic string, partition int, detail string, " + ", ".join(f"{rule} boolean" for rule in FILE_RULES)
-    data = [
-        (v["topic"], v["partition"], v["detail"], *(v[rule] for rule in FILE_RULES))
-        for v in by_partition.values()
-    ]
-    return spark.createDataFrame(data, ddl)
-
-
 def _bounds_of(
     checkpoints: dict[str, dict[Any, int]], source: SourcePlan | None
 ) -> dict[TopicPartition, Bounds]:
@@ -340,15 +311,10 @@ def _run(
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=name, data=batch, suite=context.suites.add(suite))
     )
-    actions = (
-        [gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["segpipe"])]
-        if context.get_site_names()
-        else []
-    )
 
     def checked(result_format: dict[str, Any], label: str) -> Any:
         checkpoint = context.checkpoints.add(
-            gx.Checkpoint(name=label, validation_definitions=[definition], actions=actions,
+            gx.Checkpoint(name=label, validation_definitions=[definition], actions=[],
                           result_format=result_format)
         )  # fmt: skip
         return checkpoint.run(batch_parameters={"dataframe": df})
@@ -376,6 +342,6 @@ def _run(
                         f"{row.get('topic')}-{row.get('partition')}",
                         row.get("offset"),
                         row.get("key_b64"),
-                        str(row.get("detail") or ""),
+                        str(row.get(f"{rule}_detail") or ""),
                     )
                 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.jobs.validate.checks import FILE_RULES, RECORD_RULES
+from pipelines.jobs.validate.checks import RECORD_RULES
 from pipelines.jobs.validate.promise import PROMISE_RULES
 
 
@@ -13,18 +13,12 @@ def _in_true(gx: Any, column: str, rule: str) -> Any:
     return gx.expectations.ExpectColumnValuesToBeInSet(column=column, value_set=[True], meta={"rule": rule})
 
 
-def file_structure_suite(gx: Any) -> Any:
-    """Per partition: batch CRCs, batch framing, indexes against the log, segment offset ranges."""
-    suite = gx.ExpectationSuite(name="segpipe-files")
-    for rule in FILE_RULES:
+def partition_suite(gx: Any, rules: list[str]) -> Any:
+    """Per partition: its files (batch CRCs, framing, indexes, segment offset ranges), and where they
+    apply the manifest's inventory, the checkpoints the source justifies, the run report's counts."""
+    suite = gx.ExpectationSuite(name="segpipe-partitions")
+    for rule in rules:
         suite.add_expectation(_in_true(gx, rule, rule))
-    return suite
-
-
-def manifest_suite(gx: Any) -> Any:
-    """Per partition: the output holds what its manifest recorded at publication."""
-    suite = gx.ExpectationSuite(name="segpipe-manifest")
-    suite.add_expectation(_in_true(gx, "manifest_matches", "manifest_matches"))
     return suite
 
 
@@ -45,18 +39,4 @@ def promise_suite(gx: Any) -> Any:
     suite = gx.ExpectationSuite(name="segpipe-promise")
     for rule in PROMISE_RULES:
         suite.add_expectation(_in_true(gx, rule, rule))
-    return suite
-
-
-def promise_claims_suite(gx: Any) -> Any:
-    """The output's log start offset and cleaner checkpoint are ones the rules justify."""
-    suite = gx.ExpectationSuite(name="segpipe-promise-claims")
-    suite.add_expectation(_in_true(gx, "checkpoints_justified", "checkpoints_justified"))
-    return suite
-
-
-def promise_counts_suite(gx: Any) -> Any:
-    """Records in = kept + removed by reason, as the run report says and as counted."""
-    suite = gx.ExpectationSuite(name="segpipe-promise-counts")
-    suite.add_expectation(_in_true(gx, "counts_match", "counts_match"))
     return suite
