@@ -158,6 +158,9 @@ def get_context(
     return sc
 
 
+_WITH_SOURCES: set[int] = set()  # the sessions (by id) the kafka-segments source is registered in
+
+
 def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
     """A SparkSession over `get_context`'s context, with the `kafka-segments` source registered."""
     from pyspark.sql import SparkSession
@@ -166,7 +169,9 @@ def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any)
 
     get_context(master, app_name, **conf)
     spark = SparkSession.builder.getOrCreate()  # takes the running context
-    register(spark)
+    if id(spark) not in _WITH_SOURCES:  # Spark warns when a source is registered again
+        register(spark)
+        _WITH_SOURCES.add(id(spark))
     return spark
 
 
@@ -178,13 +183,26 @@ def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
 
 @contextmanager
 def spark_for_command(
-    job_modules: Sequence[str], master: str | None, settings: dict[str, str], log_level: str = "warn"
+    job_modules: Sequence[str],
+    master: str | None,
+    settings: dict[str, str],
+    log_level: str = "warn",
+    sql: bool = False,
 ) -> Iterator[Any]:
     """The SparkContext of one command-line run: the JVM starts (seconds) while this thread
-    imports the job's modules; Ctrl-C cancels running jobs; Spark stops before the process ends."""
+    imports the job's modules, and with `sql` the SparkSession starts there too (seconds more:
+    validation's DataFrames need it); Ctrl-C cancels running jobs; Spark stops before the process
+    ends."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # read when great-expectations loads
+
+    def start() -> Any:
+        sc = get_context(master, "segpipe", log_level, **settings)
+        if sql:
+            get_spark(master, "segpipe", **settings)
+        return sc
+
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(get_context, master, "segpipe", log_level, **settings)
+        starting = pool.submit(start)
         for module in job_modules:
             importlib.import_module(module)
         sc = starting.result()

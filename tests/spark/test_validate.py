@@ -62,7 +62,21 @@ def broken_log(root: Path) -> dict[str, str]:
     }
 
 
-def test_each_broken_partition_trips_exactly_its_rule(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["driver", "spark"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Small logs are read and judged in the driver; `spark` forces every step onto Spark's
+    workers and GE's Spark engine, as for a large log: both must reach the same verdicts."""
+    if request.param == "spark":
+        from pipelines.jobs.validate import job
+        from pipelines.runtime import tasks
+
+        monkeypatch.setattr(tasks, "DRIVER_BYTES", -1)
+        monkeypatch.setattr(tasks, "DRIVER_ROW_BYTES", -1)
+        monkeypatch.setattr(job, "DRIVER_ROWS", -1)
+    return str(request.param)
+
+
+def test_each_broken_partition_trips_exactly_its_rule(spark, tmp_path: Path, engine: str) -> None:  # type: ignore[no-untyped-def]
     expected = broken_log(tmp_path / "log")
     docs = tmp_path / "docs"
     report = validate(spark, str(tmp_path / "log"), report_dir=str(docs))
@@ -101,7 +115,7 @@ def rebuilt(out: Path, dst: Path, change: Callable[[list[dict]], list[dict]]) ->
     return dst
 
 
-def test_the_promise_holds_for_a_clean_and_catches_each_breach(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_promise_holds_for_a_clean_and_catches_each_breach(spark, tmp_path: Path, engine: str) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "src"
     versions = [keyed(0, b"a", b"b", b"c"), keyed(3, b"a", b"b"), keyed(5, b"a", b"d")]
     write_log(src, "t-0", [versions, [keyed(7, b"e")]])

@@ -70,6 +70,20 @@ class FileCheck:
     records: int  # the partition's records, counted from its batch headers
 
 
+def file_checks(sc: Any, url: str, parts: list[PartitionListing]) -> list[FileCheck]:
+    """The file rules of every partition: in the driver's threads where the files are near and
+    not too many bytes (as the scan), else one Spark task per pack of partitions."""
+    from pipelines.log.scanned import SCAN_TASKS_PER_CORE
+    from pipelines.runtime.tasks import run_packed
+
+    sizes = [sum(seg.size for seg in part.segments) for part in parts]
+
+    def work(pack: list[PartitionListing]) -> list[FileCheck]:
+        return [r for part in pack for r in check_partition_files(url, part)]
+
+    return run_packed(sc, parts, sizes, SCAN_TASKS_PER_CORE, work, open_storage(url)[0].near)
+
+
 def check_partition_files(url: str, part: PartitionListing) -> list[FileCheck]:
     """Executed on a worker: one partition's files, every problem kept (nothing raised)."""
     storage, _ = open_storage(url)
@@ -180,7 +194,8 @@ def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: d
     def facts(part: PartitionListing) -> Any:
         return [partition_facts(url, part, bounds.get(part.tp, Bounds()))]
 
-    rows = one_task_each(spark, parts, facts, FACTS_DDL)
+    sizes = [sum(seg.size for seg in part.segments) for part in parts]
+    rows = one_task_each(spark, parts, facts, FACTS_DDL, sizes, open_storage(url)[0].near)
     return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)
 
 

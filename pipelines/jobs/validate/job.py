@@ -20,8 +20,8 @@ from pipelines.jobs.validate.checks import (
     Bounds,
     FileCheck,
     PartitionVerdicts,
-    check_partition_files,
     count_checks,
+    file_checks,
     record_checks,
 )
 from pipelines.jobs.validate.docs_page import write_page
@@ -51,6 +51,8 @@ WORKER_MODULES = ("pipelines.jobs.validate.checks",)
 TERMS_FROM = {"flags": "given", "manifest": "recorded in its manifest", "run": "of this run"}
 # A failed expectation lists this many of its rows (and counts all of them).
 SHOWN_PER_RULE = 20
+# A frame of at most this many rows is judged on the driver (pandas), a larger one on Spark.
+DRIVER_ROWS = 200_000
 
 
 def default_report_dir(path: str) -> str | None:
@@ -94,13 +96,7 @@ def validate(
 
     preload_in_workers(sc, WORKER_MODULES)
     parts = list(listing.partitions)
-    file_rows: list[FileCheck] = (
-        sc.parallelize(parts, max(1, min(len(parts), sc.defaultParallelism * 2)))
-        .flatMap(lambda p: check_partition_files(url, p))
-        .collect()
-        if parts
-        else []
-    )
+    file_rows = file_checks(sc, url, parts)
     report = ValidationReport(path)
     run = _run_report(storage, root)
     for skipped in (run or {}).get("skipped", []):
@@ -281,6 +277,7 @@ def _context(report_dir: str | None) -> tuple[Any, Any]:
         }
         context.add_data_docs_site(site_name="segpipe", site_config=site)
     context.data_sources.add_spark("segpipe", persist=False)  # the checks are persisted here, once
+    context.data_sources.add_pandas("segpipe-driver")
     return gx, context
 
 
@@ -306,7 +303,15 @@ def _run(
     come first (result format BASIC); only a suite that failed is run again for the rows that broke
     it (SUMMARY, by `identity`): finding those rows costs Spark jobs a passing suite does not need
     (measured: 7.2 s -> 5.3 s for the record suite of an 800 MB output)."""
-    source = context.data_sources.get("segpipe")
+    # A small frame is judged on the driver: collected once (Arrow) and handed to GE's pandas
+    # engine, where each of its metrics would otherwise be a Spark job of its own (measured on the
+    # samples: 26 jobs, 5.3 s of a 10.4 s validation). A large one stays on Spark.
+    head = df.limit(DRIVER_ROWS + 1).toPandas()
+    if len(head) <= DRIVER_ROWS:
+        df, engine = head, "segpipe-driver"
+    else:
+        engine = "segpipe"
+    source = context.data_sources.get(engine)
     batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=name, data=batch, suite=context.suites.add(suite))
@@ -340,8 +345,8 @@ def _run(
                     Failure(
                         rule,
                         f"{row.get('topic')}-{row.get('partition')}",
-                        row.get("offset"),
-                        row.get("key_b64"),
+                        None if row.get("offset") is None else int(row["offset"]),
+                        row.get("key_b64") or None,
                         str(row.get(f"{rule}_detail") or ""),
                     )
                 )
