@@ -112,6 +112,11 @@ class PartitionListing:
     ignored: tuple[tuple[str, str], ...] = ()
 
     @property
+    def size(self) -> int:
+        """The bytes of its segments' logs."""
+        return sum(seg.size for seg in self.segments)
+
+    @property
     def stray_files(self) -> tuple[str, ...]:
         """Files that are not Kafka's (notes, backups, ...): carried along, never read."""
         return tuple(f.name for f in self.other_files if f.name not in PARTITION_FILES)

@@ -76,7 +76,7 @@ def file_checks(sc: Any, url: str, parts: list[PartitionListing]) -> list[FileCh
     from pipelines.log.scanned import SCAN_TASKS_PER_CORE
     from pipelines.runtime.tasks import run_packed
 
-    sizes = [sum(seg.size for seg in part.segments) for part in parts]
+    sizes = [part.size for part in parts]
 
     def work(pack: list[PartitionListing]) -> list[FileCheck]:
         return [r for part in pack for r in check_partition_files(url, part)]
@@ -194,7 +194,7 @@ def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: d
     def facts(part: PartitionListing) -> Any:
         return [partition_facts(url, part, bounds.get(part.tp, Bounds()))]
 
-    sizes = [sum(seg.size for seg in part.segments) for part in parts]
+    sizes = [part.size for part in parts]
     rows = one_task_each(spark, parts, facts, FACTS_DDL, sizes, open_storage(url)[0].near)
     return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)
 

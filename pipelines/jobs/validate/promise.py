@@ -240,10 +240,7 @@ def promise_rows(
 
     from pipelines.runtime.tasks import one_task_each
 
-    sizes = [
-        sum(seg.size for part in (pair.output, pair.source) if part is not None for seg in part.segments)
-        for pair in pairs
-    ]
+    sizes = [sum(part.size for part in (pair.output, pair.source) if part is not None) for pair in pairs]
     near = open_storage(output_url)[0].near and open_storage(source_url)[0].near
     return one_task_each(
         spark,
