@@ -68,7 +68,7 @@ VALIDATION_MODULES = ("pipelines.jobs.validate", "great_expectations")
 def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
     """The SparkContext of a job run from the command line, its start-up noise held back; the
     master is checked (and Spark settings parsed) before anything starts; `job_modules` are
-    imported while the JVM starts (and a validating command's SparkSession starts with it)."""
+    imported while the JVM starts."""
     from pipelines.runtime.session import check_master, spark_for_command, spark_settings
 
     settings = spark_settings(args.conf)
@@ -76,9 +76,7 @@ def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
     log_level = "info" if console.level() >= console.VERBOSE else "warn"
     with (
         console.held_back_noise() as terminal,
-        spark_for_command(
-            job_modules, args.master, settings, log_level, sql=VALIDATION_MODULES[0] in job_modules
-        ) as sc,
+        spark_for_command(job_modules, args.master, settings, log_level) as sc,
         console.progress(sc, terminal),
     ):
         yield sc

@@ -183,26 +183,13 @@ def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
 
 @contextmanager
 def spark_for_command(
-    job_modules: Sequence[str],
-    master: str | None,
-    settings: dict[str, str],
-    log_level: str = "warn",
-    sql: bool = False,
+    job_modules: Sequence[str], master: str | None, settings: dict[str, str], log_level: str = "warn"
 ) -> Iterator[Any]:
     """The SparkContext of one command-line run: the JVM starts (seconds) while this thread
-    imports the job's modules, and with `sql` the SparkSession starts there too (seconds more:
-    validation's DataFrames need it); Ctrl-C cancels running jobs; Spark stops before the process
-    ends."""
+    imports the job's modules; Ctrl-C cancels running jobs; Spark stops before the process ends."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # read when great-expectations loads
-
-    def start() -> Any:
-        sc = get_context(master, "segpipe", log_level, **settings)
-        if sql:
-            get_spark(master, "segpipe", **settings)
-        return sc
-
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(start)
+        starting = pool.submit(get_context, master, "segpipe", log_level, **settings)
         for module in job_modules:
             importlib.import_module(module)
         sc = starting.result()
