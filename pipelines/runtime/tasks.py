@@ -51,6 +51,11 @@ def packed(sc: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -
 DRIVER_BYTES = 8 * 10**9
 
 
+def driver_threads() -> int:
+    """Threads for work run in the driver: one per core, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 def run_packed(
     sc: Any,
     items: Sequence[T],
@@ -65,7 +70,7 @@ def run_packed(
         return []
     if near and sum(sizes) <= DRIVER_BYTES:
         progress.add_bytes(sum(sizes))
-        threads = max(1, min(8, os.cpu_count() or 1))
+        threads = driver_threads()
         chosen = packs(sizes, threads * 2)
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
             done = pool.map(work, [[items[i] for i in pack] for pack in chosen])
@@ -92,7 +97,7 @@ def one_task_each(
         import pyarrow as pa
 
         schema = spark.createDataFrame([], ddl).schema
-        threads = max(1, min(8, os.cpu_count() or 1))
+        threads = driver_threads()
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
             batches = [
                 b for done in pool.map(lambda item: list(produce(item)), items) for b in done if b.num_rows

@@ -156,3 +156,15 @@ def test_without_a_source_holes_and_the_manifest_catch_lost_segments(
     shutil.rmtree(gone / "legacy-users-0")
     report = validate(spark, str(gone))
     assert broken(report, "manifest_matches") == {"legacy-users-0"}
+
+
+def test_topics_an_output_left_out_by_selection_are_named(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pipelines.config.selection import TopicSelection
+
+    out = tmp_path / "orders-only"
+    clean(spark, str(sample_dir), str(out), CONFIG, now_ms=NOW, log=quiet, topics=TopicSelection(("orders",)))
+    report = validate(spark, str(out), against=str(sample_dir))
+    assert report.success, report.lines()
+    named = [n for n in report.notes if n.startswith("segpipe: not compared: topic")]
+    assert [n.split()[4] for n in named] == ["clicks:", "legacy-users:"]
+    assert all("kept only topics orders" in n for n in named)

@@ -14,7 +14,7 @@ from pipelines.config.terms import Terms
 from pipelines.errors import ConfigError
 from pipelines.jobs.clean.plan import PartitionPlan, plan_log
 from segment_io.errors import SegmentError
-from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, LogDirListing
+from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, LogDirListing, list_log_dir
 from segment_io.topic_partition import TopicPartition
 
 NEEDS = "--now and --config/--set/--topic-set (the topic configs and `now` it was cleaned with)"
@@ -86,6 +86,7 @@ class SourcePlan:
     listing: LogDirListing
     allowed: dict[TopicPartition, Allowed]
     bad: dict[TopicPartition, SegmentError]
+    unselected: tuple[str, ...] = ()  # SRC's topics outside the output's topic selection
 
 
 def plan_source(sc: Any, src: str, terms: Terms, log: Callable[[str], Any]) -> SourcePlan:
@@ -97,7 +98,11 @@ def plan_source(sc: Any, src: str, terms: Terms, log: Callable[[str], Any]) -> S
     cleaners = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})
     plans = plan_log(scanned.listing, scanned.segments, terms.config, terms.now_ms)
     allowed = {p.tp: allowed_by(p, cleaners.get(p.tp)) for p in plans}
-    return SourcePlan(scanned.url, scanned.listing, allowed, dict(scanned.skipped))
+    unselected: tuple[str, ...] = ()
+    if terms.topics is not None:
+        everything = list_log_dir(scanned.storage, scanned.listing.path).partitions
+        unselected = tuple(sorted({p.tp.topic for p in everything} - terms.topics))
+    return SourcePlan(scanned.url, scanned.listing, allowed, dict(scanned.skipped), unselected)
 
 
 def claim_problems(allowed: Allowed, output_log_start: int | None, output_cleaner: int | None) -> list[str]:
