@@ -130,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
             from pipelines.jobs.validate.gate import validation_gate
             from pipelines.runtime.session import get_spark
 
-            gate = validation_gate(get_spark(), args.dst, console.say, against=src, suites=suites)
+            gate = validation_gate(
+                get_spark(sources=False), args.dst, console.say, against=src, suites=suites
+            )
         report = clean(
             sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,

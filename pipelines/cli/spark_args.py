@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from pipelines.cli import console
@@ -80,3 +80,24 @@ def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
         console.progress(sc, terminal),
     ):
         yield sc
+
+
+@contextmanager
+def spark_on_demand(args: argparse.Namespace, needed: bool, *job_modules: str) -> Iterator[Any]:
+    """A LazySpark over spark_run's session: started at first
+    use, or at once where the run will `need` it (the JVM then starts while `job_modules` are
+    imported). The master and Spark settings are checked before anything starts either way."""
+    from pipelines.runtime.session import LazySpark, check_master, get_spark, spark_settings
+
+    spark_settings(args.conf)
+    check_master(args.master)
+    with ExitStack() as stack:
+
+        def start() -> Any:
+            stack.enter_context(spark_run(args, *job_modules))
+            return get_spark(sources=False)  # an operator suite's frame registers it
+
+        lazy = LazySpark(start)
+        if needed:
+            lazy.session()
+        yield lazy

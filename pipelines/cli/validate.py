@@ -13,7 +13,7 @@ from pipelines.cli.spark_args import (
     add_spark_arguments,
     add_suite_argument,
     now_from,
-    spark_run,
+    spark_on_demand,
 )
 from pipelines.errors import EXIT_INVALID, EXIT_OK
 
@@ -65,18 +65,15 @@ def run(args: argparse.Namespace) -> int:
     # Refused before Spark starts: a promise needs its terms.
     terms = promise_terms(args.path, published_manifest(url), config, now_ms) if args.against else None
     suites = tuple(load_suite(f) for f in args.suite)
-    with spark_run(args, *VALIDATION_MODULES) as sc:
-        from pipelines.jobs.validate import default_report_dir, validate
-        from pipelines.runtime.session import get_spark
+    from pipelines.jobs.validate import default_report_dir, needs_spark, validate
 
-        del sc  # the session over the command's context, with the kafka-segments source
-        spark = get_spark()
-        report_dir = args.report or default_report_dir(args.path)
+    needed = needs_spark(url, log_url(args.against) if args.against else None, bool(suites))
+    with spark_on_demand(args, needed, *VALIDATION_MODULES) as spark:
         result = validate(
             spark,
             args.path,
             args.remote,
-            report_dir,
+            args.report or default_report_dir(args.path),
             console.say,
             args.against,
             now_ms,

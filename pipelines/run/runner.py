@@ -124,7 +124,9 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
     against = job.source if job.cleans else None
     docs = default_report_dir(job.log_dir)
     suites = tuple(load_suite(s) for s in job.suites)
-    result = validate(get_spark(), job.log_dir, None, docs, log, against, state.now_ms, suites=suites)
+    result = validate(
+        get_spark(sources=False), job.log_dir, None, docs, log, against, state.now_ms, suites=suites
+    )
     result.say(log)
     record = {"success": result.success, "failed": result.failed, "checked": result.checked,
               "data_docs": result.data_docs}  # fmt: skip

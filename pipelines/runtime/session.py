@@ -14,7 +14,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -161,18 +161,78 @@ def get_context(
 _WITH_SOURCES: set[int] = set()  # the sessions (by id) the kafka-segments source is registered in
 
 
-def get_spark(master: str | None = None, app_name: str = "segpipe", **conf: Any) -> Any:
-    """A SparkSession over `get_context`'s context, with the `kafka-segments` source registered."""
+def get_spark(master: str | None = None, app_name: str = "segpipe", sources: bool = True, **conf: Any) -> Any:
+    """A SparkSession over `get_context`'s context, with the `kafka-segments` source registered
+    (`sources`; a job that reads no records through it leaves it to `with_sources`: registering
+    costs over a second)."""
     from pyspark.sql import SparkSession
-
-    from pipelines.sources.kafka_segments import register
 
     get_context(master, app_name, **conf)
     spark = SparkSession.builder.getOrCreate()  # takes the running context
-    if id(spark) not in _WITH_SOURCES:  # Spark warns when a source is registered again
+    return with_sources(spark) if sources else spark
+
+
+def with_sources(spark: Any) -> Any:
+    """`spark` with the `kafka-segments` source registered (once: Spark warns when a source is
+    registered again)."""
+    from pipelines.sources.kafka_segments import register
+
+    if id(spark) not in _WITH_SOURCES:
         register(spark)
         _WITH_SOURCES.add(id(spark))
     return spark
+
+
+class LazySpark:
+    """A command's SparkSession, started at first use: work small enough for the driver's own
+    threads never pays for a JVM (seconds). `start` returns the session."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self._start: Callable[[], Any] | None = start
+        self._session: Any = None
+        self._hooks: list[Callable[[Any], Any]] = []
+
+    @classmethod
+    def of(cls, spark: Any) -> LazySpark:
+        """A running session (or a LazySpark, returned as it is)."""
+        if isinstance(spark, LazySpark):
+            return spark
+        lazy = cls(lambda: spark)
+        lazy.session()
+        return lazy
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def on_start(self, hook: Callable[[Any], Any]) -> None:
+        """Call `hook(session)` once Spark runs (at once if it does), before any job of ours."""
+        if self._session is not None:
+            hook(self._session)
+        else:
+            self._hooks.append(hook)
+
+    def session(self) -> Any:
+        if self._session is None:
+            assert self._start is not None
+            self._session, self._start = self._start(), None
+            for hook in self._hooks:
+                hook(self._session)
+        return self._session
+
+    def context(self) -> Any:
+        return self.session().sparkContext
+
+
+def session_of(spark: Any) -> Any:
+    """The SparkSession behind a session or a LazySpark (starting it)."""
+    return spark.session() if isinstance(spark, LazySpark) else spark
+
+
+def context_of(spark: Any) -> Any:
+    """The SparkContext behind a context, a session or a LazySpark (starting it)."""
+    spark = session_of(spark)
+    return getattr(spark, "sparkContext", spark)
 
 
 def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from pipelines.runtime import progress
 
 T = TypeVar("T")
@@ -75,7 +77,9 @@ def run_packed(
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
             done = pool.map(work, [[items[i] for i in pack] for pack in chosen])
             return [r for results in done for r in results]
-    return list(packed(sc, items, sizes, tasks_per_core).flatMap(work).collect())
+    from pipelines.runtime.session import context_of
+
+    return list(packed(context_of(sc), items, sizes, tasks_per_core).flatMap(work).collect())
 
 
 # Work that turns records into rows (one per record) runs in the driver's threads, its rows handed
@@ -86,31 +90,56 @@ def run_packed(
 DRIVER_ROW_BYTES = 64 * 2**20
 
 
+def fits_driver(near: bool, size: int) -> bool:
+    """Whether rows made of `size` bytes of files are made in the driver (DRIVER_ROW_BYTES)."""
+    return near and size <= DRIVER_ROW_BYTES
+
+
+# Spark DDL type names of the flat schemas one_task_each makes, as Arrow types.
+ARROW_TYPES = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "bigint": pa.int64(),
+    "binary": pa.binary(),
+    "boolean": pa.bool_(),
+    "double": pa.float64(),
+}
+
+
+def arrow_schema(ddl: str) -> pa.Schema:
+    """The Arrow schema of a flat DDL ("name type, ..."), without a JVM."""
+    fields = []
+    for column in ddl.split(","):
+        name, kind = column.split()
+        fields.append(pa.field(name, ARROW_TYPES[kind.lower()]))
+    return pa.schema(fields)
+
+
 def one_task_each(
     spark: Any, items: Sequence[T], produce: Any, ddl: str, sizes: list[int] | None = None, near: bool = False
 ) -> Any:
-    """A DataFrame (schema `ddl`) of the Arrow record batches `produce(item)` returns (an iterable)
-    for each item, one Spark task per item, computed on the workers; or, where the items' files
-    are near and small (`sizes`, DRIVER_ROW_BYTES), in the driver's threads. Spark sizes such a
-    frame by its input (a few rows): joins with it must not be left to broadcast it."""
-    if near and sizes is not None and sum(sizes) <= DRIVER_ROW_BYTES:
-        import pyarrow as pa
-
-        schema = spark.createDataFrame([], ddl).schema
+    """The Arrow record batches `produce(item)` returns (an iterable) for each item, schema `ddl`:
+    where the items' files are near and small (`sizes`, fits_driver), made in the driver's threads
+    and returned as one pyarrow Table (no Spark at all); else a DataFrame, one Spark task per item
+    (`spark`: a session or a LazySpark). Spark sizes such a frame by its input (a few rows): joins
+    with it must not be left to broadcast it."""
+    if sizes is not None and fits_driver(near, sum(sizes)):
         threads = driver_threads()
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
             batches = [
                 b for done in pool.map(lambda item: list(produce(item)), items) for b in done if b.num_rows
             ]
-        if not batches:
-            return spark.createDataFrame([], schema)
         # No empty batch, one chunk: a DataFrame made of an Arrow table whose batches include an empty
         # one holds only the rows before it (pyspark 4.3; measured: 3 rows of 3 + 0 + 4).
-        return spark.createDataFrame(pa.Table.from_batches(batches).combine_chunks(), schema=schema)
+        schema = arrow_schema(ddl)
+        return pa.Table.from_batches(batches, schema).combine_chunks()
+
+    from pipelines.runtime.session import session_of
 
     def run(batches: Any) -> Any:
         for b in batches:
             for i in b.column("id").to_pylist():
                 yield from produce(items[i])
 
-    return spark.range(0, len(items), numPartitions=max(1, len(items))).mapInArrow(run, ddl)
+    return session_of(spark).range(0, len(items), numPartitions=max(1, len(items))).mapInArrow(run, ddl)

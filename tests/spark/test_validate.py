@@ -67,12 +67,12 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Small logs are read and judged in the driver; `spark` forces every step onto Spark's
     workers and GE's Spark engine, as for a large log: both must reach the same verdicts."""
     if request.param == "spark":
-        from pipelines.jobs.validate import job
+        from pipelines.jobs.validate import frames
         from pipelines.runtime import tasks
 
         monkeypatch.setattr(tasks, "DRIVER_BYTES", -1)
         monkeypatch.setattr(tasks, "DRIVER_ROW_BYTES", -1)
-        monkeypatch.setattr(job, "DRIVER_ROWS", -1)
+        monkeypatch.setattr(frames, "DRIVER_ROWS", -1)
     return str(request.param)
 
 

@@ -168,3 +168,27 @@ def test_topics_an_output_left_out_by_selection_are_named(spark, sample_dir: Pat
     named = [n for n in report.notes if n.startswith("segpipe: not compared: topic")]
     assert [n.split()[4] for n in named] == ["clicks:", "legacy-users:"]
     assert all("kept only topics orders" in n for n in named)
+
+
+def test_a_small_local_log_is_validated_without_starting_spark(
+    sample_dir: Path, cleaned: Path, tmp_path: Path
+) -> None:
+    """The whole validation of the samples, passing and failing, runs in the driver: Spark is
+    never asked for (a JVM costs seconds), and the verdicts are those the Spark path reaches."""
+    from pipelines.jobs.validate import needs_spark
+    from pipelines.runtime.session import LazySpark
+
+    def no_spark() -> None:
+        raise AssertionError("Spark was started for a small local log")
+
+    assert not needs_spark(str(cleaned), str(sample_dir), suites=False)
+    assert needs_spark(str(cleaned), str(sample_dir), suites=True)  # a suite reads through the source
+    report = validate(
+        LazySpark(no_spark), str(cleaned), against=str(sample_dir), report_dir=str(tmp_path / "docs")
+    )
+    assert report.success and report.checked["latest_value_kept"] > 0
+    lossy = without_claims(cleaned, tmp_path / "copy")
+    lost = drop_segment(lossy, "clicks-0", 1)
+    report = validate(LazySpark(no_spark), str(lossy), against=str(sample_dir), config=CONFIG, now_ms=NOW)
+    assert not report.success and report.failed["uncleanable_record_kept"] == lost
+    assert (tmp_path / "docs" / "index.html").exists()

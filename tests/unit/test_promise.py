@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines.jobs.validate.promise import aborted
+from pipelines.jobs.validate.promise import _digests, aborted
 from segment_io.segment.arrow import RECORD_SCHEMA
 from segment_io.segment.digest import record_digests
 
@@ -60,3 +60,19 @@ def test_the_digest_tells_apart_what_a_record_holds() -> None:
     # The same record digests alike wherever it sits (a batch, or a slice of one).
     assert (record_digests(batch(rows).slice(3)) == digests[3:]).all()
     assert record_digests(batch(rows[:1] * 2)).tolist() == [digests[0]] * 2
+
+
+def test_a_source_is_digested_only_at_the_offsets_compared() -> None:
+    rows = [(b"k", b"v", [("h", b"1")]), (b"a", None, []), (None, b"x", [("h", None), ("i", b"2")])] * 3
+    plain = batch(rows)
+    offsets = np.arange(100, 100 + len(rows), dtype=np.int64)
+    whole = pa.RecordBatch.from_arrays(
+        [*plain.columns, pa.array(offsets)], names=[*plain.schema.names, "offset"]
+    )
+    digests = record_digests(whole)
+    for wanted in ([], [offsets[4]], [offsets[0], offsets[5], offsets[8]], offsets.tolist()):
+        at = np.array(sorted(wanted), np.int64)
+        got = _digests(whole, at, record_digests).to_numpy()
+        mask = np.isin(offsets, at)
+        assert (got[mask] == digests[mask]).all() and (got[~mask] == 0).all()
+    assert (_digests(whole, None, record_digests).to_numpy() == digests).all()

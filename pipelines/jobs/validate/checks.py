@@ -184,11 +184,10 @@ def partition_facts(url: str, part: PartitionListing, bounds: Bounds) -> pa.Reco
 
 
 def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: dict[Any, Bounds]) -> Any:
-    """The record rules of `parts` (partitions whose files passed) as a DataFrame: identity
-    (topic, partition, offset, base64 key) and one boolean column per rule, with each partition's
-    `bounds`."""
-    from pyspark.sql import functions as F
-
+    """The record rules of `parts` (partitions whose files passed): identity (topic, partition,
+    offset, base64 key) and one boolean column per rule, with each partition's `bounds`; a Table
+    made in the driver for a small near log, else a DataFrame (pipelines.runtime.tasks)."""
+    from pipelines.jobs.validate.frames import with_key_b64
     from pipelines.runtime.tasks import one_task_each
 
     def facts(part: PartitionListing) -> Any:
@@ -196,7 +195,7 @@ def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: d
 
     sizes = [part.size for part in parts]
     rows = one_task_each(spark, parts, facts, FACTS_DDL, sizes, open_storage(url)[0].near)
-    return rows.select("topic", "partition", "offset", F.base64("key").alias("key_b64"), *RECORD_RULES)
+    return with_key_b64(rows, ["topic", "partition", "offset", *RECORD_RULES])
 
 
 @dataclass
@@ -220,20 +219,20 @@ class PartitionVerdicts:
     def identity(self) -> list[str]:
         return ["topic", "partition", *(f"{rule}_detail" for rule in self.rules)]
 
-    def frame(self, spark: Any) -> Any:
-        ddl = ", ".join(
-            ["topic string", "partition int"]
-            + [f"{rule} boolean, {rule}_detail string" for rule in self.rules]
-        )
-        data = [
-            (
-                topic,
-                partition,
-                *(v for rule in self.rules for v in (row.get(rule), row.get(f"{rule}_detail"))),
-            )
-            for (topic, partition), row in sorted(self.rows.items())
-        ]
-        return spark.createDataFrame(data, ddl)
+    def frame(self) -> pa.Table:
+        """One row per partition (sorted), as the partition suite judges them."""
+        import pyarrow as pa
+
+        keys = sorted(self.rows)
+        columns: dict[str, pa.Array] = {
+            "topic": pa.array([t for t, _ in keys], pa.string()),
+            "partition": pa.array([p for _, p in keys], pa.int32()),
+        }
+        for rule in self.rules:
+            rows = [self.rows[k] for k in keys]
+            columns[rule] = pa.array([row.get(rule) for row in rows], pa.bool_())
+            columns[f"{rule}_detail"] = pa.array([row.get(f"{rule}_detail") for row in rows], pa.string())
+        return pa.table(columns)
 
 
 def count_checks(

@@ -25,6 +25,7 @@ from pipelines.jobs.validate.checks import (
     record_checks,
 )
 from pipelines.jobs.validate.docs_page import write_page
+from pipelines.jobs.validate.frames import collected, judged, kept, of_kind, with_key_b64
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
 from pipelines.jobs.validate.report import Failure, Log, ValidationReport
 from pipelines.jobs.validate.suites import (
@@ -35,6 +36,8 @@ from pipelines.jobs.validate.suites import (
 from pipelines.jobs.validate.user_suites import UserSuite, gx_suite, records_frame, require_topics
 from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import published_manifest
+from pipelines.runtime.session import LazySpark, preload_in_workers, session_of
+from pipelines.runtime.tasks import fits_driver
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
@@ -51,8 +54,6 @@ WORKER_MODULES = ("pipelines.jobs.validate.checks",)
 TERMS_FROM = {"flags": "given", "manifest": "recorded in its manifest", "run": "of this run"}
 # A failed expectation lists this many of its rows (and counts all of them).
 SHOWN_PER_RULE = 20
-# A frame of at most this many rows is judged on the driver (pandas), a larger one on Spark.
-DRIVER_ROWS = 200_000
 
 
 def default_report_dir(path: str) -> str | None:
@@ -63,6 +64,21 @@ def default_report_dir(path: str) -> str | None:
         if "://" not in path and os.path.isdir(meta)
         else None
     )
+
+
+def needs_spark(url: str, against_url: str | None, suites: bool) -> bool:
+    """Whether a validation of the log at `url` (against the one at `against_url`) will need
+    Spark: its rows are made in the driver where every file is near and few enough bytes
+    (tasks.fits_driver); an operator suite reads records through the kafka-segments source."""
+    if suites:
+        return True
+    near, size = True, 0
+    for location in (url, against_url):
+        if location is not None:
+            storage, root = open_storage(location)
+            near = near and storage.near
+            size += sum(p.size for p in list_log_dir(storage, root, allow_incomplete=True).partitions)
+    return not fits_driver(near, size)
 
 
 def validate(
@@ -84,6 +100,7 @@ def validate(
     PATH's manifest recorded; with none, a ConfigError). `suites`: the operator's own, each over
     the records of the topics it names. `staged`: PATH is a run's own output before publication."""
     started = time.perf_counter()
+    spark = LazySpark.of(spark)
     url = log_url(path, remote)
     storage, root = open_storage(url)
     listing = list_log_dir(storage, root, allow_incomplete=staged)
@@ -91,12 +108,9 @@ def validate(
     if against is not None and terms is None:
         terms = promise_terms(path, manifest, config, now_ms)  # refused before any work
     require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
-    sc = getattr(spark, "sparkContext", spark)
-    from pipelines.runtime.session import preload_in_workers
-
-    preload_in_workers(sc, WORKER_MODULES)
+    spark.on_start(lambda session: preload_in_workers(session.sparkContext, WORKER_MODULES))
     parts = list(listing.partitions)
-    file_rows = file_checks(sc, url, parts)
+    file_rows = file_checks(spark, url, parts)
     report = ValidationReport(path)
     run = _run_report(storage, root)
     for skipped in (run or {}).get("skipped", []):
@@ -121,24 +135,21 @@ def validate(
             f"segpipe: note: the promise is judged under the topic configs and now ({iso(terms.now_ms)}) "
             f"{TERMS_FROM[terms.origin]}"
         )
-        source = plan_source(sc, log_url(against), terms, log)
+        source = plan_source(spark, log_url(against), terms, log)
     if sound:
         # Each expectation is its own Spark job: the checks are computed once for all of them and
         # kept, narrow (identity and one boolean per rule).
         bounds = _bounds_of(listing.checkpoints, source)
-        checks = record_checks(spark, url, sound, bounds).persist(_spill())
-        try:
-            _run(gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
-        finally:
-            checks.unpersist()
+        with kept(record_checks(spark, url, sound, bounds)) as checks:
+            _run(spark, gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
     for index, suite in enumerate(suites):
         _user_suite(spark, gx, context, url, sound, suite, index, report)
     if source is not None:
         assert terms is not None
         _promise(spark, gx, context, url, sound, listing, source, terms, report, run, verdicts)
     if verdicts.rules:
-        frame = verdicts.frame(spark)
-        _run(gx, context, "partitions", partition_suite(gx, verdicts.rules), frame, verdicts.identity, report)
+        suite = partition_suite(gx, verdicts.rules)
+        _run(spark, gx, context, "partitions", suite, verdicts.frame(), verdicts.identity, report)
     if report_dir is not None:
         context.build_data_docs(site_names=["segpipe"])  # once, from every suite's stored result
     report.seconds = time.perf_counter() - started
@@ -164,8 +175,6 @@ def _promise(
     is kept, the output's checkpoints are ones the plan justifies, and the run report's counts add
     up (where PATH has one). Each partition of the output is compared with the source's on a
     worker (pipelines.jobs.validate.promise)."""
-    from pyspark.sql import functions as F
-
     sources = {p.tp: p for p in source.listing.partitions}
     outputs = {p.tp: p for p in sound}
     present = {p.tp for p in listing.partitions}
@@ -190,20 +199,16 @@ def _promise(
         )
         for tp in sorted(tps)
     ]
-    rows = promise_rows(spark, pairs, url, source.url, terms.now_ms).persist(_spill())
-    try:
-        judged = rows.where(F.col("kind") != "count").select(
-            "topic", "partition", "offset", F.base64("key").alias("key_b64"), *PROMISE_RULES
-        )
-        _run(gx, context, "promise", promise_suite(gx), judged, list(IDENTITY), report)
+    with kept(promise_rows(spark, pairs, url, source.url, terms.now_ms)) as rows:
+        records = of_kind(rows, "count", keep=False)
+        records = with_key_b64(records, ["topic", "partition", "offset", *PROMISE_RULES])
+        _run(spark, gx, context, "promise", promise_suite(gx), records, list(IDENTITY), report)
         if run is not None:
             counted = {
                 f"{r['topic']}-{r['partition']}": (int(r["n"]), int(r["m"]))
-                for r in rows.where(F.col("kind") == "count").collect()
+                for r in collected(of_kind(rows, "count"))
             }
             count_checks(verdicts, counted, run.get("partitions", []))
-    finally:
-        rows.unpersist()
 
 
 def _user_suite(
@@ -222,11 +227,8 @@ def _user_suite(
     if not dirs:
         report.notes.append(f"segpipe: note: suite {suite.path} not run: no sound partition of its topics")
         return
-    frame = records_frame(spark, url, suite, dirs).persist(_spill())
-    try:
-        _run(gx, context, f"user-{index}", gx_suite(gx, suite, index), frame, list(IDENTITY), report)
-    finally:
-        frame.unpersist()
+    with kept(records_frame(session_of(spark), url, suite, dirs)) as frame:
+        _run(spark, gx, context, f"user-{index}", gx_suite(gx, suite, index), frame, list(IDENTITY), report)
 
 
 def _inventory(
@@ -260,12 +262,6 @@ def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
     return json.loads(storage.read(path)) if storage.exists(path) else None
 
 
-def _spill() -> Any:
-    from pyspark import StorageLevel
-
-    return StorageLevel.MEMORY_AND_DISK
-
-
 def _context(report_dir: str | None) -> tuple[Any, Any]:
     """An ephemeral great-expectations context: no analytics, no progress bars, Data Docs on disk."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -281,7 +277,6 @@ def _context(report_dir: str | None) -> tuple[Any, Any]:
             "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": report_dir},
         }
         context.add_data_docs_site(site_name="segpipe", site_config=site)
-    context.data_sources.add_spark("segpipe", persist=False)  # the checks are persisted here, once
     context.data_sources.add_pandas("segpipe-driver")
     return gx, context
 
@@ -302,20 +297,23 @@ def _bounds_of(
 
 
 def _run(
-    gx: Any, context: Any, name: str, suite: Any, df: Any, identity: list[str], report: ValidationReport
+    spark: LazySpark,
+    gx: Any,
+    context: Any,
+    name: str,
+    suite: Any,
+    rows: Any,
+    identity: list[str],
+    report: ValidationReport,
 ) -> None:
-    """Validate `df` against `suite` through a checkpoint (which writes the Data Docs). The counts
+    """Validate `rows` against `suite` through a checkpoint (which writes the Data Docs). The counts
     come first (result format BASIC); only a suite that failed is run again for the rows that broke
     it (SUMMARY, by `identity`): finding those rows costs Spark jobs a passing suite does not need
-    (measured: 7.2 s -> 5.3 s for the record suite of an 800 MB output)."""
-    # A small frame is judged on the driver: collected once (Arrow) and handed to GE's pandas
-    # engine, where each of its metrics would otherwise be a Spark job of its own (measured on the
-    # samples: 26 jobs, 5.3 s of a 10.4 s validation). A large one stays on Spark.
-    # Counted first: a large frame (an operator suite's holds values) never passes the driver.
-    if df.limit(DRIVER_ROWS + 1).count() <= DRIVER_ROWS:
-        df, engine = df.toPandas(), "segpipe-driver"
-    else:
-        engine = "segpipe"
+    (measured: 7.2 s -> 5.3 s for the record suite of an 800 MB output). A small frame is judged
+    by GE's pandas engine (frames.judged)."""
+    df, engine = judged(spark, rows)
+    if engine not in context.data_sources.all():  # GE's Spark source starts Spark: only when needed
+        context.data_sources.add_spark(engine, persist=False)  # the frames are kept here, once
     source = context.data_sources.get(engine)
     batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
     definition = context.validation_definitions.add(
@@ -337,10 +335,8 @@ def _run(
         for result in validation.results:
             rule = result.expectation_config.meta.get("rule", result.expectation_config.type)
             # Rows a rule does not judge hold null there (the promise's rows of other kinds).
-            judged = int(result.result.get("element_count") or 0) - int(
-                result.result.get("missing_count") or 0
-            )
-            report.checked[rule] = report.checked.get(rule, 0) + judged
+            seen = int(result.result.get("element_count") or 0) - int(result.result.get("missing_count") or 0)
+            report.checked[rule] = report.checked.get(rule, 0) + seen
             report.failed[rule] = report.failed.get(rule, 0) + int(result.result.get("unexpected_count") or 0)
             if result.success:
                 continue

@@ -68,8 +68,13 @@ class PartitionPair:
     output_cleaner: int | None
 
 
-def _read(url: str, part: PartitionListing | None, verify_crc: bool) -> dict[str, Any]:
-    """One partition's records as arrays (file order), with the digest of each."""
+def _read(
+    url: str, part: PartitionListing | None, verify_crc: bool, digest_at: np.ndarray | None = None
+) -> dict[str, Any]:
+    """One partition's records as arrays (file order), with the digest of each record whose offset
+    is in `digest_at` (sorted; None: every record) and 0 for the others: only records at an output
+    offset are compared, and hashing every value of a compacted source cost a third of its read
+    (measured: 1.2 s of 3.4 s for a 500 MB partition)."""
     from segment_io.segment.digest import record_digests
     from segment_io.segment.reader import SegmentReader
 
@@ -83,7 +88,7 @@ def _read(url: str, part: PartitionListing | None, verify_crc: bool) -> dict[str
             for batch in reader.record_batches(part.tp.topic, part.tp.partition):
                 for name in READ:
                     chunks[name].append(batch.column(name))
-                chunks["digest"].append(pa.array(record_digests(batch)))
+                chunks["digest"].append(_digests(batch, digest_at, record_digests))
                 chunks["has_value"].append(batch.column("value").is_valid())
     out: dict[str, Any] = {}
     for name, arrays in chunks.items():
@@ -92,6 +97,21 @@ def _read(url: str, part: PartitionListing | None, verify_crc: bool) -> dict[str
         )
         out[name] = joined if name == "key" else joined.to_numpy(zero_copy_only=False)
     return out
+
+
+def _digests(batch: pa.RecordBatch, digest_at: np.ndarray | None, record_digests: Any) -> pa.Array:
+    """The digests of `batch`'s records at offsets in `digest_at` (every record for None), 0 elsewhere."""
+    if digest_at is None:
+        return pa.array(record_digests(batch))
+    offsets = batch.column("offset").to_numpy()
+    at = np.minimum(np.searchsorted(digest_at, offsets), max(len(digest_at) - 1, 0))
+    wanted = (digest_at[at] == offsets) if len(digest_at) else np.zeros(len(offsets), bool)
+    digests = np.zeros(len(offsets), np.int64)
+    if wanted.all():
+        return pa.array(record_digests(batch))
+    if wanted.any():
+        digests[wanted] = record_digests(batch.filter(pa.array(wanted)))
+    return pa.array(digests)
 
 
 def aborted(records: dict[str, Any]) -> np.ndarray:
@@ -181,7 +201,8 @@ def partition_promise(
 ) -> Iterator[pa.RecordBatch]:
     """Executed on a worker: the promise rows of one partition (see the module)."""
     out = _read(output_url, pair.output, verify_crc=False)  # its files passed the structure suite
-    src = _read(source_url, pair.source, verify_crc=False)  # the source's scan verified its CRCs
+    # The source's scan verified its CRCs; only its records at an output offset are compared.
+    src = _read(source_url, pair.source, verify_crc=False, digest_at=np.unique(out["offset"]))
     topic, partition = pair.topic, pair.partition
 
     def rows(

@@ -131,8 +131,11 @@ def records_frame(spark: Any, url: str, suite: UserSuite, partition_dirs: list[s
     """The data records of `suite`'s topics in `partition_dirs`, decoded as the suite says."""
     from pyspark.sql import functions as F
 
+    from pipelines.runtime.session import with_sources
+
     frame = (
-        spark.read.format("kafka-segments")
+        with_sources(spark)
+        .read.format("kafka-segments")
         .option("topic", ",".join(suite.topics))
         .option("partitions", ",".join(partition_dirs))
         .option("verifyCrc", "false")  # the structure suite has checked every CRC
