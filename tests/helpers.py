@@ -187,3 +187,14 @@ def lock_held(path: Path) -> Iterator[None]:
         yield
     finally:
         holder.communicate(input="", timeout=30)
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    """Every file of a log directory by relative path, segpipe's own folder left out."""
+    from segment_io.layout import META_DIR
+
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and META_DIR not in p.parts
+    }

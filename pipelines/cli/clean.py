@@ -13,6 +13,7 @@ from pipelines.cli.spark_args import (
     add_spark_arguments,
     add_suite_argument,
     now_from,
+    spark_on_demand,
     spark_run,
 )
 from pipelines.config import JobConfig
@@ -122,24 +123,41 @@ def run(args: argparse.Namespace) -> int:
 
     suites = tuple(load_suite(f) for f in args.suite)
     validating = VALIDATION_MODULES if args.validate else ()
-    with spark_run(args, "pipelines.jobs.clean", *validating) as sc:
+    # Spark starts with the run where compaction may need it (its JVM starting while the job's
+    # modules load); otherwise only if a stage turns out to need it (runtime.session.LazySpark).
+    needed = spark_likely(src, config, topics, args.select, bool(suites))
+    with spark_on_demand(args, needed, "pipelines.jobs.clean", *validating) as spark:
         from pipelines.jobs.clean import clean
 
         gate = None
         if args.validate:
             from pipelines.jobs.validate.gate import validation_gate
-            from pipelines.runtime.session import get_spark
 
-            gate = validation_gate(
-                get_spark(sources=False), args.dst, console.say, against=src, suites=suites
-            )
+            gate = validation_gate(spark, args.dst, console.say, against=src, suites=suites)
         report = clean(
-            sc, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
+            spark, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,
             topics=None if selection.everything else selection, link=args.link,
             select=args.select,
         )  # fmt: skip
     return EXIT_SKIPPED if report.skipped else EXIT_OK
+
+
+def spark_likely(src_url: str, config: JobConfig, topics: list[str], select: str, suites: bool) -> bool:
+    """Whether a clean will likely need Spark, known before its scan: SRC is not on a local disk,
+    or larger than the driver's threads take, or a kept topic is compacted and every compacted
+    partition will be (not `--select kafka`, which may choose none), or an operator suite gates
+    the output. A wrong guess only costs time: Spark starts where a stage needs it."""
+    from pipelines.runtime.tasks import DRIVER_BYTES
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    storage, path = open_storage(src_url)
+    size = sum(p.size for p in list_log_dir(storage, path).partitions)
+    if not storage.near or size > DRIVER_BYTES:
+        return True
+    compacted = any(config.for_topic(t).compact for t in topics)
+    return (compacted and select != "kafka") or suites
 
 
 def source_topics(

@@ -84,20 +84,17 @@ def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
 
 @contextmanager
 def spark_on_demand(args: argparse.Namespace, needed: bool, *job_modules: str) -> Iterator[Any]:
-    """A LazySpark over spark_run's session: started at first
-    use, or at once where the run will `need` it (the JVM then starts while `job_modules` are
-    imported). The master and Spark settings are checked before anything starts either way."""
-    from pipelines.runtime.session import LazySpark, check_master, get_spark, spark_settings
+    """A LazySpark over spark_run's context: started at first use, or at once where the run will
+    `need` it (the JVM then starts while `job_modules` are imported). The master and Spark
+    settings are checked before anything starts either way, and Ctrl-C and SIGTERM stop the run
+    from the start."""
+    from pipelines.runtime.session import LazySpark, check_master, interrupt_cancels_jobs, spark_settings
 
     spark_settings(args.conf)
     check_master(args.master)
     with ExitStack() as stack:
-
-        def start() -> Any:
-            stack.enter_context(spark_run(args, *job_modules))
-            return get_spark(sources=False)  # an operator suite's frame registers it
-
-        lazy = LazySpark(start)
+        lazy = LazySpark(lambda: stack.enter_context(spark_run(args, *job_modules)))
+        interrupt_cancels_jobs(lazy)
         if needed:
-            lazy.session()
+            lazy.context()
         yield lazy

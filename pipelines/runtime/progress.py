@@ -33,10 +33,18 @@ _current: list[_Stage] = []  # the stage under way, set by the job's thread, rea
 
 
 def enter(sc: Any, name: str, clock: Callable[[], float] = time.monotonic) -> None:
-    """The job's stage `name` starts: its Spark jobs are grouped under it."""
+    """The job's stage `name` starts: its Spark jobs are grouped under it (`sc`: a context, or
+    None while a run's Spark has not started; `join` then groups them once it has)."""
     group = f"segpipe-{name}"
-    sc.setJobGroup(group, f"segpipe {name}")
     _current[:] = [_Stage(name, group, clock())]
+    if sc is not None:
+        join(sc)
+
+
+def join(sc: Any) -> None:
+    """Group the Spark jobs of this thread under the stage under way (if one is)."""
+    if _current:
+        sc.setJobGroup(_current[0].group, f"segpipe {_current[0].name}")
 
 
 def add_bytes(size_bytes: int) -> None:

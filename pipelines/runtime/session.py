@@ -184,44 +184,51 @@ def with_sources(spark: Any) -> Any:
 
 
 class LazySpark:
-    """A command's SparkSession, started at first use: work small enough for the driver's own
-    threads never pays for a JVM (seconds). `start` returns the session."""
+    """A run's Spark, started at first use: work small enough for the driver's own threads, or a
+    plan with nothing for Spark to do, never pays for a JVM (seconds). `start` returns a
+    SparkContext or a SparkSession; the SQL session over the context is made when one is asked
+    for (a clean runs on the core engine alone)."""
 
     def __init__(self, start: Callable[[], Any]) -> None:
         self._start: Callable[[], Any] | None = start
-        self._session: Any = None
+        self._spark: Any = None
         self._hooks: list[Callable[[Any], Any]] = []
 
     @classmethod
     def of(cls, spark: Any) -> LazySpark:
-        """A running session (or a LazySpark, returned as it is)."""
+        """A running SparkSession or SparkContext (a LazySpark is returned as it is)."""
         if isinstance(spark, LazySpark):
             return spark
         lazy = cls(lambda: spark)
-        lazy.session()
+        lazy.context()
         return lazy
 
     @property
     def started(self) -> bool:
-        return self._session is not None
+        return self._spark is not None
 
     def on_start(self, hook: Callable[[Any], Any]) -> None:
-        """Call `hook(session)` once Spark runs (at once if it does), before any job of ours."""
-        if self._session is not None:
-            hook(self._session)
+        """Call `hook(context)` once Spark runs (at once if it does), before any job of ours."""
+        if self._spark is not None:
+            hook(self.context())
         else:
             self._hooks.append(hook)
 
-    def session(self) -> Any:
-        if self._session is None:
-            assert self._start is not None
-            self._session, self._start = self._start(), None
-            for hook in self._hooks:
-                hook(self._session)
-        return self._session
-
     def context(self) -> Any:
-        return self.session().sparkContext
+        if self._spark is None:
+            assert self._start is not None
+            self._spark, self._start = self._start(), None
+            for hook in self._hooks:
+                hook(self.context())
+        return getattr(self._spark, "sparkContext", self._spark)
+
+    def session(self) -> Any:
+        self.context()
+        if hasattr(self._spark, "sparkContext"):
+            return self._spark
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.getOrCreate()  # takes the running context
 
 
 def session_of(spark: Any) -> Any:
@@ -231,7 +238,8 @@ def session_of(spark: Any) -> Any:
 
 def context_of(spark: Any) -> Any:
     """The SparkContext behind a context, a session or a LazySpark (starting it)."""
-    spark = session_of(spark)
+    if isinstance(spark, LazySpark):
+        return spark.context()
     return getattr(spark, "sparkContext", spark)
 
 
@@ -312,7 +320,12 @@ def _in_jvm_call(frame: Any) -> bool:
 
 
 def _cancel_jobs(sc: Any) -> None:
-    """Cancel running jobs; a context the stopping run has already stopped has none."""
+    """Cancel running jobs; a context the stopping run has already stopped, or a LazySpark not
+    started, has none."""
+    if isinstance(sc, LazySpark):
+        if not sc.started:
+            return
+        sc = sc.context()
     with contextlib.suppress(Exception):
         sc.cancelAllJobs()
 
@@ -334,8 +347,9 @@ def settle(sc: Any, timeout_s: float = 60.0) -> None:
 
 
 def interrupt_cancels_jobs(sc: Any) -> None:
-    """SIGINT (Ctrl-C) and SIGTERM stop the run: its Spark jobs are cancelled (from another
-    thread: the JVM connection of the main thread may be busy) and the main thread is interrupted
+    """SIGINT (Ctrl-C) and SIGTERM stop the run (`sc`: a context or a LazySpark): its Spark jobs
+    are cancelled (from another thread: the JVM connection of the main thread may be busy) and the
+    main thread is interrupted
     with KeyboardInterrupt or Terminated, unless it is waiting for the JVM, where the cancelled
     job ends the wait with an error instead (raising inside py4j breaks its connection).
     `stopped_by` tells either way. PySpark sets up SIGINT only for a context made on the main

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import read_log, run_segpipe
+from tests.helpers import files_of, read_log, run_segpipe
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -461,3 +461,28 @@ def test_a_run_without_stderr_still_runs(tmp_path: Path, sample_dir: Path) -> No
     command = f"{sys.executable} -m pipelines.cli clean {sample_dir} {tmp_path / 'out'} --now-ms {NOW} --dry-run 2>&-"
     proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions")
+
+
+def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
+    """A JVM told to start with a 1 KB heap fails at once: a retention-only run
+    (plain and --link) and a --select kafka pass over a cleaned output finish with it anyway,
+    byte-identical to the same runs with Spark; a run that compacts cannot."""
+    bad_jvm = ["--conf", "spark.driver.memory=1k", "--now-ms", str(NOW)]
+    samples, retention = str(ROOT / "data" / "samples"), ["--set", "cleanup.policy=delete"]
+    for name, extra in (("copy", []), ("link", ["--link"])):
+        plain = run_segpipe(
+            "clean", samples, str(tmp_path / f"{name}-spark"), *retention, *extra, "--now-ms", str(NOW)
+        )
+        proc = run_segpipe("clean", samples, str(tmp_path / name), *retention, *extra, *bad_jvm)
+        assert (plain.returncode, proc.returncode) == (0, 0), proc.stderr
+        assert files_of(tmp_path / name) == files_of(tmp_path / f"{name}-spark")
+    config = ["--config", "conf/samples.yaml"]
+    compacted = run_segpipe("clean", samples, str(tmp_path / "once"), *config, "--now-ms", str(NOW))
+    assert compacted.returncode == 0, compacted.stderr
+    again = run_segpipe(
+        "clean", str(tmp_path / "once"), str(tmp_path / "again"), *config, "--select", "kafka", *bad_jvm
+    )
+    assert again.returncode == 0, again.stderr
+    assert files_of(tmp_path / "again") == files_of(tmp_path / "once")
+    refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm)
+    assert refused.returncode != 0 and not (tmp_path / "needs-spark").exists()

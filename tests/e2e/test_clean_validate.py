@@ -94,3 +94,21 @@ def test_an_operators_suite_gates_publication(sample_dir: Path, tmp_path: Path) 
     assert not (tmp_path / "out").exists()
     refused = run_segpipe("clean", str(sample_dir), str(tmp_path / "x"), "--suite", str(strict))
     assert refused.returncode == 2 and "add --validate" in refused.stderr
+
+
+def test_validating_a_small_local_log_starts_no_jvm(tmp_path: Path) -> None:
+    """A JVM with a 1 KB heap cannot start: the validation of the samples (structure, and the
+    promise of a retention-only clean of them) finishes without one; an operator suite, which
+    reads records through the kafka-segments source, needs Spark and says it could not start."""
+    samples, bad_jvm = "data/samples", ["--conf", "spark.driver.memory=1k"]
+    out = tmp_path / "out"
+    clean = run_segpipe(
+        "clean", samples, str(out), "--set", "cleanup.policy=delete", "--now", "2023-11-23", *bad_jvm
+    )
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    for extra in ([], ["--against", samples]):
+        proc = run_segpipe("validate", str(out), *extra, *bad_jvm)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "validation passed" in proc.stdout + proc.stderr
+    suite = run_segpipe("validate", samples, "--suite", "conf/suites/orders.json", *bad_jvm)
+    assert suite.returncode != 0 and "validation passed" not in suite.stdout + suite.stderr

@@ -15,6 +15,7 @@ from pipelines.jobs.tier.restore import restore
 from segment_io.remote.tier import RemoteTier
 from segment_io.topic_partition import TopicPartition
 from tests.conftest import FIXED_NOW_MS
+from tests.helpers import files_of
 
 pytestmark = pytest.mark.spark
 KEEP_ALL = {"retention.ms": -1}
@@ -23,15 +24,6 @@ RELEASE_ALL = {"retention.ms": -1, "local.retention.ms": 0, "local.retention.byt
 
 def quiet(line: str) -> None:
     del line
-
-
-def files_of(root: Path) -> dict[str, bytes]:
-    """Every file of a log directory by relative path, segpipe's own folder left out."""
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and "_segpipe" not in p.parts
-    }
 
 
 def split(sample_dir: Path, tmp_path: Path, values: dict[str, object]) -> tuple[Path, Path]:

@@ -31,7 +31,7 @@ from pipelines.output.staging import Staging
 from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
+from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped, settle
 from pipelines.runtime.tasks import packed, run_packed
 from segment_io.errors import SegmentError
 from segment_io.layout import META_DIR, list_log_dir
@@ -73,7 +73,9 @@ def clean(
 ) -> RunReport:
     """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
 
-    `spark` is a SparkSession or a SparkContext (only the core engine is used). SRC is only
+    `spark` is a SparkSession, a SparkContext (only the core engine is used) or a LazySpark,
+    started only where the plan needs Spark (compaction; files too far or too many for the
+    driver's threads). SRC is only
     read. DST must be absent or empty; it appears complete or not at all. `now_ms` is the
     "now" of every time rule (default: the clock). `on_corrupt="skip-partition"` leaves a
     partition whose data is bad (found by the scan: CRCs, headers, indexes, offset ranges) out of
@@ -122,12 +124,18 @@ def _clean(
     if report_path:
         require_new_file(report_path)
         require_new_file(html_path(report_path))
-    sc = getattr(spark, "sparkContext", spark)
-    timer = StageTimer(on_enter=lambda name: progress.enter(sc, name), on_leave=progress.leave)
-    preload_in_workers(sc, WORKER_MODULES)
+    # Spark starts where a stage needs it (compaction, or files too far or too many for the
+    # driver's threads): a plan that only copies and drops segments of a local log runs without.
+    spark = LazySpark.of(spark)
+    timer = StageTimer(
+        on_enter=lambda name: progress.enter(spark.context() if spark.started else None, name),
+        on_leave=progress.leave,
+    )
+    spark.on_start(lambda sc: preload_in_workers(sc, WORKER_MODULES))
+    spark.on_start(progress.join)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
-        scanned = scan_log(sc, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)
+        scanned = scan_log(spark, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)
     skipped = [_skipped(tp, exc) for tp, exc in sorted(scanned.skipped.items())]
     for item in skipped:
         log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
@@ -166,10 +174,10 @@ def _clean(
     report = RunReport(src, dst, now, staging.run_id, warnings=warnings, plan=summaries, skipped=skipped)
     try:
         with timer.stage("compact"):
-            stats = _compact(sc, plans, scanned, staging.url, now)
+            stats = _compact(spark, plans, scanned, staging.url, now)
         raise_if_stopped()
         with timer.stage("copy"):
-            _copy(sc, plans, scanned, staging, link)
+            _copy(spark, plans, scanned, staging, link)
         by_dir: dict[str, list[GroupStats]] = {}
         for s in stats:
             by_dir.setdefault(s.partition_dir, []).append(s)
@@ -195,7 +203,8 @@ def _clean(
                  INVENTORY: outputs}
             )  # fmt: skip
     except BaseException:
-        settle(sc)  # no task of this run writes into its staging after this
+        if spark.started:
+            settle(spark.context())  # no task of this run writes into its staging after this
         staging.abort()
         raise
     fault_point("after-publish")
@@ -252,7 +261,7 @@ def _group_bounds(plans: list[PartitionPlan]) -> GroupBounds:
 
 
 def _compact(
-    sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
+    spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
 ) -> list[GroupStats]:
     """Key map (map per few input segments → shuffle by key hash → reduce per bucket), then a
     second shuffle by output group that feeds one rewrite task per group."""
@@ -261,6 +270,7 @@ def _compact(
     }
     if not groups:
         return []
+    sc = spark.context()
     configs = {plan.tp.dir_name: plan.config for plan in plans}
     ctx = RewriteContext(scanned.url, staging_url, scanned.files, now, configs)
     shared = sc.broadcast(groups)
@@ -295,7 +305,9 @@ def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
     return max(parallelism, min(MAX_BUCKETS, -(-rows // BUCKET_ROWS)))
 
 
-def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Staging, link: bool) -> None:
+def _copy(
+    spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging: Staging, link: bool
+) -> None:
     """Untouched segments (in parallel), then the partition files and root checkpoints."""
     copies = [
         c
@@ -310,7 +322,7 @@ def _copy(sc: Any, plans: list[PartitionPlan], scanned: Scanned, staging: Stagin
         return []
 
     near = scanned.storage.near and staging.storage.near
-    run_packed(sc, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
+    run_packed(spark, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):
         write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging)
     write_root_checkpoints(scanned.listing, plans, scanned.segments, staging)

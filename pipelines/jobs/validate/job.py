@@ -108,7 +108,7 @@ def validate(
     if against is not None and terms is None:
         terms = promise_terms(path, manifest, config, now_ms)  # refused before any work
     require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
-    spark.on_start(lambda session: preload_in_workers(session.sparkContext, WORKER_MODULES))
+    spark.on_start(lambda sc: preload_in_workers(sc, WORKER_MODULES))
     parts = list(listing.partitions)
     file_rows = file_checks(spark, url, parts)
     report = ValidationReport(path)

@@ -1,0 +1,65 @@
+"""A clean whose plan gives Spark nothing to do starts no Spark: the scan and plan of a local log
+run in the driver, and so do retention and copies; Spark starts only where compaction needs it.
+Outputs are byte-identical to the same run with Spark running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines import clean
+from pipelines.config import JobConfig, load_job_config
+from pipelines.runtime.session import LazySpark
+from tests.helpers import files_of
+
+pytestmark = pytest.mark.spark
+NOW = 1_700_697_600_000  # 2023-11-23: the samples' clicks keep part of their 3 days
+
+
+def quiet(line: str) -> None:
+    del line
+
+
+def no_spark() -> None:
+    raise AssertionError("Spark was started for a plan with nothing for it to do")
+
+
+RETENTION_ONLY = JobConfig.from_sources(None, ["cleanup.policy=delete", "retention.ms=259200000"])
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_a_retention_only_run_starts_no_spark(spark, sample_dir: Path, tmp_path: Path, link: bool) -> None:  # type: ignore[no-untyped-def]
+    with_spark, without = tmp_path / "with", tmp_path / "without"
+    report = clean(spark, str(sample_dir), str(with_spark), RETENTION_ONLY, now_ms=NOW, log=quiet)
+    assert report.total("segments_deleted") > 0  # retention did remove something
+    clean(
+        LazySpark(no_spark), str(sample_dir), str(without), RETENTION_ONLY, now_ms=NOW, log=quiet, link=link
+    )
+    assert files_of(without) == files_of(with_spark)
+
+
+def test_select_kafka_with_nothing_to_clean_starts_no_spark(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = load_job_config("conf/samples.yaml")
+    once = tmp_path / "once"
+    clean(spark, str(sample_dir), str(once), config, now_ms=NOW, log=quiet)
+    lines: list[str] = []
+    again = tmp_path / "again"
+    clean(LazySpark(no_spark), str(once), str(again), config, now_ms=NOW, log=lines.append, select="kafka")
+    assert any("not compacted" in line for line in lines)
+    assert files_of(again) == files_of(once)
+
+
+def test_spark_starts_where_compaction_needs_it(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = load_job_config("conf/samples.yaml")
+    started: list[bool] = []
+
+    def start():  # type: ignore[no-untyped-def]
+        started.append(True)
+        return spark
+
+    eager, lazy = tmp_path / "eager", tmp_path / "lazy"
+    clean(spark, str(sample_dir), str(eager), config, now_ms=NOW, log=quiet)
+    clean(LazySpark(start), str(sample_dir), str(lazy), config, now_ms=NOW, log=quiet)
+    assert started == [True]
+    assert files_of(lazy) == files_of(eager)
