@@ -349,7 +349,8 @@ def test_spark_leaves_no_sockets_behind(tmp_path: Path, sample_dir: Path) -> Non
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW)],
+        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW),
+         "--set", "cleanup.policy=compact"],  # a run that compacts: it starts Spark
         capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -364,7 +365,8 @@ def test_interrupting_a_run_publishes_nothing_and_says_so_in_one_line(
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW)],
+        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW),
+         "--set", "cleanup.policy=compact"],  # a run that compacts: it starts Spark
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     deadline = time.monotonic() + 60

@@ -15,6 +15,7 @@ from pipelines.clock import clock_ms, iso
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
 from pipelines.errors import ConfigError
+from pipelines.jobs.clean.alone import alone_partitions, compact_alone
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
 from pipelines.jobs.clean.plan import GroupPlan, PartitionPlan, plan_log, plan_table
@@ -42,6 +43,7 @@ from segment_io.topic_partition import TopicPartition
 WORKER_MODULES = (
     "pipelines.log.scan",
     "pipelines.jobs.clean.keymap",
+    "pipelines.jobs.clean.alone",
     "pipelines.jobs.clean.rewrite",
     "pipelines.output.copy",
 )
@@ -274,10 +276,24 @@ def _compact(
     configs = {plan.tp.dir_name: plan.config for plan in plans}
     ctx = RewriteContext(scanned.url, staging_url, scanned.files, now, configs)
     shared = sc.broadcast(groups)
-    slots = {gid: i for i, gid in enumerate(sorted(groups))}
+    bounds = _group_bounds(plans)
     key_tasks = _key_tasks(plans, scanned)
+    gids = {tp: bounds.gids[tp].tolist() for tp in bounds.gids}
+    # A partition that fits a task is compacted inside one (nothing shuffled); the others take
+    # the bucketed path, where a partition's key map spreads over every core.
+    alone = alone_partitions(key_tasks, gids, sc.defaultParallelism)
+    key_tasks = [t for t in key_tasks if t.tp not in alone]
+    slots = {
+        gid: i
+        for i, gid in enumerate(sorted(g for tp, mine in gids.items() if tp not in alone for g in mine))
+    }
+    results = []
+    if alone:
+        works = [alone[tp] for tp in sorted(alone, key=lambda tp: -alone[tp].size)]  # largest first
+        results.append(
+            sc.parallelize(works, len(works)).flatMap(lambda w: compact_alone(w, shared.value, bounds, ctx))
+        )
     if key_tasks:
-        bounds = _group_bounds(plans)
         buckets = _bucket_count(key_tasks, sc.defaultParallelism)
         # Every group gets a rewrite task, also one the key map sends nothing to: the reduce task
         # of bucket `gid % buckets` announces it.
@@ -289,13 +305,15 @@ def _compact(
                 lambda b, items: reduce_keys(items, bounds, [g for g in slots if g % buckets == b])
             )
         )
-    else:
+    elif slots:
         per_group = sc.parallelize([(gid, None) for gid in slots], 1)
-    rows = (
-        per_group.partitionBy(len(slots), lambda gid: slots[gid])
-        .mapPartitions(lambda items: rewrite_groups(items, shared.value, ctx))
-        .collect()
-    )
+    if slots:
+        results.append(
+            per_group.partitionBy(len(slots), lambda gid: slots[gid]).mapPartitions(
+                lambda items: rewrite_groups(items, shared.value, ctx)
+            )
+        )
+    rows = results[0].collect() if len(results) == 1 else sc.union(results).collect()
     shared.unpersist()
     return list(rows)
 
