@@ -119,27 +119,30 @@ def run(args: argparse.Namespace) -> int:
         require_destination(args.remote, args.dst)
     if args.report:
         require_new_file(args.report)
-    from pipelines.jobs.validate.user_suites import load_suite
+    suites: tuple[Any, ...] = ()
+    if args.suite:  # the suites are read before Spark starts; their module loads the job's
+        from pipelines.jobs.validate.user_suites import load_suite
 
-    suites = tuple(load_suite(f) for f in args.suite)
+        suites = tuple(load_suite(f) for f in args.suite)
     validating = VALIDATION_MODULES if args.validate else ()
     # Spark starts with the run where compaction may need it (its JVM starting while the job's
     # modules load); otherwise only if a stage turns out to need it (runtime.session.LazySpark).
     needed = spark_likely(src, config, topics, args.select, bool(suites))
     with spark_on_demand(args, needed, "pipelines.jobs.clean", *validating) as spark:
-        from pipelines.jobs.clean import clean
+        from pipelines.jobs.clean import CleanRequest, run_clean
+
+        request = CleanRequest(
+            src=src, dst=args.dst, config=config, now_ms=now_ms, dry_run=args.dry_run,
+            report_path=args.report, on_corrupt=args.on_corrupt, plan_json=args.json,
+            topics=None if selection.everything else selection, link=args.link, select=args.select,
+        )  # fmt: skip
 
         gate = None
         if args.validate:
             from pipelines.jobs.validate.gate import validation_gate
 
             gate = validation_gate(spark, args.dst, console.say, against=src, suites=suites)
-        report = clean(
-            spark, src, args.dst, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-            log=console.say, on_corrupt=args.on_corrupt, gate=gate, plan_json=args.json,
-            topics=None if selection.everything else selection, link=args.link,
-            select=args.select,
-        )  # fmt: skip
+        report = run_clean(spark, request, console.say, gate)
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 

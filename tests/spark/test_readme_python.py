@@ -19,4 +19,5 @@ def test_readme_python_example_runs(spark, tmp_path: Path, monkeypatch: pytest.M
     out = capsys.readouterr().out
     assert "orders-0" in out and "records_out" in out  # the metrics DataFrame was shown
     assert (tmp_path / "cleaned" / "_segpipe" / "manifest.json").exists()
+    assert (tmp_path / "cleaned-again" / "_segpipe" / "manifest.json").exists()
     assert "uploaded" in out and (tmp_path / "remote-tier" / "segpipe-tier.json").exists()

@@ -18,7 +18,8 @@ from typing import Any
 
 from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
-from pipelines.jobs.clean.job import clean
+from pipelines.jobs.clean.job import run_clean
+from pipelines.jobs.clean.request import CleanRequest
 from pipelines.log.scanned import scan_log
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import RunReport
@@ -55,7 +56,11 @@ def clean_in_place(
         _remove_finished_staging(tier.storage, staging_path, log)
     sealed = (config or JobConfig()).all_sealed(SEALED_BECAUSE)
     source = tiered_url(remote_url, None)
-    report = clean(spark, source, staging_url, sealed, now_ms, dry_run, report_path, log, on_corrupt)
+    request = CleanRequest(
+        src=source, dst=staging_url, config=sealed, now_ms=now_ms, dry_run=dry_run, report_path=report_path,
+        on_corrupt=on_corrupt,
+    )  # fmt: skip
+    report = run_clean(spark, request, log)
     if dry_run:
         return report
     try:

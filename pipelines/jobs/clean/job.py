@@ -14,11 +14,11 @@ import numpy as np
 from pipelines.clock import clock_ms, iso
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
-from pipelines.errors import ConfigError
 from pipelines.jobs.clean.alone import alone_partitions, compact_alone
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
 from pipelines.jobs.clean.plan import GroupPlan, PartitionPlan, plan_log, plan_table
+from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
@@ -53,8 +53,6 @@ BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
 # Tasks per core for the key map's map side (as for the scan: a few per core balance the cores).
 MAP_TASKS_PER_CORE = 3
-ON_CORRUPT = ("fail", "skip-partition")
-SELECT = ("all", "kafka")
 
 
 def clean(
@@ -73,59 +71,40 @@ def clean(
     link: bool = False,
     select: str = "all",
 ) -> RunReport:
-    """Apply Kafka's retention and compaction to every partition of SRC, writing DST.
+    """Apply Kafka's retention and compaction to every partition of SRC, writing DST (the options:
+    CleanRequest). `spark` is a SparkSession, a SparkContext (only the core engine is used) or a
+    LazySpark, started only where the plan needs Spark (compaction; files too far or too many for
+    the driver's threads). SRC is only read; DST appears complete or not at all.
+    `gate(staged_url, terms)` runs on the complete staged output before publication; an error it
+    raises publishes nothing (the validation gate). Returns the run report (`report.rows()`: one
+    metrics row per partition; `report.to_dataframe(spark)`)."""
+    request = CleanRequest(
+        src=src, dst=dst, config=config or JobConfig(), now_ms=now_ms, dry_run=dry_run,
+        report_path=report_path, on_corrupt=on_corrupt, plan_json=plan_json, topics=topics, link=link,
+        select=select,
+    )  # fmt: skip
+    return run_clean(spark, request, log, gate)
 
-    `spark` is a SparkSession, a SparkContext (only the core engine is used) or a LazySpark,
-    started only where the plan needs Spark (compaction; files too far or too many for the
-    driver's threads). SRC is only
-    read. DST must be absent or empty; it appears complete or not at all. `now_ms` is the
-    "now" of every time rule (default: the clock). `on_corrupt="skip-partition"` leaves a
-    partition whose data is bad (found by the scan: CRCs, headers, indexes, offset ranges) out of
-    DST whole and names it in the report, instead of stopping the run. `gate(staged_url, terms)` runs on the
-    complete staged output before publication; an error it raises publishes nothing (the
-    validation gate). `topics` (a predicate on topic names, such as a `TopicSelection`) keeps only
-    those topics' partitions in DST. `link` hard-links the segments it carries over unchanged
-    instead of copying them (local SRC and DST on one file system; see README). `select="kafka"`
-    compacts only the partitions Kafka's cleaner would choose now and carries the others over
-    (each named with the reason). Returns the run report
-    (`report.rows()`: one metrics row per partition; `report.to_dataframe(spark)`).
-    """
-    if select not in SELECT:
-        raise ConfigError(f"select {select!r}: expected one of {', '.join(SELECT)}")
-    if on_corrupt not in ON_CORRUPT:
-        raise ConfigError(f"on_corrupt {on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+
+def run_clean(
+    spark: Any, request: CleanRequest, log: Log = print, gate: Callable[[str, Terms], None] | None = None
+) -> RunReport:
+    """The clean `request` asks for (see `clean`)."""
     with typed_errors():
-        config = config or JobConfig()
-        return _clean(
-            spark, src, dst, config, now_ms, dry_run, report_path, log, on_corrupt, gate, plan_json, topics,
-            link, select == "kafka",
-        )  # fmt: skip
+        return _clean(spark, request, log, gate)
 
 
 def _clean(
-    spark: Any,
-    src: str,
-    dst: str,
-    config: JobConfig,
-    now_ms: int | None,
-    dry_run: bool,
-    report_path: str | None,
-    log: Log,
-    on_corrupt: str,
-    gate: Callable[[str, Terms], None] | None,
-    plan_json: bool,
-    topics: Callable[[str], bool] | None,
-    link: bool,
-    select_kafka: bool,
+    spark: Any, request: CleanRequest, log: Log, gate: Callable[[str, Terms], None] | None
 ) -> RunReport:
-    now = clock_ms() if now_ms is None else now_ms
+    now = clock_ms() if request.now_ms is None else request.now_ms
     # A dry run refuses what the run would refuse.
-    require_destination(src, dst)
-    if link:
-        require_linkable(src, dst)
-    if report_path:
-        require_new_file(report_path)
-        require_new_file(html_path(report_path))
+    require_destination(request.src, request.dst)
+    if request.link:
+        require_linkable(request.src, request.dst)
+    if request.report_path:
+        require_new_file(request.report_path)
+        require_new_file(html_path(request.report_path))
     # Spark starts where a stage needs it (compaction, or files too far or too many for the
     # driver's threads): a plan that only copies and drops segments of a local log runs without.
     spark = LazySpark.of(spark)
@@ -137,18 +116,25 @@ def _clean(
     spark.on_start(progress.join)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
-        scanned = scan_log(spark, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)
+        scanned = scan_log(
+            spark,
+            request.src,
+            log,
+            skip_corrupt=request.on_corrupt == "skip-partition",
+            topics=request.topics,
+        )
     skipped = [_skipped(tp, exc) for tp, exc in sorted(scanned.skipped.items())]
     for item in skipped:
         log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
     fault_point("after-scan")
     raise_if_stopped()
-    if topics is None:  # with a selection, the caller checks against the whole of SRC
-        config.require_topics(
-            {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped}, src
+    if request.topics is None:  # with a selection, the caller checks against the whole of SRC
+        request.config.require_topics(
+            {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped},
+            request.src,
         )
     with timer.stage("plan"):
-        plans = plan_log(scanned.listing, scanned.segments, config, now, select_kafka)
+        plans = plan_log(scanned.listing, scanned.segments, request.config, now, request.select_kafka)
     for plan in plans:
         if plan.selection is not None and plan.compaction is None:
             log(f"segpipe: not compacted: {plan.tp} (Kafka's cleaner would not choose it: {plan.selection})")
@@ -156,30 +142,39 @@ def _clean(
     for warning in warnings:
         log(f"segpipe: warning: {warning}")
     summaries = [p.summary() for p in plans]
-    if dry_run:
+    if request.dry_run:
         report = RunReport(
-            src, dst, now, "dry-run", dry_run=True, warnings=warnings, plan=summaries, skipped=skipped
+            request.src,
+            request.dst,
+            now,
+            "dry-run",
+            dry_run=True,
+            warnings=warnings,
+            plan=summaries,
+            skipped=skipped,
         )
         report.partitions = [partition_metrics(p, scanned.segments[p.tp], []) for p in plans]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
-        if plan_json:
+        if request.plan_json:
             log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
         else:
             log(f"segpipe: dry run at now = {now} ({iso(now)}): the plan")
             for line in plan_table(summaries):
                 log(line)
-        _write_report(report, report_path)
+        _write_report(report, request.report_path)
         log(report.totals_line())
         return report
 
-    staging = Staging.create(dst, log)
-    report = RunReport(src, dst, now, staging.run_id, warnings=warnings, plan=summaries, skipped=skipped)
+    staging = Staging.create(request.dst, log)
+    report = RunReport(
+        request.src, request.dst, now, staging.run_id, warnings=warnings, plan=summaries, skipped=skipped
+    )
     try:
         with timer.stage("compact"):
             stats = _compact(spark, plans, scanned, staging.url, now)
         raise_if_stopped()
         with timer.stage("copy"):
-            _copy(spark, plans, scanned, staging, link)
+            _copy(spark, plans, scanned, staging, request.link)
         by_dir: dict[str, list[GroupStats]] = {}
         for s in stats:
             by_dir.setdefault(s.partition_dir, []).append(s)
@@ -194,14 +189,14 @@ def _clean(
         selected = sorted({*planned_topics, *(tp.topic for tp in scanned.skipped)})
         if gate is not None:
             with timer.stage("validate"):
-                gate(staging.url, Terms(config, now, frozenset(selected), "run"))
+                gate(staging.url, Terms(request.config, now, frozenset(selected), "run"))
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         outputs = inventory(written, {r.partition: r.records_out for r in report.partitions})
         fault_point("before-publish")
         with publishing():  # a run told to stop before this never publishes; after, it has
             staging.publish(
-                {"run_id": staging.run_id, "src": src, "now_ms": now, "partitions": summaries,
-                 "configs": config.describe(planned_topics), "topics": selected, "skipped": skipped,
+                {"run_id": staging.run_id, "src": request.src, "now_ms": now, "partitions": summaries,
+                 "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped,
                  INVENTORY: outputs}
             )  # fmt: skip
     except BaseException:
@@ -210,7 +205,7 @@ def _clean(
         staging.abort()
         raise
     fault_point("after-publish")
-    _write_report(report, report_path)
+    _write_report(report, request.report_path)
     for p in report.partitions:
         log(p.cleaner_line())
     log(report.totals_line())

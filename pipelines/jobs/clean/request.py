@@ -1,0 +1,49 @@
+"""CleanRequest: everything one `clean` run is asked to do, in one frozen, keyword-only value.
+The command line, `segpipe run`, the DAGs and the Python API build one; the job reads only it
+(an option is added here, where it is checked, and where it is used)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pipelines.config import JobConfig
+from pipelines.errors import ConfigError
+
+ON_CORRUPT = ("fail", "skip-partition")
+SELECT = ("all", "kafka")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleanRequest:
+    """A clean of the log directory `src` into `dst` (absent or empty).
+
+    `now_ms`: the "now" of every time rule (None: the clock at the start of the run).
+    `on_corrupt="skip-partition"`: a partition whose data is bad is left out of `dst` whole and
+    named in the report, instead of stopping the run. `topics`: a predicate on topic names (such
+    as a TopicSelection); only those topics' partitions reach `dst` (None: all). `link`: segments
+    carried over unchanged are hard-linked, not copied (local, one file system). `select="kafka"`:
+    only the partitions Kafka's cleaner would choose now are compacted. `plan_json`: a dry run
+    prints its plan as JSON."""
+
+    src: str
+    dst: str
+    config: JobConfig = field(default_factory=JobConfig)
+    now_ms: int | None = None
+    dry_run: bool = False
+    report_path: str | None = None
+    on_corrupt: str = "fail"
+    plan_json: bool = False
+    topics: Callable[[str], bool] | None = None
+    link: bool = False
+    select: str = "all"
+
+    def __post_init__(self) -> None:
+        if self.select not in SELECT:
+            raise ConfigError(f"select {self.select!r}: expected one of {', '.join(SELECT)}")
+        if self.on_corrupt not in ON_CORRUPT:
+            raise ConfigError(f"on_corrupt {self.on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+
+    @property
+    def select_kafka(self) -> bool:
+        return self.select == "kafka"

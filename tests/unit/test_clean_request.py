@@ -1,0 +1,38 @@
+"""CleanRequest: one frozen, keyword-only value holds a clean run's options, and refuses a value
+the job has no meaning for before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pipelines.config import JobConfig
+from pipelines.errors import ConfigError
+from pipelines.jobs.clean.request import CleanRequest
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_request_is_keyword_only_frozen_and_defaults_as_the_command_line() -> None:
+    with pytest.raises(TypeError):
+        CleanRequest("src", "dst")  # type: ignore[misc]
+    request = CleanRequest(src="src", dst="dst")
+    assert request.config == JobConfig() and request.now_ms is None and not request.dry_run
+    assert (request.on_corrupt, request.select, request.select_kafka, request.link) == (
+        "fail",
+        "all",
+        False,
+        False,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.link = True  # type: ignore[misc]
+    assert CleanRequest(src="src", dst="dst", select="kafka").select_kafka
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("select", "some"), ("on_corrupt", "skip"), ("on_corrupt", "skip_partition")]
+)
+def test_a_value_the_job_does_not_know_is_refused(field: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"{field} '{value}': expected one of"):
+        CleanRequest(src="src", dst="dst", **{field: value})
