@@ -98,12 +98,9 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
         return EXIT_OK
     with spark_run(args, "pipelines.jobs.clean") as sc:
-        from pipelines.jobs.clean import clean
+        from pipelines.jobs.clean import run_clean
 
-        assert job.output is not None
-        config = job.clean_config(unit)
-        clean(sc, job.source, job.output, config, now_ms=now_ms, dry_run=True, log=console.say,
-              topics=job.selection)  # fmt: skip
+        run_clean(sc, job.clean_request(unit, now_ms, dry_run=True), console.say)
     return EXIT_OK
 
 

@@ -80,7 +80,7 @@ def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], 
 
 
 def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
-    from pipelines.jobs.clean import clean
+    from pipelines.jobs.clean import run_clean
     from pipelines.output.staging import published_manifest
 
     assert job.output is not None
@@ -89,8 +89,7 @@ def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log
         log(f"segpipe: step {unit_name(unit)}: {job.output} was published by this run before it stopped")
         partitions = {p["partition"]: {"adopted": True} for p in published.get("partitions", [])}
         return {"adopted": True, "run_id": published.get("run_id"), "partitions": partitions}
-    report = clean(spark, job.source, job.output, job.clean_config(unit), now_ms=state.now_ms, log=log,
-                   topics=job.selection)  # fmt: skip
+    report = run_clean(spark, job.clean_request(unit, state.now_ms), log)
     rows = report.rows()
     return {
         "run_id": report.run_id,

@@ -62,6 +62,10 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
     assert retention.effective("orders")["cleanup.policy"][1] == "job step retention"
     compact = job.clean_config(("compact",)).for_topic("clicks")  # a delete topic: carried over
     assert compact.cleanup_policy == {"delete"} and compact.retention_ms == -1
+    # The request a unit runs: the job's source and output, the unit's half, the job's selection.
+    request = job.clean_request(("retention",), now_ms=7, dry_run=True)
+    assert (request.src, request.dst, request.now_ms, request.dry_run) == (job.source, job.output, 7, True)
+    assert request.config.for_topic("orders") == orders and request.topics == job.selection
 
 
 @pytest.mark.parametrize(
