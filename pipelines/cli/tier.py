@@ -90,11 +90,14 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         require_new_file(args.report)
     with spark_run(args, "pipelines.jobs.tier") as sc:
-        from pipelines.jobs.tier import tier
+        from pipelines.jobs.tier import TierRequest, run_tier
 
-        tier(sc, log_dir, remote, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-             log=console.say, max_bytes_per_second=args.max_bytes_per_second,
-             new_history=args.new_history, plan_json=args.json)  # fmt: skip
+        request = TierRequest(
+            log_dir=log_dir, remote_url=remote, config=config, now_ms=now_ms, dry_run=args.dry_run,
+            report_path=args.report, max_bytes_per_second=args.max_bytes_per_second,
+            new_history=args.new_history, plan_json=args.json,
+        )  # fmt: skip
+        run_tier(sc, request, console.say)
     return EXIT_OK
 
 

@@ -23,6 +23,7 @@ from pipelines.config.selection import TopicSelection
 
 if TYPE_CHECKING:
     from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.jobs.tier.request import TierRequest
 from pipelines.errors import ConfigError
 
 # The steps a job may name, in the only order they can run: retention and compaction make the
@@ -149,6 +150,17 @@ class JobFile:
         return CleanRequest(
             src=self.source, dst=self.output, config=self.clean_config(unit), now_ms=now_ms, dry_run=dry_run,
             topics=self.selection,
+        )  # fmt: skip
+
+    def tier_request(self, now_ms: int | None) -> TierRequest:
+        """The tier step of this job: its log directory into its remote tier, under its configs;
+        `now_ms` counts as chosen where the job file names its `now`."""
+        from pipelines.jobs.tier.request import TierRequest
+
+        assert self.remote is not None
+        return TierRequest(
+            log_dir=self.log_dir, remote_url=self.remote, config=self.configs, now_ms=now_ms,
+            now_given=self.now_ms is not None,
         )  # fmt: skip
 
     def for_run(self, run: str | None) -> JobFile:

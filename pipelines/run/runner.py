@@ -137,18 +137,9 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
 
 
 def _tier(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
-    from pipelines.jobs.tier import tier
+    from pipelines.jobs.tier import run_tier
 
-    assert job.remote is not None
-    report = tier(
-        spark,
-        job.log_dir,
-        job.remote,
-        job.configs,
-        now_ms=state.now_ms,
-        log=log,
-        now_given=job.now_ms is not None,
-    )
+    report = run_tier(spark, job.tier_request(state.now_ms), log)
     return {
         "segments_uploaded": report.segments_uploaded,
         "bytes_uploaded": report.bytes_uploaded,

@@ -66,6 +66,14 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
     request = job.clean_request(("retention",), now_ms=7, dry_run=True)
     assert (request.src, request.dst, request.now_ms, request.dry_run) == (job.source, job.output, 7, True)
     assert request.config.for_topic("orders") == orders and request.topics == job.selection
+    tier = job.tier_request(now_ms=7)
+    assert (tier.log_dir, tier.remote_url, tier.config, tier.now_ms) == (
+        job.log_dir,
+        job.remote,
+        job.configs,
+        7,
+    )
+    assert tier.now_chosen == (job.now_ms is not None)
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,10 @@ over the same tier.
 
 from pipelines.jobs.tier import tier
 report = tier(spark, "/var/lib/kafka/data", "s3://archive/kafka", JobConfig.build({...}))
+report = run_tier(spark, TierRequest(log_dir="/var/lib/kafka/data", remote_url="s3://archive/kafka"))
 """
 
-from pipelines.jobs.tier.job import WORKER_MODULES, tier
+from pipelines.jobs.tier.job import WORKER_MODULES, run_tier, tier
+from pipelines.jobs.tier.request import TierRequest
 
-__all__ = ["WORKER_MODULES", "tier"]
+__all__ = ["WORKER_MODULES", "TierRequest", "run_tier", "tier"]

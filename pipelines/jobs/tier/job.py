@@ -29,6 +29,7 @@ from pipelines.jobs.tier.release import (
     write_log_start_offsets,
 )
 from pipelines.jobs.tier.report import TierReport
+from pipelines.jobs.tier.request import TierRequest
 from pipelines.jobs.tier.warnings import tier_warnings
 from pipelines.log.scanned import Scanned, scan_log
 from pipelines.output.destination import require_new_file
@@ -67,19 +68,27 @@ def tier(
 ) -> TierReport:
     """Tier `log_dir` to the remote tier at `remote_url` (created when absent): upload the inactive
     segments below the last stable offset, apply total retention across both tiers, release local
-    copies beyond `local.retention.*`. Returns the run report (`report.rows()`).
+    copies beyond `local.retention.*`. Returns the run report (`report.rows()`). The options:
+    TierRequest. `clock` is the wall clock manifest versions are committed at (expiry's grace
+    period counts from it)."""
+    request = TierRequest(
+        log_dir=log_dir, remote_url=remote_url, config=config or JobConfig(), now_ms=now_ms,
+        now_given=now_given, dry_run=dry_run, report_path=report_path,
+        max_bytes_per_second=max_bytes_per_second, new_history=new_history, plan_json=plan_json,
+    )  # fmt: skip
+    return run_tier(spark, request, log, clock)
 
-    `now_ms` is when the retention rules are judged (default: `clock()`); `now_given` says whether
-    the operator chose it (default: whether `now_ms` was given): retention under Kafka's default
-    configs is refused at a `now` nobody chose. `clock` is the wall clock manifest versions are
-    committed at (expiry's grace period counts from it). `new_history` lets a log that is not the
-    remote tier's (a re-created topic) start the partition's remote history anew. `plan_json`: a
-    dry run prints its plan as JSON (for machines) instead of a table."""
+
+def run_tier(
+    spark: Any, request: TierRequest, log: Log = print, clock: Callable[[], int] = clock_ms
+) -> TierReport:
+    """The tier `request` asks for (see `tier`)."""
+    log_dir, report_path = request.log_dir, request.report_path
     with typed_errors():
         run = _Run(
-            log_dir, remote_url, config or JobConfig(), clock() if now_ms is None else now_ms,
-            now_ms is not None if now_given is None else now_given, dry_run, report_path, log,
-            max_bytes_per_second, new_history, clock, plan_json,
+            log_dir, request.remote_url, request.config,
+            clock() if request.now_ms is None else request.now_ms, request.now_chosen, request.dry_run,
+            report_path, log, request.max_bytes_per_second, request.new_history, clock, request.plan_json,
         )  # fmt: skip
         if report_path:
             require_new_file(report_path)
@@ -95,7 +104,7 @@ def tier(
 
 @dataclass(frozen=True)
 class _Run:
-    """One tier run's arguments, as `tier` resolved them."""
+    """One tier run's request as `run_tier` resolved it (its `now`), with its log and clock."""
 
     log_dir: str
     remote_url: str

@@ -1,5 +1,5 @@
-"""CleanRequest: one frozen, keyword-only value holds a clean run's options, and refuses a value
-the job has no meaning for before any work."""
+"""CleanRequest and TierRequest: one frozen, keyword-only value holds a run's options, and refuses
+a value the job has no meaning for before any work."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
 from pipelines.jobs.clean.request import CleanRequest
+from pipelines.jobs.tier.request import TierRequest
 
 pytestmark = pytest.mark.unit
 
@@ -36,3 +37,15 @@ def test_a_request_is_keyword_only_frozen_and_defaults_as_the_command_line() -> 
 def test_a_value_the_job_does_not_know_is_refused(field: str, value: str) -> None:
     with pytest.raises(ConfigError, match=f"{field} '{value}': expected one of"):
         CleanRequest(src="src", dst="dst", **{field: value})
+
+
+def test_a_tier_request_knows_whether_its_now_was_chosen() -> None:
+    assert not TierRequest(log_dir="a", remote_url="b").now_chosen  # the wall clock's
+    assert TierRequest(log_dir="a", remote_url="b", now_ms=5).now_chosen
+    assert not TierRequest(
+        log_dir="a", remote_url="b", now_ms=5, now_given=False
+    ).now_chosen  # a job's run time
+    with pytest.raises(TypeError):
+        TierRequest("a", "b")  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="max_bytes_per_second 0: expected a positive rate"):
+        TierRequest(log_dir="a", remote_url="b", max_bytes_per_second=0)

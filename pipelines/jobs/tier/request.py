@@ -1,0 +1,41 @@
+"""TierRequest: everything one `tier` run is asked to do, in one frozen, keyword-only value (as
+CleanRequest is for `clean`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipelines.config import JobConfig
+from pipelines.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class TierRequest:
+    """A tier of the Kafka log directory `log_dir` into the remote tier at `remote_url` (created
+    when absent).
+
+    `now_ms`: when the retention rules are judged (None: the wall clock at the start of the run).
+    `now_given`: whether the operator chose that `now` (None: whether `now_ms` is given); retention
+    under Kafka's default configs is refused at a `now` nobody chose. `max_bytes_per_second`: the
+    uploads' rate limit (None: none). `new_history`: a log that is not the remote tier's (a
+    re-created topic) starts the partition's remote history anew. `plan_json`: a dry run prints
+    its plan as JSON instead of a table."""
+
+    log_dir: str
+    remote_url: str
+    config: JobConfig = field(default_factory=JobConfig)
+    now_ms: int | None = None
+    now_given: bool | None = None
+    dry_run: bool = False
+    report_path: str | None = None
+    max_bytes_per_second: int | None = None
+    new_history: bool = False
+    plan_json: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_bytes_per_second is not None and self.max_bytes_per_second <= 0:
+            raise ConfigError(f"max_bytes_per_second {self.max_bytes_per_second}: expected a positive rate")
+
+    @property
+    def now_chosen(self) -> bool:
+        return self.now_ms is not None if self.now_given is None else self.now_given
