@@ -92,7 +92,7 @@ def _refuse_before_spark(job: JobFile) -> None:
 
 
 def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:
-    from pipelines.run.runner import unit_name
+    from pipelines.run.runner import clean_request, unit_name
 
     if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
@@ -100,7 +100,7 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
     with spark_run(args, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean import run_clean
 
-        run_clean(sc, job.clean_request(unit, now_ms, dry_run=True), console.say)
+        run_clean(sc, clean_request(job, unit, now_ms, dry_run=True), console.say)
     return EXIT_OK
 
 

@@ -65,20 +65,14 @@ def run(args: argparse.Namespace) -> int:
     # Refused before Spark starts: a promise needs its terms.
     terms = promise_terms(args.path, published_manifest(url), config, now_ms) if args.against else None
     suites = tuple(load_suite(f) for f in args.suite)
-    from pipelines.jobs.validate import default_report_dir, needs_spark, validate
+    from pipelines.jobs.validate import ValidateRequest, default_report_dir, needs_spark, run_validate
 
+    request = ValidateRequest(
+        path=args.path, remote=args.remote, report_dir=args.report or default_report_dir(args.path),
+        against=args.against, now_ms=now_ms, terms=terms, suites=suites,
+    )  # fmt: skip
     needed = needs_spark(url, log_url(args.against) if args.against else None, bool(suites))
     with spark_on_demand(args, needed, *VALIDATION_MODULES) as spark:
-        result = validate(
-            spark,
-            args.path,
-            args.remote,
-            args.report or default_report_dir(args.path),
-            console.say,
-            args.against,
-            now_ms,
-            terms=terms,
-            suites=suites,
-        )
+        result = run_validate(spark, request, console.say)
     result.say(console.say)
     return EXIT_OK if result.success else EXIT_INVALID

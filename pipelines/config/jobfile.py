@@ -14,16 +14,12 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from pipelines.config.job import JobConfig
 from pipelines.config.selection import TopicSelection
-
-if TYPE_CHECKING:
-    from pipelines.jobs.clean.request import CleanRequest
-    from pipelines.jobs.tier.request import TierRequest
 from pipelines.errors import ConfigError
 
 # The steps a job may name, in the only order they can run: retention and compaction make the
@@ -140,28 +136,6 @@ class JobFile:
         if len(unit) == 2:
             return self.configs
         return self.configs.only("delete" if unit == ("retention",) else "compact", f"job step {unit[0]}")
-
-    def clean_request(self, unit: tuple[str, ...], now_ms: int | None, dry_run: bool = False) -> CleanRequest:
-        """The clean a clean unit of this job runs: its source into its output, under the unit's
-        topic configs and the job's topic selection."""
-        from pipelines.jobs.clean.request import CleanRequest
-
-        assert self.output is not None
-        return CleanRequest(
-            src=self.source, dst=self.output, config=self.clean_config(unit), now_ms=now_ms, dry_run=dry_run,
-            topics=self.selection,
-        )  # fmt: skip
-
-    def tier_request(self, now_ms: int | None) -> TierRequest:
-        """The tier step of this job: its log directory into its remote tier, under its configs;
-        `now_ms` counts as chosen where the job file names its `now`."""
-        from pipelines.jobs.tier.request import TierRequest
-
-        assert self.remote is not None
-        return TierRequest(
-            log_dir=self.log_dir, remote_url=self.remote, config=self.configs, now_ms=now_ms,
-            now_given=self.now_ms is not None,
-        )  # fmt: skip
 
     def for_run(self, run: str | None) -> JobFile:
         """The job with `{run}` replaced by the run's name (refused where one is needed and missing)."""

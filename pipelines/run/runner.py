@@ -12,13 +12,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.clock import iso
 from pipelines.config.jobfile import CLEAN_STEPS, JobFile
 from pipelines.errors import ConfigError, ValidationFailed
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
+
+if TYPE_CHECKING:  # the jobs load only when their step runs
+    from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.jobs.tier.request import TierRequest
+    from pipelines.jobs.validate.request import ValidateRequest
 
 Log = Callable[[str], Any]
 # Per partition, what a step's record keeps of its report (the full reports are the jobs' own).
@@ -69,6 +74,46 @@ def run_units(
     return records
 
 
+def clean_request(
+    job: JobFile, unit: tuple[str, ...], now_ms: int | None, dry_run: bool = False
+) -> CleanRequest:
+    """The clean a clean unit of `job` runs: its source into its output, under the unit's topic
+    configs and the job's topic selection."""
+    from pipelines.jobs.clean.request import CleanRequest
+
+    assert job.output is not None
+    return CleanRequest(
+        src=job.source, dst=job.output, config=job.clean_config(unit), now_ms=now_ms, dry_run=dry_run,
+        topics=job.selection,
+    )  # fmt: skip
+
+
+def tier_request(job: JobFile, now_ms: int | None) -> TierRequest:
+    """The tier step of `job`: its log directory into its remote tier, under its configs; `now_ms`
+    counts as chosen where the job file names its `now`."""
+    from pipelines.jobs.tier.request import TierRequest
+
+    assert job.remote is not None
+    return TierRequest(
+        log_dir=job.log_dir, remote_url=job.remote, config=job.configs, now_ms=now_ms,
+        now_given=job.now_ms is not None,
+    )  # fmt: skip
+
+
+def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
+    """The validate step of `job`: its log directory (the output, where it cleans) with its
+    suites, and the promise against its source where it cleans (under the manifest's terms); the
+    Data Docs beside the log."""
+    from pipelines.jobs.validate import ValidateRequest, default_report_dir
+    from pipelines.jobs.validate.user_suites import load_suite
+
+    return ValidateRequest(
+        path=job.log_dir, report_dir=default_report_dir(job.log_dir),
+        against=job.source if job.cleans else None, now_ms=now_ms,
+        suites=tuple(load_suite(s) for s in job.suites),
+    )  # fmt: skip
+
+
 def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
     if unit[0] in CLEAN_STEPS:
         return _clean(spark, job, state, unit, log)
@@ -89,7 +134,7 @@ def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log
         log(f"segpipe: step {unit_name(unit)}: {job.output} was published by this run before it stopped")
         partitions = {p["partition"]: {"adopted": True} for p in published.get("partitions", [])}
         return {"adopted": True, "run_id": published.get("run_id"), "partitions": partitions}
-    report = run_clean(spark, job.clean_request(unit, state.now_ms), log)
+    report = run_clean(spark, clean_request(job, unit, state.now_ms), log)
     rows = report.rows()
     return {
         "run_id": report.run_id,
@@ -115,17 +160,9 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
 
 
 def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
-    from pipelines.jobs.validate import default_report_dir, validate
-    from pipelines.jobs.validate.user_suites import load_suite
-    from pipelines.runtime.session import get_spark
+    from pipelines.jobs.validate import run_validate
 
-    del spark  # validation needs the SQL session over the same context
-    against = job.source if job.cleans else None
-    docs = default_report_dir(job.log_dir)
-    suites = tuple(load_suite(s) for s in job.suites)
-    result = validate(
-        get_spark(sources=False), job.log_dir, None, docs, log, against, state.now_ms, suites=suites
-    )
+    result = run_validate(spark, validate_request(job, state.now_ms), log)  # a session is made if needed
     result.say(log)
     record = {"success": result.success, "failed": result.failed, "checked": result.checked,
               "data_docs": result.data_docs}  # fmt: skip
@@ -139,7 +176,7 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
 def _tier(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
     from pipelines.jobs.tier import run_tier
 
-    report = run_tier(spark, job.tier_request(state.now_ms), log)
+    report = run_tier(spark, tier_request(job, state.now_ms), log)
     return {
         "segments_uploaded": report.segments_uploaded,
         "bytes_uploaded": report.bytes_uploaded,

@@ -10,6 +10,7 @@ import pytest
 from pipelines.config.jobfile import load_job_file, schema_table
 from pipelines.config.selection import TopicSelection
 from pipelines.errors import ConfigError
+from pipelines.run.runner import clean_request, tier_request, validate_request
 from pipelines.run.state import open_state
 
 pytestmark = pytest.mark.unit
@@ -63,10 +64,10 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
     compact = job.clean_config(("compact",)).for_topic("clicks")  # a delete topic: carried over
     assert compact.cleanup_policy == {"delete"} and compact.retention_ms == -1
     # The request a unit runs: the job's source and output, the unit's half, the job's selection.
-    request = job.clean_request(("retention",), now_ms=7, dry_run=True)
+    request = clean_request(job, ("retention",), now_ms=7, dry_run=True)
     assert (request.src, request.dst, request.now_ms, request.dry_run) == (job.source, job.output, 7, True)
     assert request.config.for_topic("orders") == orders and request.topics == job.selection
-    tier = job.tier_request(now_ms=7)
+    tier = tier_request(job, now_ms=7)
     assert (tier.log_dir, tier.remote_url, tier.config, tier.now_ms) == (
         job.log_dir,
         job.remote,
@@ -74,6 +75,9 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
         7,
     )
     assert tier.now_chosen == (job.now_ms is not None)
+    check = validate_request(job, now_ms=7)
+    assert (check.path, check.against, check.now_ms) == (job.log_dir, job.source if job.cleans else None, 7)
+    assert len(check.suites) == len(job.suites)
 
 
 @pytest.mark.parametrize(

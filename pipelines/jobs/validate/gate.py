@@ -13,7 +13,8 @@ from typing import Any
 
 from pipelines.config.terms import Terms
 from pipelines.errors import ValidationFailed
-from pipelines.jobs.validate.job import validate
+from pipelines.jobs.validate.job import run_validate
+from pipelines.jobs.validate.request import ValidateRequest
 from pipelines.jobs.validate.user_suites import UserSuite
 from segment_io.layout import META_DIR
 from segment_io.storage import LocalStorage, open_storage
@@ -40,16 +41,10 @@ def validation_gate(
             shutil.rmtree(docs, ignore_errors=True)
         else:
             docs = tempfile.mkdtemp(prefix="segpipe-validation-")
-        result = validate(
-            spark,
-            staged_url,
-            report_dir=docs,
-            log=log,
-            against=against,
-            staged=True,
-            terms=terms,
-            suites=suites,
+        request = ValidateRequest(
+            path=staged_url, report_dir=docs, against=against, staged=True, terms=terms, suites=suites
         )
+        result = run_validate(spark, request, log)
         if not result.success:
             for line in result.lines():
                 log(line)

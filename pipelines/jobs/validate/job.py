@@ -28,6 +28,7 @@ from pipelines.jobs.validate.docs_page import write_page
 from pipelines.jobs.validate.frames import collected, judged, kept, of_kind, with_key_b64
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
 from pipelines.jobs.validate.report import Failure, Log, ValidationReport
+from pipelines.jobs.validate.request import ValidateRequest
 from pipelines.jobs.validate.suites import (
     partition_suite,
     promise_suite,
@@ -95,10 +96,20 @@ def validate(
     suites: tuple[UserSuite, ...] = (),
 ) -> ValidationReport:
     """Run the structure suites over PATH (and its remote tier) and, with `against` (the source
-    PATH was cleaned from), the promise: what Kafka's rules let a clean of the source remove, under
-    the topic configs and `now` PATH was cleaned with (`terms`, else `config`/`now_ms`, else what
-    PATH's manifest recorded; with none, a ConfigError). `suites`: the operator's own, each over
-    the records of the topics it names. `staged`: PATH is a run's own output before publication."""
+    PATH was cleaned from), the promise: what Kafka's rules let a clean of the source remove (the
+    options: ValidateRequest). `spark`: a session, or a LazySpark started only where a step needs
+    Spark (a small local log is judged in the driver)."""
+    request = ValidateRequest(
+        path=path, remote=remote, report_dir=report_dir, against=against, now_ms=now_ms, staged=staged,
+        config=config, terms=terms, suites=suites,
+    )  # fmt: skip
+    return run_validate(spark, request, log)
+
+
+def run_validate(spark: Any, request: ValidateRequest, log: Log = print) -> ValidationReport:
+    """The validation `request` asks for (see `validate`)."""
+    path, remote, report_dir, against = request.path, request.remote, request.report_dir, request.against
+    staged, terms, suites = request.staged, request.terms, request.suites
     started = time.perf_counter()
     spark = LazySpark.of(spark)
     url = log_url(path, remote)
@@ -106,7 +117,7 @@ def validate(
     listing = list_log_dir(storage, root, allow_incomplete=staged)
     manifest = None if staged else published_manifest(url)
     if against is not None and terms is None:
-        terms = promise_terms(path, manifest, config, now_ms)  # refused before any work
+        terms = promise_terms(path, manifest, request.config, request.now_ms)  # refused before any work
     require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
     spark.on_start(lambda sc: preload_in_workers(sc, WORKER_MODULES))
     parts = list(listing.partitions)
