@@ -108,13 +108,16 @@ class Staging:
         run_id = uuid.uuid4().hex[:12]
         lock = RunLock.mine(run_id).to_bytes()
         if storage.renames_directories:
-            path = _staging_path(final, run_id)
-            storage.makedirs(path)
-            storage.write_atomic(posixpath.join(path, META_DIR, LOCK), lock)
+            path, marker = _staging_path(final, run_id), LOCK
         else:
-            path = final
-            storage.makedirs(path)
-            storage.write_atomic(posixpath.join(path, META_DIR, INCOMPLETE), lock)
+            path, marker = final, INCOMPLETE
+        storage.makedirs(path)
+        try:
+            storage.write_atomic(posixpath.join(path, META_DIR, marker), lock)
+        except BaseException:  # a stop signal or an error between the two leaves nothing behind
+            staged = cls(storage, final, path, run_id)
+            staged.abort()
+            raise
         return cls(storage, final, path, run_id)
 
     def write_meta(self, name: str, doc: Any) -> str:

@@ -56,3 +56,19 @@ def test_a_destination_filled_during_the_run_is_not_overwritten(tmp_path: Path) 
     assert [p.name for p in tmp_path.iterdir()] == ["out"] and [p.name for p in dst.iterdir()] == [
         "other-run"
     ]
+
+
+def test_a_stop_while_staging_is_created_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM or Ctrl-C between the staging directory and its lock (a stop signal raises in the
+    main thread wherever it is): the half-made staging is removed before the stop goes on."""
+    from segment_io.storage.local import LocalStorage
+
+    def stopped(self: LocalStorage, path: str, data: bytes) -> None:
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(LocalStorage, "write_atomic", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        Staging.create(str(tmp_path / "dst"))
+    assert list(tmp_path.iterdir()) == []
