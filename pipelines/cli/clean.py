@@ -156,8 +156,7 @@ def spark_likely(src_url: str, config: JobConfig, topics: list[str], select: str
     from segment_io.storage import open_storage
 
     storage, path = open_storage(src_url)
-    size = sum(p.size for p in list_log_dir(storage, path).partitions)
-    if not storage.near or size > DRIVER_BYTES:
+    if not storage.near or sum(p.size for p in list_log_dir(storage, path).partitions) > DRIVER_BYTES:
         return True
     compacted = any(config.for_topic(t).compact for t in topics)
     return (compacted and select != "kafka") or suites

@@ -232,15 +232,13 @@ class LazySpark:
 
 
 def session_of(spark: Any) -> Any:
-    """The SparkSession behind a session or a LazySpark (starting it)."""
-    return spark.session() if isinstance(spark, LazySpark) else spark
+    """The SparkSession behind a session, a context or a LazySpark (starting it)."""
+    return LazySpark.of(spark).session()
 
 
 def context_of(spark: Any) -> Any:
     """The SparkContext behind a context, a session or a LazySpark (starting it)."""
-    if isinstance(spark, LazySpark):
-        return spark.context()
-    return getattr(spark, "sparkContext", spark)
+    return LazySpark.of(spark).context()
 
 
 def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
@@ -349,8 +347,8 @@ def settle(sc: Any, timeout_s: float = 60.0) -> None:
 def interrupt_cancels_jobs(sc: Any) -> None:
     """SIGINT (Ctrl-C) and SIGTERM stop the run (`sc`: a context or a LazySpark): its Spark jobs
     are cancelled (from another thread: the JVM connection of the main thread may be busy) and the
-    main thread is interrupted
-    with KeyboardInterrupt or Terminated, unless it is waiting for the JVM, where the cancelled
+    main thread is interrupted with KeyboardInterrupt or Terminated, unless it is waiting for the
+    JVM, where the cancelled
     job ends the wait with an error instead (raising inside py4j breaks its connection).
     `stopped_by` tells either way. PySpark sets up SIGINT only for a context made on the main
     thread, and nothing for SIGTERM."""

@@ -308,7 +308,7 @@ def _compact(
                 lambda items: rewrite_groups(items, shared.value, ctx)
             )
         )
-    rows = results[0].collect() if len(results) == 1 else sc.union(results).collect()
+    rows = sc.union(results).collect()
     shared.unpersist()
     return list(rows)
 

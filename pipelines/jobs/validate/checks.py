@@ -224,12 +224,12 @@ class PartitionVerdicts:
         import pyarrow as pa
 
         keys = sorted(self.rows)
+        rows = [self.rows[k] for k in keys]
         columns: dict[str, pa.Array] = {
             "topic": pa.array([t for t, _ in keys], pa.string()),
             "partition": pa.array([p for _, p in keys], pa.int32()),
         }
         for rule in self.rules:
-            rows = [self.rows[k] for k in keys]
             columns[rule] = pa.array([row.get(rule) for row in rows], pa.bool_())
             columns[f"{rule}_detail"] = pa.array([row.get(f"{rule}_detail") for row in rows], pa.string())
         return pa.table(columns)

@@ -73,6 +73,6 @@ def judged(spark: Any, rows: Any) -> tuple[Any, str]:
         if rows.num_rows <= DRIVER_ROWS:
             return rows.to_pandas(), "segpipe-driver"
         return session_of(spark).createDataFrame(rows), "segpipe"
-    if hasattr(rows, "limit") and rows.limit(DRIVER_ROWS + 1).count() <= DRIVER_ROWS:
+    if rows.limit(DRIVER_ROWS + 1).count() <= DRIVER_ROWS:
         return rows.toPandas(), "segpipe-driver"
     return rows, "segpipe"

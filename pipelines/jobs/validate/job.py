@@ -73,13 +73,11 @@ def needs_spark(url: str, against_url: str | None, suites: bool) -> bool:
     (tasks.fits_driver); an operator suite reads records through the kafka-segments source."""
     if suites:
         return True
-    near, size = True, 0
-    for location in (url, against_url):
-        if location is not None:
-            storage, root = open_storage(location)
-            near = near and storage.near
-            size += sum(p.size for p in list_log_dir(storage, root, allow_incomplete=True).partitions)
-    return not fits_driver(near, size)
+    opened = [open_storage(u) for u in (url, against_url) if u is not None]
+    if not all(storage.near for storage, _ in opened):  # far files never pass the driver: no listing
+        return True
+    size = sum(p.size for s, root in opened for p in list_log_dir(s, root, allow_incomplete=True).partitions)
+    return not fits_driver(True, size)
 
 
 def validate(
