@@ -45,15 +45,15 @@ def say(line: str) -> None:
 
 
 @contextmanager
-def progress(sc: Any, terminal_fd: int) -> Iterator[None]:
+def progress(spark: Any, terminal_fd: int) -> Iterator[None]:
     """Progress lines on the terminal's stderr (`terminal_fd`) while Spark runs; not under -q."""
     if _level == QUIET or terminal_fd < 0:
         yield
         return
-    from pipelines.runtime.progress import Reporter
+    from pipelines.runtime.progress import Reporter, counter
 
     stream = os.fdopen(os.dup(terminal_fd), "w")
-    reporter = Reporter(sc.statusTracker(), stream, live=os.isatty(terminal_fd)).start()
+    reporter = Reporter(counter(spark), stream, live=os.isatty(terminal_fd)).start()
     _before_line.append(reporter.clear)
     try:
         yield

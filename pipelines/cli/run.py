@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         console.say("segpipe: every step of this run is done; nothing to run")
         return _finish(args, {unit_name(u): state.steps[u[0]] for u in units})
     _refuse_before_spark(job)
-    args.master = args.master or job.spark.master
+    # A Spark Connect server named on the command line takes the place of the job's master.
+    args.master = args.master or (None if args.spark_remote else job.spark.master)
     args.conf = [f"{k}={v}" for k, v in _job_settings(job).items()] + list(args.conf)
     if args.dry_run:
         return _dry_run(args, job, state.now_ms, pending[0])

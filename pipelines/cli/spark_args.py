@@ -49,6 +49,11 @@ def add_now_argument(p: argparse.ArgumentParser, rules: str, default: str = CLOC
 def add_spark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
     p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="run on this Spark Connect server (default: PySpark's SPARK_REMOTE, when set and no --master)",
+    )
+    p.add_argument(
         "--conf", action="append", default=[], metavar="NAME=VALUE", help="a Spark setting (spark.*)"
     )
 
@@ -66,35 +71,43 @@ VALIDATION_MODULES = ("pipelines.jobs.validate", "great_expectations")
 
 @contextmanager
 def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
-    """The SparkContext of a job run from the command line, its start-up noise held back; the
-    master is checked (and Spark settings parsed) before anything starts; `job_modules` are
-    imported while the JVM starts."""
-    from pipelines.runtime.session import check_master, spark_for_command, spark_settings
+    """The SparkSession of a job run from the command line (classic, or Spark Connect), its
+    start-up noise held back; the master is checked (and Spark settings parsed) before anything
+    starts; `job_modules` are imported while Spark starts."""
+    from pipelines.runtime.session import check_master, remote_url, spark_for_command, spark_settings
 
     settings = spark_settings(args.conf)
+    remote = remote_url(args.master, args.spark_remote)
     check_master(args.master)
     log_level = "info" if console.level() >= console.VERBOSE else "warn"
     with (
         console.held_back_noise() as terminal,
-        spark_for_command(job_modules, args.master, settings, log_level) as sc,
-        console.progress(sc, terminal),
+        spark_for_command(job_modules, args.master, settings, log_level, remote) as spark,
+        console.progress(spark, terminal),
     ):
-        yield sc
+        yield spark
 
 
 @contextmanager
 def spark_on_demand(args: argparse.Namespace, needed: bool, *job_modules: str) -> Iterator[Any]:
-    """A LazySpark over spark_run's context: started at first use, or at once where the run will
+    """A LazySpark over spark_run's session: started at first use, or at once where the run will
     `need` it (the JVM then starts while `job_modules` are imported). The master and Spark
     settings are checked before anything starts either way, and Ctrl-C and SIGTERM stop the run
     from the start."""
-    from pipelines.runtime.session import LazySpark, check_master, interrupt_cancels_jobs, spark_settings
+    from pipelines.runtime.session import (
+        LazySpark,
+        check_master,
+        interrupt_cancels_jobs,
+        remote_url,
+        spark_settings,
+    )  # fmt: skip
 
     spark_settings(args.conf)
+    remote_url(args.master, args.spark_remote)
     check_master(args.master)
     with ExitStack() as stack:
         lazy = LazySpark(lambda: stack.enter_context(spark_run(args, *job_modules)))
         interrupt_cancels_jobs(lazy)
         if needed:
-            lazy.context()
+            lazy.session()
         yield lazy

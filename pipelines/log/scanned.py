@@ -45,7 +45,7 @@ class Scanned:
 
 
 def scan_log(
-    sc: Any, src: str, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
+    spark: Any, src: str, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
 ) -> Scanned:
     """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
     `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and
@@ -65,7 +65,7 @@ def scan_log(
         log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
     tasks = scan_tasks(listing, url)
     results: list[ScannedSegment | ScanFailure] = run_packed(
-        sc, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
+        spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
         lambda pack: [run_scan_task(t, skip_corrupt) for t in pack], storage.near,
     )  # fmt: skip
     by_id = {(r.meta.segment_id if isinstance(r, ScannedSegment) else r.segment_id): r for r in results}

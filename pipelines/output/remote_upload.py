@@ -10,7 +10,8 @@ from typing import Any
 from pipelines.log.scanned import Scanned
 from pipelines.output.throttle import Throttle, per_task
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.tasks import packed
+from pipelines.runtime.session import LazySpark
+from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.checkpoints import parse_leader_epoch_checkpoint
 from segment_io.layout import PartitionListing, segment_file_name
 from segment_io.remote.manifest import RemoteSegment
@@ -69,15 +70,16 @@ def upload_tasks(
 
 
 def upload_all(
-    sc: Any, tasks: list[UploadTask], remote_url: str, max_bytes_per_second: int | None
+    spark: Any, tasks: list[UploadTask], remote_url: str, max_bytes_per_second: int | None
 ) -> dict[int, list[RemoteSegment]]:
     """Every upload, in parallel, at most `max_bytes_per_second` for the run; by key, in offset
     order."""
     if not tasks:
         return {}
-    rdd = packed(sc, tasks, [t.size for t in tasks], UPLOAD_TASKS_PER_CORE)
-    rate = per_task(max_bytes_per_second, min(rdd.getNumPartitions(), sc.defaultParallelism))
-    rows = rdd.flatMap(lambda pack: run_uploads(pack, remote_url, rate)).collect()
+    lazy = LazySpark.of(spark)
+    chosen = spark_packs(lazy, tasks, [t.size for t in tasks], UPLOAD_TASKS_PER_CORE)
+    rate = per_task(max_bytes_per_second, min(len(chosen), lazy.parallelism()))
+    rows = on_workers(lazy, chosen, lambda pack: run_uploads(pack, remote_url, rate))
     out: dict[int, list[RemoteSegment]] = {}
     for key, segment in rows:
         out.setdefault(key, []).append(segment)

@@ -2,8 +2,8 @@
 later JVMs map them instead of loading and verifying each one again (seconds of start-up).
 
 `python -m pipelines.runtime.class_archive` (run by scripts/bootstrap) builds it for this install
-by running a small core-engine workload with the JVM told to archive at exit. segpipe's jobs run
-on the core engine only (parallelize, Python map tasks, hash shuffles, broadcasts, collect), so
+by running a small workload with the JVM told to archive at exit. segpipe's jobs run as a few
+DataFrame operations (runtime.dataflow: Arrow map tasks, hash repartitioning, collecting), so
 the workload touches what they touch without knowing any job.
 `session.get_context` uses it when present; a stale or foreign archive is ignored by the JVM.
 Set SEGPIPE_CLASS_ARCHIVE to use another file, or to an empty value to use none.
@@ -39,37 +39,35 @@ def java_options() -> str | None:
     return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
-def _workload(sc: Any) -> None:
-    """The core-engine operations segpipe's jobs use, through Python workers."""
-    shared = sc.broadcast({"k": 1})
-    rows = (
-        sc.parallelize([[i, i + 1] for i in range(64)], 4)
-        .flatMap(lambda pack: [(x % 8, x) for x in pack])
-        .partitionBy(8, lambda key: key)
-        .mapPartitionsWithIndex(lambda b, items: [(b, sum(v for _, v in items) + shared.value["k"])])
-        .partitionBy(2, lambda key: key % 2)
-        .mapPartitions(lambda items: [sum(v for _, v in items)])
-        .collect()
+def _workload(spark: Any) -> None:
+    """The operations segpipe's jobs use (runtime.dataflow), through Python workers."""
+    from pipelines.runtime import dataflow
+
+    frame = dataflow.each(
+        spark, [[i, i + 1] for i in range(0, 64, 2)], lambda pack: ((x % 8, x) for x in pack)
     )
-    assert sum(rows) > 0
-    sc.parallelize(range(8), 2).foreach(lambda _: None)
-    shared.unpersist()
+    summed = dataflow.routed(frame, 8, lambda part, items: [(part % 2, part + sum(items))])
+    halves = dataflow.routed(summed, 2, lambda part, items: [(0, sum(items))])
+    assert sum(total for _, total in dataflow.collected(halves)) > 0
 
 
 def build(path: Path) -> None:
     """Run the workload with the JVM archiving the classes it loaded; publish the archive only
     once the JVM has exited (it writes the file on its way out)."""
-    from pipelines.runtime.session import get_context
+    from pipelines.runtime.session import get_spark
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
-    sc = get_context(
-        "local[2]", **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {QUIET}"}
+    spark = get_spark(
+        "local[2]",
+        sources=False,
+        **{"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {QUIET}"},
     )
+    sc = spark.sparkContext
     jvm = sc._gateway.proc
     try:
-        _workload(sc)
+        _workload(spark)
     finally:
         sc.stop()
         jvm.stdin.close()  # the gateway JVM exits when its stdin closes

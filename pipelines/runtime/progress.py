@@ -1,4 +1,5 @@
-"""Progress of a long run from Spark's status tracker: on a terminal one live line for the stage
+"""Progress of a long run from Spark's status tracker (on Spark Connect, from the progress the
+server reports with each operation): on a terminal one live line for the stage
 under way (tasks done of all its tasks, MB processed and MB/s, elapsed time, an estimate of the
 rest), elsewhere a plain line every half minute. A job names its stages (`enter`); the bytes a
 stage reads are added as its tasks are packed (`runtime.tasks.packed` calls `add_bytes`); the
@@ -32,19 +33,26 @@ class _Stage:
 _current: list[_Stage] = []  # the stage under way, set by the job's thread, read by the reporter
 
 
-def enter(sc: Any, name: str, clock: Callable[[], float] = time.monotonic) -> None:
-    """The job's stage `name` starts: its Spark jobs are grouped under it (`sc`: a context, or
-    None while a run's Spark has not started; `join` then groups them once it has)."""
+def enter(spark: Any, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+    """The job's stage `name` starts: its Spark jobs are grouped under it (`spark`: a session,
+    or None while a run's Spark has not started; `join` then groups them once it has)."""
     group = f"segpipe-{name}"
     _current[:] = [_Stage(name, group, clock())]
-    if sc is not None:
-        join(sc)
+    _operations.clear()
+    if spark is not None:
+        join(spark)
 
 
-def join(sc: Any) -> None:
-    """Group the Spark jobs of this thread under the stage under way (if one is)."""
-    if _current:
-        sc.setJobGroup(_current[0].group, f"segpipe {_current[0].name}")
+def join(spark: Any) -> None:
+    """Group the Spark jobs of this thread under the stage under way (if one is): a job group
+    of the context, or on Spark Connect the session's one tag."""
+    if not _current:
+        return
+    if hasattr(spark, "addTag") and not hasattr(spark, "sparkContext"):  # Spark Connect
+        spark.clearTags()
+        spark.addTag(_current[0].group)
+    else:
+        getattr(spark, "sparkContext", spark).setJobGroup(_current[0].group, f"segpipe {_current[0].name}")
 
 
 def add_bytes(size_bytes: int) -> None:
@@ -55,6 +63,35 @@ def add_bytes(size_bytes: int) -> None:
 
 def leave() -> None:
     _current.clear()
+
+
+# Spark Connect reports progress per operation; those of the stage under way, by operation id:
+# (tasks done, tasks in all).
+_operations: dict[str, tuple[int, int]] = {}
+
+
+class ConnectProgress:
+    """A Spark Connect progress handler: what each operation of the stage under way has done."""
+
+    def __call__(self, stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+        if stages is not None and operation_id is not None and _current:
+            stages = list(stages)
+            _operations[operation_id] = (
+                sum(s.num_completed_tasks for s in stages),
+                sum(s.num_tasks for s in stages),
+            )
+
+
+def counter(spark: Any) -> Callable[[str], tuple[int, int]]:
+    """(tasks done, tasks in all) of a stage group, as `spark` tells them."""
+    if hasattr(spark, "registerProgressHandler") and not hasattr(spark, "sparkContext"):
+        spark.registerProgressHandler(ConnectProgress())
+        return lambda group: (
+            sum(d for d, _ in _operations.values()),
+            sum(t for _, t in _operations.values()),
+        )
+    tracker = getattr(spark, "sparkContext", spark).statusTracker()
+    return lambda group: tasks_of(tracker, group)
 
 
 def tasks_of(tracker: Any, group: str) -> tuple[int, int]:
@@ -86,9 +123,10 @@ def progress_line(stage: _Stage, done: int, total: int, now: float) -> str:
 
 @dataclass
 class Reporter:
-    """Writes progress to `stream` until `stop()`; live (one rewritten line) when `live`."""
+    """Writes progress to `stream` until `stop()`; live (one rewritten line) when `live`.
+    `counts(group)`: (tasks done, tasks in all) of a stage group (`counter`)."""
 
-    tracker: Any
+    counts: Callable[[str], tuple[int, int]]
     stream: IO[str]
     live: bool
     clock: Callable[[], float] = time.monotonic
@@ -102,7 +140,7 @@ class Reporter:
             return
         stage = _current[0]
         now = self.clock()
-        line = progress_line(stage, *tasks_of(self.tracker, stage.group), now)
+        line = progress_line(stage, *self.counts(stage.group), now)
         if self.live:
             self.stream.write("\r\x1b[K" + line)
             self._shown = True

@@ -1,7 +1,9 @@
-"""Spark entry points for local[*] runs and for spark-submit (which passes its own master).
+"""Spark entry points: local[*] runs, spark-submit (which passes its own master) and Spark
+Connect (`--spark-remote` or PySpark's SPARK_REMOTE).
 
-`get_context` starts only the core engine (what `clean` runs on); `get_spark` adds the SQL
-session (DataFrames, the `kafka-segments` source), which costs several seconds more to start.
+Every job runs on a SparkSession through DataFrame operations (runtime.dataflow), so the same
+code runs on a classic session and on a Spark Connect one; what only a classic session has (the
+status tracker, worker preloading, waiting for cancelled tasks) is asked for here and nowhere else.
 """
 
 from __future__ import annotations
@@ -160,16 +162,66 @@ def get_context(
 
 _WITH_SOURCES: set[int] = set()  # the sessions (by id) the kafka-segments source is registered in
 
+# Settings every session of segpipe's runs with, Spark Connect's too (runtime SQL settings): a
+# batch of pickled items handed to a Python task stays far below Arrow's 2 GiB per column.
+SESSION_SETTINGS = {"spark.sql.execution.arrow.maxBytesPerBatch": str(64 * 2**20)}
 
-def get_spark(master: str | None = None, app_name: str = "segpipe", sources: bool = True, **conf: Any) -> Any:
-    """A SparkSession over `get_context`'s context, with the `kafka-segments` source registered
-    (`sources`; a job that reads no records through it leaves it to `with_sources`: registering
-    costs over a second)."""
+
+def remote_url(master: str | None, remote: str | None) -> str | None:
+    """The Spark Connect server a run talks to: `remote` (--spark-remote), else PySpark's own
+    SPARK_REMOTE unless a master is named; a master and a remote together are refused."""
+    if remote and master:
+        raise ConfigError("--master and --spark-remote name two different Sparks: pass one of them")
+    if remote or master:
+        return remote or None
+    return os.environ.get("SPARK_REMOTE") or None
+
+
+def get_spark(
+    master: str | None = None,
+    app_name: str = "segpipe",
+    sources: bool = True,
+    remote: str | None = None,
+    log_level: str = "warn",
+    **conf: Any,
+) -> Any:
+    """A SparkSession: over `get_context`'s context (classic), or a Spark Connect session where a
+    remote is named (`remote_url`), with the `kafka-segments` source registered (`sources`; a
+    job that reads no records through it leaves it to `with_sources`: registering costs over a
+    second)."""
     from pyspark.sql import SparkSession
 
-    get_context(master, app_name, **conf)
-    spark = SparkSession.builder.getOrCreate()  # takes the running context
+    url = remote_url(master, remote)
+    if url is not None:
+        spark = _connect(url, app_name, conf)
+    else:
+        get_context(master, app_name, log_level, **conf)
+        spark = SparkSession.builder.getOrCreate()  # takes the running context
+        for key, value in SESSION_SETTINGS.items():
+            if key not in conf:
+                spark.conf.set(key, value)
     return with_sources(spark) if sources else spark
+
+
+def _connect(url: str, app_name: str, conf: dict[str, Any]) -> Any:
+    """A Spark Connect session at `url`, with segpipe's session settings and the run's own
+    (`--conf`: runtime settings only; the server's own are its operator's)."""
+    from pyspark.sql import SparkSession
+
+    if not url.startswith("sc://"):
+        raise ConfigError(f"--spark-remote {url!r}: a Spark Connect URL starts with sc://")
+    spark = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    for key, value in {**SESSION_SETTINGS, **{k: str(v) for k, v in conf.items()}}.items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # a static setting: fixed when the server started
+            raise ConfigError(f"--conf {key}: the Spark Connect server does not take it ({exc})") from exc
+    return spark
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def with_sources(spark: Any) -> Any:
@@ -183,11 +235,27 @@ def with_sources(spark: Any) -> Any:
     return spark
 
 
+_PARALLELISM: dict[int, int] = {}  # by session id
+
+
+def parallelism(spark: Any) -> int:
+    """How many tasks the session runs at once: the context's default parallelism; on Spark
+    Connect (no context) the partitions Spark gives a frame it sizes itself, asked once."""
+    if id(spark) not in _PARALLELISM:
+        if is_connect(spark):
+            from pyspark.sql.functions import spark_partition_id
+
+            frame = spark.range(0, 1 << 16).select(spark_partition_id().alias("p")).distinct()
+            _PARALLELISM[id(spark)] = max(1, frame.count())
+        else:
+            _PARALLELISM[id(spark)] = spark.sparkContext.defaultParallelism
+    return _PARALLELISM[id(spark)]
+
+
 class LazySpark:
     """A run's Spark, started at first use: work small enough for the driver's own threads, or a
     plan with nothing for Spark to do, never pays for a JVM (seconds). `start` returns a
-    SparkContext or a SparkSession; the SQL session over the context is made when one is asked
-    for (a clean runs on the core engine alone)."""
+    SparkSession (classic or Spark Connect) or a SparkContext (its session is made then)."""
 
     def __init__(self, start: Callable[[], Any]) -> None:
         self._start: Callable[[], Any] | None = start
@@ -200,7 +268,7 @@ class LazySpark:
         if isinstance(spark, LazySpark):
             return spark
         lazy = cls(lambda: spark)
-        lazy.context()
+        lazy.session()
         return lazy
 
     @property
@@ -208,27 +276,27 @@ class LazySpark:
         return self._spark is not None
 
     def on_start(self, hook: Callable[[Any], Any]) -> None:
-        """Call `hook(context)` once Spark runs (at once if it does), before any job of ours."""
+        """Call `hook(session)` once Spark runs (at once if it does), before any job of ours."""
         if self._spark is not None:
-            hook(self.context())
+            hook(self._spark)
         else:
             self._hooks.append(hook)
 
-    def context(self) -> Any:
+    def session(self) -> Any:
         if self._spark is None:
             assert self._start is not None
-            self._spark, self._start = self._start(), None
+            started, self._start = self._start(), None
+            if not hasattr(started, "sql"):  # a SparkContext
+                from pyspark.sql import SparkSession
+
+                started = SparkSession.builder.getOrCreate()  # takes the running context
+            self._spark = started
             for hook in self._hooks:
-                hook(self.context())
-        return getattr(self._spark, "sparkContext", self._spark)
+                hook(started)
+        return self._spark
 
-    def session(self) -> Any:
-        self.context()
-        if hasattr(self._spark, "sparkContext"):
-            return self._spark
-        from pyspark.sql import SparkSession
-
-        return SparkSession.builder.getOrCreate()  # takes the running context
+    def parallelism(self) -> int:
+        return parallelism(self.session())
 
 
 def session_of(spark: Any) -> Any:
@@ -236,40 +304,48 @@ def session_of(spark: Any) -> Any:
     return LazySpark.of(spark).session()
 
 
-def context_of(spark: Any) -> Any:
-    """The SparkContext behind a context, a session or a LazySpark (starting it)."""
-    return LazySpark.of(spark).context()
-
-
-def preload_in_workers(sc: Any, modules: Sequence[str]) -> None:
+def preload_in_workers(spark: Any, modules: Sequence[str]) -> None:
     """Python workers forked after this start with `modules` imported (a job names the modules
-    its tasks run; see runtime.worker_daemon). Workers of one preload list share one daemon."""
-    sc.environment[PRELOAD_ENV] = ",".join(modules)
+    its tasks run; see runtime.worker_daemon). Workers of one preload list share one daemon. On
+    Spark Connect the server's workers are its own: they import what a task needs as it runs."""
+    if not is_connect(spark):
+        spark.sparkContext.environment[PRELOAD_ENV] = ",".join(modules)
 
 
 @contextmanager
 def spark_for_command(
-    job_modules: Sequence[str], master: str | None, settings: dict[str, str], log_level: str = "warn"
+    job_modules: Sequence[str],
+    master: str | None,
+    settings: dict[str, str],
+    log_level: str = "warn",
+    remote: str | None = None,
 ) -> Iterator[Any]:
-    """The SparkContext of one command-line run: the JVM starts (seconds) while this thread
-    imports the job's modules; Ctrl-C cancels running jobs; Spark stops before the process ends."""
+    """The SparkSession of one command-line run (classic, or Spark Connect where a remote is
+    named): Spark starts (seconds) while this thread imports the job's modules; Ctrl-C cancels
+    running jobs; Spark stops before the process ends."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # read when great-expectations loads
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(get_context, master, "segpipe", log_level, **settings)
+        starting = pool.submit(get_spark, master, "segpipe", False, remote, log_level, **settings)
         for module in job_modules:
             importlib.import_module(module)
-        sc = starting.result()
-    interrupt_cancels_jobs(sc)
+        spark = starting.result()
+    interrupt_cancels_jobs(spark)
     try:
-        yield sc
+        yield spark
     finally:
-        stop_before_exit(sc)
+        stop_before_exit(spark)
 
 
-def stop_before_exit(sc: Any) -> None:
-    """Stop Spark in a process that exits next. The JVM stops as `sc.stop()` stops it; PySpark's
-    accumulator-server thread, which notices a shutdown only within a second (it polls once a
-    second) and which `sc.stop()` waits for, is left to end with the process."""
+def stop_before_exit(spark: Any) -> None:
+    """Stop Spark in a process that exits next (a Spark Connect session is released; its server
+    runs on). The JVM stops as `sc.stop()` stops it; PySpark's accumulator-server thread, which
+    notices a shutdown only within a second (it polls once a second) and which `sc.stop()` waits
+    for, is left to end with the process."""
+    if is_connect(spark):
+        with contextlib.suppress(Exception):  # a server already gone has nothing to release
+            spark.stop()
+        return
+    sc = getattr(spark, "sparkContext", spark)
     if getattr(sc, "_accumulatorServer", None) is not None:
         sc._accumulatorServer = None  # a daemon thread: it ends with the process
     sc.stop()
@@ -308,33 +384,50 @@ def publishing() -> Iterator[None]:
     yield
 
 
+# Modules whose frames mean the main thread waits on Spark: the JVM's (py4j) or a Spark Connect
+# server's (gRPC). An exception raised there would break the connection instead of ending the wait.
+_SPARK_CALL_MODULES = ("py4j", "grpc", "pyspark.sql.connect.client")
+
+
 def _in_jvm_call(frame: Any) -> bool:
-    """Whether the main thread is inside a call to the JVM (py4j) at `frame`."""
+    """Whether the main thread is inside a call to Spark (the JVM, or a Connect server) at `frame`."""
     while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith("py4j"):
+        if str(frame.f_globals.get("__name__", "")).startswith(_SPARK_CALL_MODULES):
             return True
         frame = frame.f_back
     return False
 
 
-def _cancel_jobs(sc: Any) -> None:
-    """Cancel running jobs; a context the stopping run has already stopped, or a LazySpark not
-    started, has none."""
-    if isinstance(sc, LazySpark):
-        if not sc.started:
+def _cancel_jobs(spark: Any) -> None:
+    """Cancel running jobs (a Spark Connect session's operations); a context the stopping run has
+    already stopped, or a LazySpark not started, has none."""
+    if isinstance(spark, LazySpark):
+        if not spark.started:
             return
-        sc = sc.context()
+        spark = spark.session()
     with contextlib.suppress(Exception):
-        sc.cancelAllJobs()
+        if is_connect(spark):
+            spark.interruptAll()
+        else:
+            getattr(spark, "sparkContext", spark).cancelAllJobs()
 
 
-def settle(sc: Any, timeout_s: float = 60.0) -> None:
-    """Cancel the context's jobs and wait (bounded) until no task runs anywhere. A cancelled job
+def settle(spark: Any, timeout_s: float = 60.0) -> None:
+    """Cancel the run's jobs and wait (bounded) until no task runs anywhere. A cancelled job
     ends at once, but its tasks (and their Python workers) stop only later: what they write must
-    land before a failed run removes its staging, or it would recreate a directory just removed."""
+    land before a failed run removes its staging, or it would recreate a directory just removed.
+    A Spark Connect server does not say what its executors run: there the jobs are only
+    interrupted (README: what differs on Spark Connect)."""
     import time
 
-    _cancel_jobs(sc)
+    _cancel_jobs(spark)
+    if isinstance(spark, LazySpark):
+        if not spark.started:
+            return
+        spark = spark.session()
+    if is_connect(spark):
+        return
+    sc = getattr(spark, "sparkContext", spark)
     deadline = time.monotonic() + timeout_s
     with contextlib.suppress(Exception):  # a stopped context has no tasks left to wait for
         tracker = sc._jsc.sc().statusTracker()
@@ -345,7 +438,7 @@ def settle(sc: Any, timeout_s: float = 60.0) -> None:
 
 
 def interrupt_cancels_jobs(sc: Any) -> None:
-    """SIGINT (Ctrl-C) and SIGTERM stop the run (`sc`: a context or a LazySpark): its Spark jobs
+    """SIGINT (Ctrl-C) and SIGTERM stop the run (`sc`: a session, a context or a LazySpark): its Spark jobs
     are cancelled (from another thread: the JVM connection of the main thread may be busy) and the
     main thread is interrupted with KeyboardInterrupt or Terminated, unless it is waiting for the
     JVM, where the cancelled

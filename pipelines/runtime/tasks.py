@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -36,12 +36,22 @@ def packs(sizes: list[int], parts: int, most: int = MOST_BYTES_PER_TASK) -> list
     return out
 
 
-def packed(sc: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -> Any:
-    """An RDD with one element per pack of `items` (a list), one Spark partition per pack. The
-    bytes count towards the stage under way (its progress line's MB)."""
+def spark_packs(spark: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -> list[list[T]]:
+    """`items` in packs for Spark tasks: `tasks_per_core` per core of the session (`spark`: a
+    LazySpark). The bytes count towards the stage under way (its progress line's MB)."""
     progress.add_bytes(sum(sizes))
-    chosen = packs(sizes, sc.defaultParallelism * tasks_per_core)
-    return sc.parallelize([[items[i] for i in pack] for pack in chosen], max(1, len(chosen)))
+    return [[items[i] for i in pack] for pack in packs(sizes, spark.parallelism() * tasks_per_core)]
+
+
+def on_workers(spark: Any, chosen: list[list[T]], work: Callable[[list[T]], Iterable[R]]) -> list[R]:
+    """`work` over each pack as a Spark task of its own (`spark`: a LazySpark), every result in
+    pack order."""
+    from pipelines.runtime import dataflow
+
+    indexed = list(enumerate(chosen))
+    frame = dataflow.each(spark.session(), indexed, lambda p: ((p[0], r) for r in work(p[1])))
+    # One task's results are in its order; the packs are put back in theirs.
+    return [r for _, r in sorted(dataflow.collected(frame), key=lambda pair: pair[0])]
 
 
 # Work over files the driver reads at disk speed (`Storage.near`) runs in the driver's own threads
@@ -59,11 +69,11 @@ def driver_threads() -> int:
 
 
 def run_packed(
-    sc: Any,
+    spark: Any,
     items: Sequence[T],
     sizes: list[int],
     tasks_per_core: int,
-    work: Callable[[list[T]], list[R]],
+    work: Callable[[list[T]], Iterable[R]],
     near: bool,
 ) -> list[R]:
     """`work` over packs of `items`, every result in item order: in the driver's threads where
@@ -75,11 +85,12 @@ def run_packed(
         threads = driver_threads()
         chosen = packs(sizes, threads * 2)
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
-            done = pool.map(work, [[items[i] for i in pack] for pack in chosen])
+            done = pool.map(lambda pack: list(work(pack)), [[items[i] for i in pack] for pack in chosen])
             return [r for results in done for r in results]
-    from pipelines.runtime.session import context_of
+    from pipelines.runtime.session import LazySpark
 
-    return list(packed(context_of(sc), items, sizes, tasks_per_core).flatMap(work).collect())
+    lazy = LazySpark.of(spark)
+    return on_workers(lazy, spark_packs(lazy, items, sizes, tasks_per_core), work)
 
 
 # Work that turns records into rows (one per record) runs in the driver's threads, its rows kept

@@ -38,7 +38,9 @@ def test_a_live_line_counts_tasks_and_estimates_the_rest() -> None:
     now = [100.0]
     tracker, out = Tracker(), io.StringIO()
     progress.enter(Context(), "scan", clock=lambda: now[0])
-    reporter = progress.Reporter(tracker, out, live=True, clock=lambda: now[0])
+    reporter = progress.Reporter(
+        lambda group: progress.tasks_of(tracker, group), out, live=True, clock=lambda: now[0]
+    )
     now[0] = 110.0
     tracker.done = {1: 10, 2: 10}  # 20 of 40 in 10 s: about 10 s to go
     reporter.tick()
@@ -56,7 +58,9 @@ def test_a_stage_that_reads_bytes_shows_mb_and_mb_per_second() -> None:
     progress.enter(Context(), "scan", clock=lambda: now[0])
     progress.add_bytes(300 * progress.MB)
     progress.add_bytes(100 * progress.MB)  # a second packing in the same stage adds up
-    reporter = progress.Reporter(tracker, out, live=True, clock=lambda: now[0])
+    reporter = progress.Reporter(
+        lambda group: progress.tasks_of(tracker, group), out, live=True, clock=lambda: now[0]
+    )
     now[0] = 4.0
     tracker.done = {1: 10, 2: 0}  # a quarter of the tasks: about 100 of 400 MB in 4 s
     reporter.tick()
@@ -69,11 +73,52 @@ def test_without_a_terminal_a_plain_line_comes_every_half_minute() -> None:
     now = [0.0]
     tracker, out = Tracker(), io.StringIO()
     progress.enter(Context(), "scan", clock=lambda: now[0])
-    reporter = progress.Reporter(tracker, out, live=False, clock=lambda: now[0])
+    reporter = progress.Reporter(
+        lambda group: progress.tasks_of(tracker, group), out, live=False, clock=lambda: now[0]
+    )
     for t in range(0, 95, 5):  # ticks every 5 s for 90 s
         now[0] = float(t)
         reporter.tick()
     lines = out.getvalue().splitlines()
     assert [line.split(": ", 2)[2].split(" tasks")[0] for line in lines] == ["0/40", "0/40", "0/40"]
     assert all("\r" not in line for line in lines)
+    progress.leave()
+
+
+class Stage:
+    def __init__(self, done: int, tasks: int) -> None:
+        self.num_completed_tasks, self.num_tasks = done, tasks
+
+
+class ConnectSession:
+    """What progress uses of a Spark Connect session: tags and a progress handler."""
+
+    def __init__(self) -> None:
+        self.tags: list[str] = []
+        self.handlers: list[progress.ConnectProgress] = []
+
+    def clearTags(self) -> None:
+        self.tags.clear()
+
+    def addTag(self, tag: str) -> None:
+        self.tags.append(tag)
+
+    def registerProgressHandler(self, handler: progress.ConnectProgress) -> None:
+        self.handlers.append(handler)
+
+
+def test_on_spark_connect_a_stage_tags_its_operations_and_counts_what_the_server_reports() -> None:
+    session, now, out = ConnectSession(), [0.0], io.StringIO()
+    counts = progress.counter(session)
+    progress.enter(session, "compact", clock=lambda: now[0])
+    assert session.tags == ["segpipe-compact"]
+    (handler,) = session.handlers
+    handler([Stage(3, 4), Stage(0, 4)], 1, "op-1", False)
+    handler([Stage(4, 4)], 0, "op-2", True)
+    reporter = progress.Reporter(counts, out, live=True, clock=lambda: now[0])
+    now[0] = 7.0
+    reporter.tick()
+    assert out.getvalue().endswith("compact: 7/12 tasks, 7 s, about 5 s to go")
+    progress.enter(session, "copy", clock=lambda: now[0])  # a new stage counts afresh
+    assert session.tags == ["segpipe-copy"] and counts("segpipe-copy") == (0, 0)
     progress.leave()

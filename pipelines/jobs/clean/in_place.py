@@ -93,8 +93,7 @@ def _commit_output(
     report: RunReport,
     log: Callable[[str], Any],
 ) -> int:
-    sc = getattr(spark, "sparkContext", spark)
-    scanned = scan_log(sc, staging_url, log, skip_corrupt=False)
+    scanned = scan_log(spark, staging_url, log, skip_corrupt=False)
     starts = {m.partition: m.log_start_offset for m in report.partitions}
     cleaned = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})
     tasks = []
@@ -106,7 +105,7 @@ def _commit_output(
         ends = [s.meta.base_offset - 1 for s in segments[1:]] + [before[part.tp].next_offset - 1]
         chosen = [(s.meta.segment_id, end) for s, end in zip(segments, ends, strict=True)]
         tasks += upload_tasks(scanned, key, part, chosen)
-    uploaded = upload_all(sc, tasks, tier.url, None)
+    uploaded = upload_all(spark, tasks, tier.url, None)
     fault_point("in-place-uploaded")
     raise_if_stopped()
     with publishing():

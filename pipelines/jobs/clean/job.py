@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -29,11 +29,11 @@ from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport, StageTimer
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
-from pipelines.runtime import progress
+from pipelines.runtime import dataflow, progress
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped, settle
-from pipelines.runtime.tasks import packed, run_packed
+from pipelines.runtime.tasks import run_packed, spark_packs
 from segment_io.errors import SegmentError
 from segment_io.layout import META_DIR, list_log_dir
 from segment_io.storage import open_storage
@@ -109,10 +109,10 @@ def _clean(
     # driver's threads): a plan that only copies and drops segments of a local log runs without.
     spark = LazySpark.of(spark)
     timer = StageTimer(
-        on_enter=lambda name: progress.enter(spark.context() if spark.started else None, name),
+        on_enter=lambda name: progress.enter(spark.session() if spark.started else None, name),
         on_leave=progress.leave,
     )
-    spark.on_start(lambda sc: preload_in_workers(sc, WORKER_MODULES))
+    spark.on_start(lambda session: preload_in_workers(session, WORKER_MODULES))
     spark.on_start(progress.join)
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
@@ -201,7 +201,7 @@ def _clean(
             )  # fmt: skip
     except BaseException:
         if spark.started:
-            settle(spark.context())  # no task of this run writes into its staging after this
+            settle(spark)  # no task of this run writes into its staging after this
         staging.abort()
         raise
     fault_point("after-publish")
@@ -260,57 +260,71 @@ def _group_bounds(plans: list[PartitionPlan]) -> GroupBounds:
 def _compact(
     spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
 ) -> list[GroupStats]:
-    """Key map (map per few input segments → shuffle by key hash → reduce per bucket), then a
-    second shuffle by output group that feeds one rewrite task per group."""
+    """Partitions small enough are compacted inside one task each; the others through the key
+    map (map per few input segments → routed by key hash to a bucket's task → reduce per
+    bucket), then routed by output group to one rewrite task per group. One Spark job runs both,
+    as DataFrame operations (the same on Spark Connect)."""
     groups: dict[int, GroupPlan] = {
         g.gid: g for plan in plans if plan.compaction is not None for g in plan.compaction.groups
     }
     if not groups:
         return []
-    sc = spark.context()
     configs = {plan.tp.dir_name: plan.config for plan in plans}
     ctx = RewriteContext(scanned.url, staging_url, scanned.files, now, configs)
-    shared = sc.broadcast(groups)
     bounds = _group_bounds(plans)
     key_tasks = _key_tasks(plans, scanned)
     gids = {tp: bounds.gids[tp].tolist() for tp in bounds.gids}
     # A partition that fits a task is compacted inside one (nothing shuffled); the others take
     # the bucketed path, where a partition's key map spreads over every core.
-    alone = alone_partitions(key_tasks, gids, sc.defaultParallelism)
+    alone = alone_partitions(key_tasks, gids, spark.parallelism())
     key_tasks = [t for t in key_tasks if t.tp not in alone]
-    slots = {
-        gid: i
-        for i, gid in enumerate(sorted(g for tp, mine in gids.items() if tp not in alone for g in mine))
-    }
-    results = []
+    bucketed = sorted(g for tp, mine in gids.items() if tp not in alone for g in mine)
+    # The rewrite tasks see only their own groups' plans (a task's closure travels with it).
+    plans_of = {g: groups[g] for g in bucketed}
+    session = spark.session()
+    frames = []
     if alone:
         works = [alone[tp] for tp in sorted(alone, key=lambda tp: -alone[tp].size)]  # largest first
-        results.append(
-            sc.parallelize(works, len(works)).flatMap(lambda w: compact_alone(w, shared.value, bounds, ctx))
+        alone_plans = {g: groups[g] for tp in alone for g in gids[tp]}
+        frames.append(
+            dataflow.each(session, works, lambda w: _stats(compact_alone(w, alone_plans, bounds, ctx)))
         )
-    if key_tasks:
-        buckets = _bucket_count(key_tasks, sc.defaultParallelism)
-        # Every group gets a rewrite task, also one the key map sends nothing to: the reduce task
-        # of bucket `gid % buckets` announces it.
-        per_group = (
-            packed(sc, key_tasks, [t.files.size for t in key_tasks], MAP_TASKS_PER_CORE)
-            .flatMap(lambda pack: map_keys(pack, buckets))
-            .partitionBy(buckets, lambda b: b)
-            .mapPartitionsWithIndex(
-                lambda b, items: reduce_keys(items, bounds, [g for g in slots if g % buckets == b])
+    if bucketed:
+        per_group = _key_map(spark, key_tasks, bounds, bucketed)
+        frames.append(
+            dataflow.routed(
+                per_group, len(bucketed), lambda _, items: _stats(rewrite_groups(items, plans_of, ctx))
             )
         )
-    elif slots:
-        per_group = sc.parallelize([(gid, None) for gid in slots], 1)
-    if slots:
-        results.append(
-            per_group.partitionBy(len(slots), lambda gid: slots[gid]).mapPartitions(
-                lambda items: rewrite_groups(items, shared.value, ctx)
-            )
-        )
-    rows = sc.union(results).collect()
-    shared.unpersist()
-    return list(rows)
+    union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    return [stats for _, stats in dataflow.collected(union)]
+
+
+def _key_map(spark: LazySpark, key_tasks: list[KeyTask], bounds: GroupBounds, bucketed: list[int]) -> Any:
+    """A frame of what each output group of `bucketed` needs for its rewrite, as items for the
+    group's slot (its place in `bucketed`): winning offsets, tombstones, null-key counts, and a
+    `None` that announces the group, so that every group reaches its rewrite task, also one the
+    key map sends nothing to (the reduce task of bucket `gid % buckets` announces it)."""
+    session = spark.session()
+    slot = {gid: i for i, gid in enumerate(bucketed)}
+    if not key_tasks:
+        return dataflow.each(session, [bucketed], lambda mine: ((slot[g], (g, None)) for g in mine))
+    buckets = _bucket_count(key_tasks, spark.parallelism())
+    chosen = spark_packs(spark, key_tasks, [t.files.size for t in key_tasks], MAP_TASKS_PER_CORE)
+
+    def reduce(bucket: int, items: Iterator[Any]) -> Iterator[tuple[int, Any]]:
+        announce = [g for g in bucketed if g % buckets == bucket]
+        for gid, item in reduce_keys(((bucket, item) for item in items), bounds, announce):
+            yield slot[gid], (gid, item)
+
+    return dataflow.routed(
+        dataflow.each(session, chosen, lambda pack: map_keys(pack, buckets)), buckets, reduce
+    )
+
+
+def _stats(stats: Iterable[GroupStats]) -> Iterator[tuple[int, GroupStats]]:
+    """A rewrite's statistics as items of a frame (part 0: they are only collected)."""
+    return ((0, s) for s in stats)
 
 
 def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:

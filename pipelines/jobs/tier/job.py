@@ -38,7 +38,7 @@ from pipelines.output.report import StageTimer
 from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped
+from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped
 from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, TIER_MARKER, PartitionListing
 from segment_io.remote.manifest import PartitionManifest
@@ -122,15 +122,15 @@ class _Run:
 
 def _tier(spark: Any, run: _Run) -> TierReport:
     config, now, log = run.config, run.now, run.log
-    sc = getattr(spark, "sparkContext", spark)
-    timer = StageTimer(on_enter=lambda name: progress.enter(sc, name), on_leave=progress.leave)
-    preload_in_workers(sc, WORKER_MODULES)
+    spark = LazySpark.of(spark)
+    timer = StageTimer(on_enter=lambda name: progress.enter(spark.session(), name), on_leave=progress.leave)
+    preload_in_workers(spark.session(), WORKER_MODULES)
     # The tier is created only once nothing is refused: a refused run leaves an empty place empty.
     remote = RemoteTier.open(run.remote_url) if RemoteTier.is_tier(run.remote_url) else None
     if remote is None:
         RemoteTier.require_place(run.remote_url)
     with timer.stage("scan"):
-        scanned = scan_log(sc, run.log_dir, log, skip_corrupt=False)
+        scanned = scan_log(spark, run.log_dir, log, skip_corrupt=False)
         partitions = {p.tp: p for p in scanned.listing.partitions}
         manifests = _manifests(remote, partitions)
     config.require_topics({tp.topic for tp in manifests}, run.log_dir)
@@ -168,7 +168,7 @@ def _tier(spark: Any, run: _Run) -> TierReport:
                 scanned, i, partitions[p.tp], [(u.segment_id, u.end_offset) for u in p.uploads]
             )
         ]
-        uploaded = upload_all(sc, tasks, remote.url, run.max_bytes_per_second)
+        uploaded = upload_all(spark, tasks, remote.url, run.max_bytes_per_second)
     report.add_uploads(uploaded)
     fault_point("after-upload")
     raise_if_stopped()

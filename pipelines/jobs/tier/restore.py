@@ -11,8 +11,8 @@ from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.session import preload_in_workers, publishing, raise_if_stopped, settle
-from pipelines.runtime.tasks import packed
+from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped, settle
+from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import list_log_dir
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
@@ -47,22 +47,21 @@ def restore(
     for info in view.list(root):
         if not info.is_dir:
             tasks.append(CopyTask(view_url, info.path, info.name, info.mtime_ms, info.size))
-    sc = getattr(spark, "sparkContext", spark)
-    preload_in_workers(sc, WORKER_MODULES)
+    spark = LazySpark.of(spark)
+    preload_in_workers(spark.session(), WORKER_MODULES)
     staging = Staging.create(dst, log)
     try:
         if tasks:
             staging_url = staging.url
-            packed(sc, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE).foreach(
-                lambda pack: run_copies(pack, staging_url)
-            )
+            chosen = spark_packs(spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
+            on_workers(spark, chosen, lambda pack: _copied(pack, staging_url))
         raise_if_stopped()
         fault_point("before-publish")
         with publishing():
             staging.publish({"run_id": staging.run_id, "restored_from": remote_url, "local": local,
                              "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
     except BaseException:
-        settle(sc)  # no task of this run writes into its staging after this
+        settle(spark)  # no task of this run writes into its staging after this
         staging.abort()
         raise
     written = sum(t.size for t in tasks)
@@ -71,3 +70,9 @@ def restore(
         f"({written / 2**20:,.1f} MB) to {dst}"
     )
     return written
+
+
+def _copied(pack: list[CopyTask], staging_url: str) -> list[None]:
+    """A pack of copies, as a task whose results are none."""
+    run_copies(pack, staging_url)
+    return []

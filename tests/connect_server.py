@@ -1,0 +1,95 @@
+"""A Spark Connect server for tests, from PySpark's own distribution: one local[2] JVM on
+127.0.0.1 with a free port, its Python workers running this interpreter (which sees segpipe).
+It stops when the `with` block ends (killed after STOP_TIMEOUT_S).
+
+    .venv/bin/python -m tests.connect_server     # run one by hand; prints its sc:// URL
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+START_TIMEOUT_S = 120.0  # a cold JVM on 2 busy cores answers in 10-20 s
+STOP_TIMEOUT_S = 20.0
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def connect_server(log_path: Path | None = None) -> Iterator[str]:
+    """A running server's URL (sc://127.0.0.1:PORT); its log goes to `log_path` (or a temp file)."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    env.pop("SPARK_REMOTE", None)
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.python.worker.reuse": "true",
+    }
+    command = [str(home / "bin" / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    log = open(log_path, "wb") if log_path else tempfile.TemporaryFile()  # noqa: SIM115
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _answers(port):
+            if proc.poll() is not None:
+                raise RuntimeError(f"the Spark Connect server exited with {proc.returncode} before answering")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Spark Connect server did not answer within {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.2)  # bounded by the deadline
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        log.close()
+
+
+if __name__ == "__main__":
+    with connect_server() as url:
+        print(f"Spark Connect server at {url}; Ctrl-C stops it")
+        with suppress(KeyboardInterrupt):
+            signal.pause()
