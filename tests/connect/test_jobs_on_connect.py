@@ -1,0 +1,147 @@
+"""Every job end to end on a Spark Connect server (PySpark's own, on 127.0.0.1), its outputs
+byte-identical to classic local mode: clean (compaction in one task and through the key
+shuffle, and its validation gate with an operator's suite), validate, tier, restore,
+clean --in-place, a job file, and the `kafka-segments` source from a Connect session."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines.config.job import load_job_config
+from pipelines.errors import EXIT_INVALID
+from pipelines.jobs.clean import clean
+from pipelines.jobs.tier.restore import restore
+from tests.connect_server import connect_server
+from tests.helpers import REPO, files_of, run_segpipe
+
+pytestmark = pytest.mark.connect
+NOW = "1700700000000"
+SAMPLES = ["--config", "conf/samples.yaml", "--now-ms", NOW]
+KEEP_ALL = ["--set", "retention.ms=-1", "--now-ms", NOW]
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with connect_server(tmp_path_factory.mktemp("connect") / "server.log") as url:
+        yield url
+
+
+def quiet(line: str) -> None:
+    del line
+
+
+def segpipe_ok(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = run_segpipe(*args)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return proc
+
+
+def classic_clean(spark, src: Path, dst: Path, sets: list[str] | None = None) -> None:  # type: ignore[no-untyped-def]
+    config = load_job_config(None, sets) if sets else load_job_config(str(REPO / "conf" / "samples.yaml"))
+    clean(spark, str(src), str(dst), config, now_ms=int(NOW), log=quiet)
+
+
+@pytest.mark.parametrize("topics", ["all", "one"], ids=["samples", "one-partition"])
+def test_clean_on_connect_equals_classic(
+    spark, remote: str, sample_dir: Path, tmp_path: Path, topics: str
+) -> None:  # type: ignore[no-untyped-def]
+    """The samples' partitions are each compacted inside one task; one partition alone is more
+    than a core's share of the run, so it goes through the key shuffle (runtime.dataflow.routed)."""
+    src, sets, flags = sample_dir, None, SAMPLES
+    if topics == "one":
+        src, sets = tmp_path / "src", ["cleanup.policy=compact"]
+        shutil.copytree(sample_dir / "orders-0", src / "orders-0")
+        flags = ["--set", sets[0], "--now-ms", NOW]
+    classic_clean(spark, src, tmp_path / "classic", sets)
+    proc = segpipe_ok("clean", str(src), str(tmp_path / "connect"), *flags, "--spark-remote", remote,
+                      "--validate", "--suite", "conf/suites/orders.json")  # fmt: skip
+    assert "validation passed" in proc.stdout + proc.stderr
+    assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")
+    assert len(files_of(tmp_path / "classic")) > 4
+
+
+def test_validate_on_connect_passes_and_fails(spark, remote: str, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    classic_clean(spark, sample_dir, out)
+    check = [
+        "--against",
+        str(sample_dir),
+        *SAMPLES,
+        "--suite",
+        "conf/suites/orders.json",
+        "--spark-remote",
+        remote,
+    ]
+    segpipe_ok("validate", str(out), *check)
+    log = next(p for p in sorted((out / "orders-0").glob("*.log")) if p.stat().st_size > 0)
+    data = bytearray(log.read_bytes())
+    data[-1] ^= 0xFF
+    log.write_bytes(bytes(data))
+    broken = run_segpipe("validate", str(out), *check)
+    assert broken.returncode == EXIT_INVALID, broken.stderr[-2000:]
+    assert "CRC" in broken.stdout + broken.stderr and "validation passed" not in broken.stdout + broken.stderr
+
+
+def test_tier_restore_and_in_place_clean_on_connect(
+    spark, remote: str, sample_dir: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    log, tier = tmp_path / "log", tmp_path / "tier"
+    shutil.copytree(sample_dir, log)
+    segpipe_ok("tier", str(log), str(tier), *KEEP_ALL, "--spark-remote", remote)
+    segpipe_ok(
+        "restore", str(tier), str(tmp_path / "restored"), "--local", str(log), "--spark-remote", remote
+    )
+    assert files_of(tmp_path / "restored") == files_of(sample_dir)
+
+    # Cleaned in the bucket, then restored: what the same clean on classic Spark leaves.
+    shutil.copytree(tier, tmp_path / "tier-classic")
+    segpipe_ok("clean", str(tier), "--in-place", *SAMPLES, "--spark-remote", remote)
+    segpipe_ok("restore", str(tier), str(tmp_path / "after"), "--spark-remote", remote)
+    segpipe_ok("clean", str(tmp_path / "tier-classic"), "--in-place", *SAMPLES, "--master", "local[2]")
+    restore(spark, str(tmp_path / "tier-classic"), str(tmp_path / "classic"), log=quiet)
+    assert files_of(tmp_path / "after") == files_of(tmp_path / "classic")
+    assert files_of(tmp_path / "after") != files_of(tmp_path / "restored")  # the clean changed it
+
+
+def test_a_job_file_runs_on_connect(remote: str, sample_dir: Path, tmp_path: Path) -> None:
+    samples = (REPO / "conf" / "samples.yaml").read_text()
+    for name in ("classic", "connect"):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"name: {name}\nsource: {sample_dir}\noutput: {tmp_path}/{name}/{{run}}\n"
+            f"remote: {tmp_path}/{name}-remote/{{run}}\nsteps: [retention, compact, validate, tier]\n"
+            f"now: {NOW}\nspark: {{master: 'local[2]'}}\nconfigs:\n"
+            + "".join(f"  {line}\n" for line in samples.splitlines())
+        )
+    segpipe_ok("run", str(tmp_path / "classic.yaml"), "--run", "r1")
+    segpipe_ok("run", str(tmp_path / "connect.yaml"), "--run", "r1", "--spark-remote", remote)
+    assert files_of(tmp_path / "connect" / "r1") == files_of(tmp_path / "classic" / "r1")
+    state = json.loads((tmp_path / "connect" / "r1.run.json").read_text())
+    assert state["steps"]["tier"]["state"] == "done" and state["steps"]["tier"]["segments_uploaded"] > 0
+
+
+DATA_SOURCE = """
+import json, sys
+from pipelines import get_spark
+spark = get_spark(remote=sys.argv[1])
+df = spark.read.format("kafka-segments").load(sys.argv[2])
+rows = df.groupBy("topic", "partition").agg({"offset": "sum", "*": "count"}).collect()
+print(json.dumps(sorted([r[0], r[1], r[2], r[3]] for r in rows)))
+"""
+
+
+def test_the_data_source_on_connect(spark, remote: str, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = subprocess.run(
+        [sys.executable, "-c", DATA_SOURCE, remote, str(sample_dir)],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = spark.read.format("kafka-segments").load(str(sample_dir))
+    rows = df.groupBy("topic", "partition").agg({"offset": "sum", "*": "count"}).collect()
+    assert json.loads(proc.stdout.splitlines()[-1]) == sorted([r[0], r[1], r[2], r[3]] for r in rows)
