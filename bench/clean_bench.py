@@ -9,6 +9,7 @@ are superseded. `--keys-run` instead writes one partition of N distinct keys wit
     .venv/bin/python bench/clean_bench.py                 # 4 GB set, 8 partitions
     .venv/bin/python bench/clean_bench.py --keys-run 50000000
     .venv/bin/python bench/clean_bench.py --operator-cases  # retention only vs cp, --link, 2nd pass
+    .venv/bin/python bench/clean_bench.py --connect --steady-runs 3  # on a Spark Connect server
 """
 
 from __future__ import annotations
@@ -95,11 +96,12 @@ def dir_bytes(root: Path) -> int:
 
 
 def run_clean(
-    src: Path, dst: Path, master: str, extra: list[str], flags: tuple[str, ...] = ()
+    src: Path, dst: Path, master: str | None, extra: list[str], flags: tuple[str, ...] = ()
 ) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
+    """The command line's clean (on `master`, or where `flags` say: --spark-remote)."""
     shutil.rmtree(dst, ignore_errors=True)
     cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "clean", str(src), str(dst), "--now-ms", str(NOW_MS),
-           "--master", master, *flags]  # fmt: skip
+           *(["--master", master] if master else []), *flags]  # fmt: skip
     for s in CONFIG_SETS + extra:
         cmd += ["--set", s]
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
@@ -182,6 +184,24 @@ def operator_cases(src: Path, master: str) -> None:
     shutil.rmtree(out2, ignore_errors=True)
 
 
+def connect_cases(src: Path, dst: Path, runs: int) -> None:
+    """Whole-process runs against one Spark Connect server (started once, as a Connect user's
+    server runs), then as many classic local[2] runs; every run printed."""
+    from tests.connect_server import connect_server
+
+    mb = dir_bytes(src) / 1e6
+    with connect_server() as url:
+        connect = [run_clean(src, dst, None, [], ("--spark-remote", url)) for _ in range(runs)]
+    classic = [run_clean(src, dst, "local[2]", []) for _ in range(runs)]
+    for name, results in (("Spark Connect", connect), ("classic local[2]", classic)):
+        print(
+            f"{name}: "
+            + ", ".join(f"{wall:.1f} s ({_stages(r['seconds_by_stage'])})" for wall, _, r in results)
+        )
+    ratio = sorted(w for w, _, _ in connect)[runs // 2] / sorted(w for w, _, _ in classic)[runs // 2]
+    print(f"{mb:,.0f} MB: Spark Connect / classic (medians, whole process) = {ratio:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gb", type=float, default=4.0)
@@ -190,6 +210,11 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-steady", action="store_true")
     parser.add_argument("--steady-runs", type=int, default=3)
+    parser.add_argument(
+        "--connect",
+        action="store_true",
+        help="whole-process runs on a Spark Connect server (PySpark's own, local[2]) beside classic ones",
+    )
     parser.add_argument(
         "--operator-cases",
         action="store_true",
@@ -206,6 +231,9 @@ def main() -> None:
     warm_page_cache(src)
     if args.operator_cases:
         operator_cases(src, args.master)
+        return
+    if args.connect:
+        connect_cases(src, dst, args.steady_runs)
         return
     size = dir_bytes(src)
     mb = size / 1e6

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from pipelines.errors import EXIT_INVALID
 from pipelines.jobs.clean import clean
 from pipelines.jobs.tier.restore import restore
 from tests.connect_server import connect_server
-from tests.helpers import REPO, files_of, run_segpipe
+from tests.helpers import REPO, files_of, kill_group, run_segpipe
 
 pytestmark = pytest.mark.connect
 NOW = "1700700000000"
@@ -145,3 +147,26 @@ def test_the_data_source_on_connect(spark, remote: str, sample_dir: Path) -> Non
     df = spark.read.format("kafka-segments").load(str(sample_dir))
     rows = df.groupBy("topic", "partition").agg({"offset": "sum", "*": "count"}).collect()
     assert json.loads(proc.stdout.splitlines()[-1]) == sorted([r[0], r[1], r[2], r[3]] for r in rows)
+
+
+def test_sigterm_stops_a_connect_run_and_publishes_nothing(
+    remote: str, sample_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(out), *SAMPLES, "--spark-remote", remote],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while (
+        not any(tmp_path.glob(".out.segpipe-staging-*"))
+        and time.monotonic() < deadline
+        and proc.poll() is None
+    ):
+        time.sleep(0.05)  # bounded: until the run has staged its output
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    kill_group(proc.pid)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published", err
+    assert not out.exists()
