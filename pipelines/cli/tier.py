@@ -143,8 +143,11 @@ def run_restore(args: argparse.Namespace) -> int:
     require_destination(args.remote, args.dst)
     if args.local:
         _refuse_before_spark(args.local)
-    with spark_run(args, "pipelines.jobs.tier.restore") as sc:
-        from pipelines.jobs.tier.restore import restore
+    with spark_run(args, "pipelines.jobs.tier.restore") as spark:
+        from pipelines.jobs.tier.request import RestoreRequest
+        from pipelines.jobs.tier.restore import run_restore as restore_job
 
-        restore(sc, args.remote, args.dst, args.local, console.say)
+        restore_job(
+            spark, RestoreRequest(remote_url=args.remote, dst=args.dst, local=args.local), console.say
+        )
     return EXIT_OK

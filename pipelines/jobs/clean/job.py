@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.clock import clock_ms, iso
+from pipelines.clock import iso
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
 from pipelines.jobs.clean.alone import alone_partitions, compact_alone
@@ -26,13 +26,13 @@ from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_linkable, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
-from pipelines.output.report import RunReport, StageTimer
+from pipelines.output.report import RunReport
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
-from pipelines.runtime import dataflow, progress
+from pipelines.runtime import dataflow
 from pipelines.runtime.faults import fault_point, is_armed
-from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped, settle
+from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
 from pipelines.runtime.tasks import run_packed, spark_packs
 from segment_io.errors import SegmentError
 from segment_io.layout import META_DIR, list_log_dir
@@ -90,14 +90,6 @@ def run_clean(
     spark: Any, request: CleanRequest, log: Log = print, gate: Callable[[str, Terms], None] | None = None
 ) -> RunReport:
     """The clean `request` asks for (see `clean`)."""
-    with typed_errors():
-        return _clean(spark, request, log, gate)
-
-
-def _clean(
-    spark: Any, request: CleanRequest, log: Log, gate: Callable[[str, Terms], None] | None
-) -> RunReport:
-    now = clock_ms() if request.now_ms is None else request.now_ms
     # A dry run refuses what the run would refuse.
     require_destination(request.src, request.dst)
     if request.link:
@@ -107,13 +99,14 @@ def _clean(
         require_new_file(html_path(request.report_path))
     # Spark starts where a stage needs it (compaction, or files too far or too many for the
     # driver's threads): a plan that only copies and drops segments of a local log runs without.
-    spark = LazySpark.of(spark)
-    timer = StageTimer(
-        on_enter=lambda name: progress.enter(spark.session() if spark.started else None, name),
-        on_leave=progress.leave,
-    )
-    spark.on_start(lambda session: preload_in_workers(session, WORKER_MODULES))
-    spark.on_start(progress.join)
+    with job_run(spark, WORKER_MODULES, request.now_ms) as run:
+        return _clean(run, request, log, gate)
+
+
+def _clean(
+    run: JobRun, request: CleanRequest, log: Log, gate: Callable[[str, Terms], None] | None
+) -> RunReport:
+    spark, now, timer = run.spark, run.now, run.timer
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     with timer.stage("scan"):
         scanned = scan_log(
@@ -169,7 +162,7 @@ def _clean(
     report = RunReport(
         request.src, request.dst, now, staging.run_id, warnings=warnings, plan=summaries, skipped=skipped
     )
-    try:
+    with staged_output(run, staging):
         with timer.stage("compact"):
             stats = _compact(spark, plans, scanned, staging.url, now)
         raise_if_stopped()
@@ -199,11 +192,6 @@ def _clean(
                  "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped,
                  INVENTORY: outputs}
             )  # fmt: skip
-    except BaseException:
-        if spark.started:
-            settle(spark)  # no task of this run writes into its staging after this
-        staging.abort()
-        raise
     fault_point("after-publish")
     _write_report(report, request.report_path)
     for p in report.partitions:

@@ -7,6 +7,6 @@ report = run_tier(spark, TierRequest(log_dir="/var/lib/kafka/data", remote_url="
 """
 
 from pipelines.jobs.tier.job import WORKER_MODULES, run_tier, tier
-from pipelines.jobs.tier.request import TierRequest
+from pipelines.jobs.tier.request import RestoreRequest, TierRequest
 
-__all__ = ["WORKER_MODULES", "TierRequest", "run_tier", "tier"]
+__all__ = ["WORKER_MODULES", "RestoreRequest", "TierRequest", "run_tier", "tier"]

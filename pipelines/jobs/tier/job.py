@@ -35,10 +35,9 @@ from pipelines.log.scanned import Scanned, scan_log
 from pipelines.output.destination import require_new_file
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import StageTimer
-from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped
+from pipelines.runtime.harness import JobRun, job_run
+from pipelines.runtime.session import publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped
 from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, TIER_MARKER, PartitionListing
 from segment_io.remote.manifest import PartitionManifest
@@ -84,10 +83,9 @@ def run_tier(
 ) -> TierReport:
     """The tier `request` asks for (see `tier`)."""
     log_dir, report_path = request.log_dir, request.report_path
-    with typed_errors():
+    with job_run(spark, WORKER_MODULES, request.now_ms, clock) as job:
         run = _Run(
-            log_dir, request.remote_url, request.config,
-            clock() if request.now_ms is None else request.now_ms, request.now_chosen, request.dry_run,
+            log_dir, request.remote_url, request.config, job.now, request.now_chosen, request.dry_run,
             report_path, log, request.max_bytes_per_second, request.new_history, clock, request.plan_json,
         )  # fmt: skip
         if report_path:
@@ -99,7 +97,7 @@ def run_tier(
             )
         storage, path = open_storage(log_dir)
         with broker_stopped(storage, path, "tier"):
-            return _tier(spark, run)
+            return _tier(job, run)
 
 
 @dataclass(frozen=True)
@@ -120,11 +118,9 @@ class _Run:
     plan_json: bool
 
 
-def _tier(spark: Any, run: _Run) -> TierReport:
+def _tier(job: JobRun, run: _Run) -> TierReport:
     config, now, log = run.config, run.now, run.log
-    spark = LazySpark.of(spark)
-    timer = StageTimer(on_enter=lambda name: progress.enter(spark.session(), name), on_leave=progress.leave)
-    preload_in_workers(spark.session(), WORKER_MODULES)
+    spark, timer = job.spark, job.timer
     # The tier is created only once nothing is refused: a refused run leaves an empty place empty.
     remote = RemoteTier.open(run.remote_url) if RemoteTier.is_tier(run.remote_url) else None
     if remote is None:

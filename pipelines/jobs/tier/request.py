@@ -1,5 +1,5 @@
-"""TierRequest: everything one `tier` run is asked to do, in one frozen, keyword-only value (as
-CleanRequest is for `clean`)."""
+"""TierRequest and RestoreRequest: everything one `tier` or `restore` run is asked to do, each in
+one frozen, keyword-only value (as CleanRequest is for `clean`)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,13 @@ class TierRequest:
     @property
     def now_chosen(self) -> bool:
         return self.now_ms is not None if self.now_given is None else self.now_given
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoreRequest:
+    """The remote tier at `remote_url`, and above it the local log directory `local` (None: the
+    remote tier alone), written out as one plain Kafka log directory at `dst`."""
+
+    remote_url: str
+    dst: str
+    local: str | None = None

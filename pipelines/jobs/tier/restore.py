@@ -7,16 +7,18 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
+from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, raise_if_stopped, settle
+from pipelines.runtime.harness import job_run, staged_output
+from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
-from segment_io.layout import list_log_dir
+from segment_io.layout import LogDirListing, list_log_dir
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
-from segment_io.storage import open_storage
+from segment_io.storage import Storage, open_storage
 from segment_io.text import counted
 
 WORKER_MODULES = ("pipelines.output.copy",)
@@ -28,6 +30,12 @@ def restore(
 ) -> int:
     """Write every segment of the remote tier (then the local ones above it) with their indexes,
     snapshots, leader-epoch checkpoints and log-start offsets to DST; returns the bytes written."""
+    return run_restore(spark, RestoreRequest(remote_url=remote_url, dst=dst, local=local), log)
+
+
+def run_restore(spark: Any, request: RestoreRequest, log: Callable[[str], Any] = print) -> int:
+    """The restore `request` asks for (see `restore`)."""
+    remote_url, dst, local = request.remote_url, request.dst, request.local
     RemoteTier.open(remote_url)  # refuses a prefix that is not a remote tier
     require_destination(remote_url, dst)
     if local is not None:
@@ -35,6 +43,28 @@ def restore(
     view_url = tiered_url(remote_url, local)
     view, root = open_storage(view_url)
     listing = list_log_dir(view, root)
+    tasks = _copy_tasks(listing, view, root, view_url)
+    with job_run(spark, WORKER_MODULES) as run, staged_output(run, Staging.create(dst, log)) as staging:
+        if tasks:
+            staging_url = staging.url
+            chosen = spark_packs(run.spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
+            on_workers(run.spark, chosen, lambda pack: _copied(pack, staging_url))
+        raise_if_stopped()
+        fault_point("before-publish")
+        with publishing():
+            staging.publish({"run_id": staging.run_id, "restored_from": remote_url, "local": local,
+                             "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
+    written = sum(t.size for t in tasks)
+    log(
+        f"segpipe: restored {counted(len(listing.partitions), 'partition')} "
+        f"({written / 2**20:,.1f} MB) to {dst}"
+    )
+    return written
+
+
+def _copy_tasks(listing: LogDirListing, view: Storage, root: str, view_url: str) -> list[CopyTask]:
+    """Every file of the two tiers as one log: segments with their indexes, the partitions' other
+    files, the root files."""
     tasks: list[CopyTask] = []
     for part in listing.partitions:
         name = part.tp.dir_name
@@ -47,29 +77,7 @@ def restore(
     for info in view.list(root):
         if not info.is_dir:
             tasks.append(CopyTask(view_url, info.path, info.name, info.mtime_ms, info.size))
-    spark = LazySpark.of(spark)
-    preload_in_workers(spark.session(), WORKER_MODULES)
-    staging = Staging.create(dst, log)
-    try:
-        if tasks:
-            staging_url = staging.url
-            chosen = spark_packs(spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
-            on_workers(spark, chosen, lambda pack: _copied(pack, staging_url))
-        raise_if_stopped()
-        fault_point("before-publish")
-        with publishing():
-            staging.publish({"run_id": staging.run_id, "restored_from": remote_url, "local": local,
-                             "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
-    except BaseException:
-        settle(spark)  # no task of this run writes into its staging after this
-        staging.abort()
-        raise
-    written = sum(t.size for t in tasks)
-    log(
-        f"segpipe: restored {counted(len(listing.partitions), 'partition')} "
-        f"({written / 2**20:,.1f} MB) to {dst}"
-    )
-    return written
+    return tasks
 
 
 def _copied(pack: list[CopyTask], staging_url: str) -> list[None]:

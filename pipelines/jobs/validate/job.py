@@ -37,7 +37,8 @@ from pipelines.jobs.validate.suites import (
 from pipelines.jobs.validate.user_suites import UserSuite, gx_suite, records_frame, require_topics
 from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import published_manifest
-from pipelines.runtime.session import LazySpark, preload_in_workers, session_of
+from pipelines.runtime.harness import job_run
+from pipelines.runtime.session import LazySpark, session_of
 from pipelines.runtime.tasks import fits_driver
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
@@ -105,11 +106,16 @@ def validate(
 
 
 def run_validate(spark: Any, request: ValidateRequest, log: Log = print) -> ValidationReport:
-    """The validation `request` asks for (see `validate`)."""
+    """The validation `request` asks for (see `validate`). Its `now` is the request's or the one
+    the output was cleaned at (`promise_terms`), not the run's."""
+    with job_run(spark, WORKER_MODULES) as run:
+        return _validate(run.spark, request, log)
+
+
+def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> ValidationReport:
     path, remote, report_dir, against = request.path, request.remote, request.report_dir, request.against
     staged, terms, suites = request.staged, request.terms, request.suites
     started = time.perf_counter()
-    spark = LazySpark.of(spark)
     url = log_url(path, remote)
     storage, root = open_storage(url)
     listing = list_log_dir(storage, root, allow_incomplete=staged)
@@ -117,7 +123,6 @@ def run_validate(spark: Any, request: ValidateRequest, log: Log = print) -> Vali
     if against is not None and terms is None:
         terms = promise_terms(path, manifest, request.config, request.now_ms)  # refused before any work
     require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
-    spark.on_start(lambda sc: preload_in_workers(sc, WORKER_MODULES))
     parts = list(listing.partitions)
     file_rows = file_checks(spark, url, parts)
     report = ValidationReport(path)

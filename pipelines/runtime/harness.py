@@ -1,0 +1,64 @@
+"""What every job's run shares, set up in one place: its Spark (a LazySpark, started only where a
+stage needs it, with the job's worker modules preloaded and its stages' jobs grouped for the
+progress line), its `now` (read once from the injected clock), its stage timer, typed errors
+out of Spark tasks, and a staged output that is published whole or removed whole.
+
+    with job_run(spark, WORKER_MODULES, request.now_ms) as run:
+        with run.timer.stage("scan"): ...
+        with staged_output(run, Staging.create(dst, log)) as staging: ... staging.publish(...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.clock import clock_ms
+from pipelines.output.report import StageTimer
+from pipelines.output.staging import Staging
+from pipelines.runtime import progress
+from pipelines.runtime.remote_errors import typed_errors
+from pipelines.runtime.session import LazySpark, preload_in_workers, settle
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One run of a job: its Spark, its `now` (epoch ms) and its stage timer."""
+
+    spark: LazySpark
+    now: int
+    timer: StageTimer
+
+
+@contextmanager
+def job_run(
+    spark: Any, workers: Sequence[str], now_ms: int | None = None, clock: Callable[[], int] = clock_ms
+) -> Iterator[JobRun]:
+    """A job's run over `spark` (a session, a context or a LazySpark): `now` is `now_ms` or the
+    clock's time at the start; `workers` are the modules its Python workers preload; an error a
+    Spark task raised leaves as the typed segpipe error it was."""
+    with typed_errors():
+        lazy = LazySpark.of(spark)
+        timer = StageTimer(
+            on_enter=lambda name: progress.enter(lazy.session() if lazy.started else None, name),
+            on_leave=progress.leave,
+        )
+        lazy.on_start(lambda session: preload_in_workers(session, workers))
+        lazy.on_start(progress.join)
+        yield JobRun(lazy, clock() if now_ms is None else now_ms, timer)
+
+
+@contextmanager
+def staged_output(run: JobRun, staging: Staging) -> Iterator[Staging]:
+    """A run's output written into `staging` and published by the block: on any error or stop
+    inside it, no task of the run writes into the staging any more (cancelled and waited for),
+    and the staging is removed; the destination is left as it was."""
+    try:
+        yield staging
+    except BaseException:
+        if run.spark.started:
+            settle(run.spark)
+        staging.abort()
+        raise

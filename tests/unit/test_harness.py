@@ -1,0 +1,82 @@
+"""The harness every job runs in: `now` from the injected clock, Spark started only when a stage
+asks for it (then with the job's worker modules), typed errors out of Spark tasks, and a staged
+output published whole or removed whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.output.staging import Staging
+from pipelines.runtime.harness import job_run, staged_output
+from pipelines.runtime.session import LazySpark
+from pipelines.runtime.worker_daemon import PRELOAD_ENV
+from segment_io.errors import CorruptBatch
+
+pytestmark = pytest.mark.unit
+
+
+class Context:
+    """What a run's set-up asks of a classic session at its start: the workers' environment."""
+
+    def __init__(self) -> None:
+        self.environment: dict[str, str] = {}
+
+    def setJobGroup(self, group: str, description: str) -> None:
+        self.group = group
+
+
+class Session:
+    def __init__(self) -> None:
+        self.sparkContext = Context()
+
+    def sql(self, text: str) -> Any:  # a SparkSession, not a context, to LazySpark
+        raise AssertionError("no query is run")
+
+
+def test_now_comes_from_the_clock_once_and_spark_starts_only_when_asked(tmp_path: Path) -> None:
+    started: list[Session] = []
+
+    def start() -> Session:
+        started.append(Session())
+        return started[-1]
+
+    ticks = iter([1_700_000_000_000, 1_800_000_000_000])
+    with job_run(LazySpark(start), ["pipelines.output.copy"], clock=lambda: next(ticks)) as run:
+        assert run.now == 1_700_000_000_000 and not started
+        with run.timer.stage("scan"):
+            pass
+        run.spark.session()
+    assert len(started) == 1
+    assert started[0].sparkContext.environment[PRELOAD_ENV] == "pipelines.output.copy"
+    with job_run(LazySpark(start), [], now_ms=5) as run:
+        assert run.now == 5 and len(started) == 1 and set(run.timer.seconds) == set()
+
+
+def test_an_error_a_spark_task_raised_leaves_as_its_typed_error() -> None:
+    failed = RuntimeError(
+        "Job aborted ... segment_io.errors.CorruptBatch: corrupt batch: /x/0.log at byte 61: CRC mismatch\n"
+    )
+    with pytest.raises(CorruptBatch, match="CRC mismatch"), job_run(LazySpark(Session), []):
+        raise failed
+
+
+def test_a_staged_output_is_removed_whole_on_an_error_and_published_otherwise(tmp_path: Path) -> None:
+    dst = tmp_path / "out"
+    with (
+        pytest.raises(KeyboardInterrupt),
+        job_run(LazySpark(Session), []) as run,
+        staged_output(run, Staging.create(str(dst), log=lambda _: None)) as staging,
+    ):
+        (Path(staging.path) / "orders-0").mkdir()
+        raise KeyboardInterrupt  # a stop in the middle of the run
+    assert list(tmp_path.iterdir()) == []
+    with (
+        job_run(LazySpark(Session), []) as run,
+        staged_output(run, Staging.create(str(dst), log=lambda _: None)) as staging,
+    ):
+        (Path(staging.path) / "orders-0").mkdir()
+        staging.publish({"run_id": staging.run_id})
+    assert (dst / "orders-0").is_dir() and [p.name for p in tmp_path.iterdir()] == ["out"]
