@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,6 +156,24 @@ def run_segpipe(
     )  # fmt: skip
     try:
         out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def sigterm_once_staged(*args: str, where: Path) -> subprocess.CompletedProcess[str]:
+    """The command line (`args`) stopped with SIGTERM once it has staged its output in `where`
+    (bounded: a minute, or until it ends on its own)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not any(where.glob(".*.segpipe-staging-*")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # bounded by the deadline
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=120)
     finally:
         kill_group(proc.pid)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -2,7 +2,7 @@
 server reports with each operation): on a terminal one live line for the stage
 under way (tasks done of all its tasks, MB processed and MB/s, elapsed time, an estimate of the
 rest), elsewhere a plain line every half minute. A job names its stages (`enter`); the bytes a
-stage reads are added as its tasks are packed (`runtime.tasks.packed` calls `add_bytes`); the
+stage reads are added as its tasks are packed (`runtime.tasks.spark_packs` calls `add_bytes`); the
 reporter only reads.
 
 MB processed is the stage's bytes times the share of its tasks done: tasks are packed to about

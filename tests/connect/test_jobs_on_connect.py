@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from pipelines.errors import EXIT_INVALID
 from pipelines.jobs.clean import clean
 from pipelines.jobs.tier.restore import restore
 from tests.connect_server import connect_server
-from tests.helpers import REPO, files_of, kill_group, run_segpipe
+from tests.helpers import REPO, files_of, run_segpipe, sigterm_once_staged
 
 pytestmark = pytest.mark.connect
 NOW = "1700700000000"
@@ -153,20 +151,10 @@ def test_sigterm_stops_a_connect_run_and_publishes_nothing(
     remote: str, sample_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(out), *SAMPLES, "--spark-remote", remote],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while (
-        not any(tmp_path.glob(".out.segpipe-staging-*"))
-        and time.monotonic() < deadline
-        and proc.poll() is None
-    ):
-        time.sleep(0.05)  # bounded: until the run has staged its output
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    kill_group(proc.pid)
+    proc = sigterm_once_staged(
+        "clean", str(sample_dir), str(out), *SAMPLES, "--spark-remote", remote, where=tmp_path
+    )
+    err = proc.stderr
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published", err
     assert not out.exists()

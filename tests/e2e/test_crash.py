@@ -7,13 +7,11 @@ from __future__ import annotations
 import hashlib
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import kill_group, run_segpipe
+from tests.helpers import run_segpipe, sigterm_once_staged
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,20 +81,8 @@ def test_a_live_runs_staging_is_never_touched(sample_dir: Path, tmp_path: Path) 
 
 def test_sigterm_stops_the_run_cleanly(sample_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(out), *FLAGS],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while (
-        not any(tmp_path.glob(".out.segpipe-staging-*"))
-        and time.monotonic() < deadline
-        and proc.poll() is None
-    ):
-        time.sleep(0.05)  # bounded: until the run has staged its output
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    kill_group(proc.pid)
+    proc = sigterm_once_staged("clean", str(sample_dir), str(out), *FLAGS, where=tmp_path)
+    err = proc.stderr
     assert proc.returncode == 143, err
     assert "Traceback" not in err and len(err.splitlines()) <= 3, err
     assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published"
