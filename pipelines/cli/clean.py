@@ -148,18 +148,19 @@ def run(args: argparse.Namespace) -> int:
 
 def spark_likely(src_url: str, config: JobConfig, topics: list[str], select: str, suites: bool) -> bool:
     """Whether a clean will likely need Spark, known before its scan: SRC is not on a local disk,
-    or larger than the driver's threads take, or a kept topic is compacted and every compacted
-    partition will be (not `--select kafka`, which may choose none), or an operator suite gates
-    the output. A wrong guess only costs time: Spark starts where a stage needs it."""
-    from pipelines.runtime.tasks import DRIVER_BYTES
+    or larger than the driver's threads take, or a kept topic is compacted (not `--select kafka`,
+    which may choose none) and SRC is too large to be compacted in the driver, or an operator
+    suite gates the output. A wrong guess only costs time: Spark starts where a stage needs it."""
+    from pipelines.runtime.tasks import DRIVER_BYTES, driver_work, fits_driver_compaction
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
 
     storage, path = open_storage(src_url)
-    if not storage.near or sum(p.size for p in list_log_dir(storage, path).partitions) > DRIVER_BYTES:
+    size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
+    if not storage.near or not driver_work() or size > DRIVER_BYTES:
         return True
-    compacted = any(config.for_topic(t).compact for t in topics)
-    return (compacted and select != "kafka") or suites
+    compacted = any(config.for_topic(t).compact for t in topics) and select != "kafka"
+    return (compacted and not fits_driver_compaction(True, size)) or suites
 
 
 def source_topics(

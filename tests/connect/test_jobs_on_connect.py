@@ -18,6 +18,7 @@ from pipelines.config.job import load_job_config
 from pipelines.errors import EXIT_INVALID
 from pipelines.jobs.clean import clean
 from pipelines.jobs.tier.restore import restore
+from pipelines.runtime.tasks import DRIVER_WORK_ENV
 from tests.connect_server import connect_server
 from tests.helpers import REPO, files_of, run_segpipe, sigterm_once_staged
 
@@ -25,6 +26,13 @@ pytestmark = pytest.mark.connect
 NOW = "1700700000000"
 SAMPLES = ["--config", "conf/samples.yaml", "--now-ms", NOW]
 KEEP_ALL = ["--set", "retention.ms=-1", "--now-ms", NOW]
+
+
+@pytest.fixture(autouse=True)
+def spark_does_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every stage runs as Spark tasks (small local logs are otherwise scanned, compacted and
+    copied in the driver's threads), in the commands and in this process alike."""
+    monkeypatch.setenv(DRIVER_WORK_ENV, "off")
 
 
 @pytest.fixture(scope="module")

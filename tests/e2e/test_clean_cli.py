@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.runtime.tasks import DRIVER_WORK_ENV
 from tests.helpers import files_of, read_log, run_segpipe
 
 pytestmark = pytest.mark.e2e
@@ -139,13 +140,15 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert orders["delete_horizons_stamped"] > 0
     assert run_segpipe("inspect", str(out1)).returncode == 0
     # The output is itself a valid source; the second pass after delete.retention.ms drops tombstones.
-    # Spark settings from --conf reach the session: one of segpipe's defaults overridden, one added.
+    # Spark settings from --conf reach the session: one of segpipe's defaults overridden, one added
+    # (the work made Spark's: this small a log is otherwise cleaned in the driver's threads).
     events = tmp_path / "events"
     events.mkdir()
     proc = run_segpipe(
         "clean", str(out1), str(out2), "--config", "conf/samples.yaml", "--now-ms", str(NOW + 3_600_000),
         "--conf", "spark.python.unix.domain.socket.enabled=false",
         "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+        env={DRIVER_WORK_ENV: "off"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert len(list(events.iterdir())) == 1  # this run's event log
@@ -366,8 +369,9 @@ def test_interrupting_a_run_publishes_nothing_and_says_so_in_one_line(
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW),
-         "--set", "cleanup.policy=compact"],  # a run that compacts: it starts Spark
+         "--set", "cleanup.policy=compact"],  # a run that compacts, on Spark: it starts a JVM
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=dict(os.environ, **{DRIVER_WORK_ENV: "off"}),
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not _has_java_child(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
@@ -466,9 +470,10 @@ def test_a_run_without_stderr_still_runs(tmp_path: Path, sample_dir: Path) -> No
 
 
 def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
-    """A JVM told to start with a 1 KB heap fails at once: a retention-only run
-    (plain and --link) and a --select kafka pass over a cleaned output finish with it anyway,
-    byte-identical to the same runs with Spark; a run that compacts cannot."""
+    """A JVM told to start with a 1 KB heap fails at once: a retention-only run (plain and
+    --link), a --select kafka pass over a cleaned output and a small compaction (in the driver's
+    threads) finish with it anyway, byte-identical to the same runs with Spark; a compaction that
+    must run on Spark cannot."""
     bad_jvm = ["--conf", "spark.driver.memory=1k", "--now-ms", str(NOW)]
     samples, retention = str(ROOT / "data" / "samples"), ["--set", "cleanup.policy=delete"]
     for name, extra in (("copy", []), ("link", ["--link"])):
@@ -479,12 +484,18 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
         assert (plain.returncode, proc.returncode) == (0, 0), proc.stderr
         assert files_of(tmp_path / name) == files_of(tmp_path / f"{name}-spark")
     config = ["--config", "conf/samples.yaml"]
-    compacted = run_segpipe("clean", samples, str(tmp_path / "once"), *config, "--now-ms", str(NOW))
+    spark = {DRIVER_WORK_ENV: "off"}
+    compacted = run_segpipe(
+        "clean", samples, str(tmp_path / "once"), *config, "--now-ms", str(NOW), env=spark
+    )
     assert compacted.returncode == 0, compacted.stderr
     again = run_segpipe(
         "clean", str(tmp_path / "once"), str(tmp_path / "again"), *config, "--select", "kafka", *bad_jvm
     )
     assert again.returncode == 0, again.stderr
     assert files_of(tmp_path / "again") == files_of(tmp_path / "once")
-    refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm)
+    small = run_segpipe("clean", samples, str(tmp_path / "in-driver"), *config, *bad_jvm)
+    assert small.returncode == 0, small.stderr
+    assert files_of(tmp_path / "in-driver") == files_of(tmp_path / "once")
+    refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=spark)
     assert refused.returncode != 0 and not (tmp_path / "needs-spark").exists()

@@ -214,17 +214,25 @@ def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path,
     assert got["records_in"] == len(rows) and got["records_out"] == len(read_log(out1, part))
 
 
-@pytest.mark.parametrize("alone_rows", [-1, 700])
+@pytest.mark.parametrize("alone_rows", [None, -1, 700])
 def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  # type: ignore[no-untyped-def]
-    spark, runs: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone_rows: int
+    spark,
+    runs: tuple[Path, Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    alone_rows: int | None,
 ) -> None:
-    """The runs above compact each partition inside one task (they are small); forced through the
-    bucketed shuffle (-1), or with only the partitions of at most 700 keyed records alone (a mix in
-    one run), both passes write the same bytes."""
+    """The runs above compact each partition in the driver's threads (they are small); as Spark
+    tasks, each partition inside one task (None), forced through the bucketed shuffle (-1), or
+    with only the partitions of at most 700 keyed records alone (a mix in one run), both passes
+    write the same bytes."""
     from pipelines.jobs.clean import alone
+    from pipelines.runtime.tasks import DRIVER_WORK_ENV
 
+    monkeypatch.setenv(DRIVER_WORK_ENV, "off")
     src, out1, out2 = runs
-    monkeypatch.setattr(alone, "ALONE_ROWS", alone_rows)
+    if alone_rows is not None:
+        monkeypatch.setattr(alone, "ALONE_ROWS", alone_rows)
     pipelines.clean(spark, str(src), str(tmp_path / "out1"), CONFIG, now_ms=NOW1)
     pipelines.clean(spark, str(tmp_path / "out1"), str(tmp_path / "out2"), CONFIG, now_ms=NOW2)
     assert files_of(tmp_path / "out1") == files_of(out1)

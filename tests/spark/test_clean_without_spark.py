@@ -1,6 +1,6 @@
 """A clean whose plan gives Spark nothing to do starts no Spark: the scan and plan of a local log
-run in the driver, and so do retention and copies; Spark starts only where compaction needs it.
-Outputs are byte-identical to the same run with Spark running."""
+run in the driver, and so do retention, copies and a small compaction; Spark starts only where a
+compaction too large for the driver needs it. Outputs are byte-identical to the same run with Spark."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from pipelines import clean
 from pipelines.config import JobConfig, load_job_config
+from pipelines.runtime import tasks
 from pipelines.runtime.session import LazySpark
 from tests.helpers import files_of
 
@@ -50,7 +51,11 @@ def test_select_kafka_with_nothing_to_clean_starts_no_spark(spark, sample_dir: P
     assert files_of(again) == files_of(once)
 
 
-def test_spark_starts_where_compaction_needs_it(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_small_compaction_runs_in_the_driver_and_a_larger_one_starts_spark(  # type: ignore[no-untyped-def]
+    spark, sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The samples' compaction fits the driver's threads (tasks.DRIVER_COMPACT_BYTES): no Spark;
+    made Spark's work, Spark starts for it; the same bytes either way."""
     config = load_job_config("conf/samples.yaml")
     started: list[bool] = []
 
@@ -58,8 +63,9 @@ def test_spark_starts_where_compaction_needs_it(spark, sample_dir: Path, tmp_pat
         started.append(True)
         return spark
 
-    eager, lazy = tmp_path / "eager", tmp_path / "lazy"
-    clean(spark, str(sample_dir), str(eager), config, now_ms=NOW, log=quiet)
+    in_driver, lazy = tmp_path / "in-driver", tmp_path / "lazy"
+    clean(LazySpark(no_spark), str(sample_dir), str(in_driver), config, now_ms=NOW, log=quiet)
+    monkeypatch.setattr(tasks, "DRIVER_COMPACT_BYTES", 1000)  # the samples' compaction no longer fits
     clean(LazySpark(start), str(sample_dir), str(lazy), config, now_ms=NOW, log=quiet)
     assert started == [True]
-    assert files_of(lazy) == files_of(eager)
+    assert files_of(lazy) == files_of(in_driver)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from pipelines.clock import iso
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
-from pipelines.jobs.clean.alone import alone_partitions, compact_alone
+from pipelines.jobs.clean.alone import AlonePartition, alone_partitions, compact_alone
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
 from pipelines.jobs.clean.plan import GroupPlan, PartitionPlan, plan_log, plan_table
@@ -33,7 +34,7 @@ from pipelines.runtime import dataflow
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.harness import JobRun, job_run, staged_output
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
-from pipelines.runtime.tasks import run_packed, spark_packs
+from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, run_packed, spark_packs
 from segment_io.errors import SegmentError
 from segment_io.layout import META_DIR, list_log_dir
 from segment_io.storage import open_storage
@@ -262,6 +263,11 @@ def _compact(
     bounds = _group_bounds(plans)
     key_tasks = _key_tasks(plans, scanned)
     gids = {tp: bounds.gids[tp].tolist() for tp in bounds.gids}
+    near = scanned.storage.near and open_storage(staging_url)[0].near
+    if fits_driver_compaction(near, sum(t.files.size for t in key_tasks)):
+        in_driver = alone_partitions(key_tasks, gids, 1)
+        if len(in_driver) == len(gids):  # every partition fits one task: no Spark at all
+            return _compact_in_driver(list(in_driver.values()), groups, bounds, ctx)
     # A partition that fits a task is compacted inside one (nothing shuffled); the others take
     # the bucketed path, where a partition's key map spreads over every core.
     alone = alone_partitions(key_tasks, gids, spark.parallelism())
@@ -286,6 +292,20 @@ def _compact(
         )
     union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     return [stats for _, stats in dataflow.collected(union)]
+
+
+def _compact_in_driver(
+    works: list[AlonePartition], groups: dict[int, GroupPlan], bounds: GroupBounds, ctx: RewriteContext
+) -> list[GroupStats]:
+    """A small compaction of near files, each partition inside one of the driver's threads (the
+    work of one Spark task, clean.alone), largest first."""
+    works = sorted(works, key=lambda w: -w.size)
+    with ThreadPoolExecutor(driver_threads(), thread_name_prefix="segpipe-driver") as pool:
+        return [
+            s
+            for stats in pool.map(lambda w: list(compact_alone(w, groups, bounds, ctx)), works)
+            for s in stats
+        ]
 
 
 def _key_map(spark: LazySpark, key_tasks: list[KeyTask], bounds: GroupBounds, bucketed: list[int]) -> Any:
