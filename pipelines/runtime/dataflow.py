@@ -8,6 +8,7 @@ A frame of items has the columns `part int, item binary`; a null item only says 
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -128,7 +129,7 @@ def routed(frame: Any, parts: int, work: Callable[[int, Iterator[Any]], Iterable
         part = first[0]
 
         def objects() -> Iterator[Any]:
-            for p, obj in _chain(first, pairs):
+            for p, obj in itertools.chain([first], pairs):
                 if p != part:
                     raise AssertionError(f"items of part {p} reached the task of part {part}")
                 if obj is not None:
@@ -143,11 +144,6 @@ def routed(frame: Any, parts: int, work: Callable[[int, Iterator[Any]], Iterable
         .drop("route")
         .mapInArrow(run, ITEMS)
     )
-
-
-def _chain(first: tuple[int, Any], rest: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
-    yield first
-    yield from rest
 
 
 def collected(frame: Any) -> list[tuple[int, Any]]:

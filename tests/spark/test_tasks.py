@@ -37,3 +37,25 @@ def test_an_item_list_with_no_rows_is_an_empty_table_of_the_schema() -> None:
     )
     assert frame.num_rows == 0
     assert frame.schema == pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("ok", pa.bool_())])
+
+
+def test_routes_follow_sparks_own_hash(spark) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    from pipelines.runtime.dataflow import SPARK_HASH_SEED, murmur3_int, routes
+
+    values = [-(2**31), -7, -1, 0, 1, 42, 2**31 - 1, *range(100, 4000, 37)]
+    frame = spark.createDataFrame([(v,) for v in values], "v int").select("v", F.hash("v").alias("h"))
+    assert {r.v: r.h for r in frame.collect()} == {v: murmur3_int(v, SPARK_HASH_SEED) for v in values}
+    for parts in (1, 2, 7, 64):
+        assert [murmur3_int(v, SPARK_HASH_SEED) % parts for v in routes(parts)] == list(range(parts))
+
+
+def test_every_part_gets_a_task_of_its_own_with_its_items_only(spark) -> None:  # type: ignore[no-untyped-def]
+    from pipelines.runtime import dataflow
+
+    made = dataflow.each(spark, [[1, 2, 3], [4, 5], []], lambda pack: ((x % 5, x) for x in pack))
+    summed = dataflow.routed(made, 7, lambda part, items: [(part, (part, sorted(items)))])
+    got = sorted(obj for _, obj in dataflow.collected(summed))
+    # Parts 5 and 6 receive nothing, and still run (their task says so); part 0 holds 5 alone.
+    assert got == [(0, [5]), (1, [1]), (2, [2]), (3, [3]), (4, [4]), (5, []), (6, [])]
