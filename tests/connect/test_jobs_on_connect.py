@@ -166,3 +166,17 @@ def test_sigterm_stops_a_connect_run_and_publishes_nothing(
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published", err
     assert not out.exists()
+
+
+def test_a_setting_the_server_fixed_at_its_start_is_refused(
+    remote: str, sample_dir: Path, tmp_path: Path
+) -> None:
+    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *SAMPLES, "--spark-remote", remote,
+                       "--conf", "spark.executor.memory=2g")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--conf spark.executor.memory: the Spark Connect server does not take it" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    both = run_segpipe(
+        "clean", str(sample_dir), str(tmp_path / "out"), "--master", "local[1]", "--spark-remote", remote
+    )
+    assert both.returncode == 2 and "--master and --spark-remote" in both.stderr, both.stderr[-2000:]

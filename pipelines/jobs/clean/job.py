@@ -98,8 +98,9 @@ def run_clean(
     if request.report_path:
         require_new_file(request.report_path)
         require_new_file(html_path(request.report_path))
-    # Spark starts where a stage needs it (compaction, or files too far or too many for the
-    # driver's threads): a plan that only copies and drops segments of a local log runs without.
+    # Spark starts where a stage needs it (a compaction too large for the driver, or files too far
+    # or too many for the driver's threads): a plan that only copies and drops segments of a local
+    # log, or compacts a small one, runs without.
     with job_run(spark, WORKER_MODULES, request.now_ms) as run:
         return _clean(run, request, log, gate)
 
@@ -249,10 +250,11 @@ def _group_bounds(plans: list[PartitionPlan]) -> GroupBounds:
 def _compact(
     spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
 ) -> list[GroupStats]:
-    """Partitions small enough are compacted inside one task each; the others through the key
-    map (map per few input segments → routed by key hash to a bucket's task → reduce per
-    bucket), then routed by output group to one rewrite task per group. One Spark job runs both,
-    as DataFrame operations (the same on Spark Connect)."""
+    """A small compaction of near files runs in the driver's threads, a partition per thread.
+    Otherwise, on Spark: partitions small enough are compacted inside one task each; the others
+    through the key map (map per few input segments → routed by key hash to a bucket's task →
+    reduce per bucket), then routed by output group to one rewrite task per group. One Spark job
+    runs both, as DataFrame operations (the same on Spark Connect)."""
     groups: dict[int, GroupPlan] = {
         g.gid: g for plan in plans if plan.compaction is not None for g in plan.compaction.groups
     }
@@ -273,7 +275,8 @@ def _compact(
     alone = alone_partitions(key_tasks, gids, spark.parallelism())
     key_tasks = [t for t in key_tasks if t.tp not in alone]
     bucketed = sorted(g for tp, mine in gids.items() if tp not in alone for g in mine)
-    # The rewrite tasks see only their own groups' plans (a task's closure travels with it).
+    # The rewrite stage carries the plans of the bucketed groups only (a task's closure travels
+    # with it to every task).
     plans_of = {g: groups[g] for g in bucketed}
     session = spark.session()
     frames = []
