@@ -28,8 +28,9 @@ def segment_copies(dir_name: str, files: SegmentFiles, src_url: str, link: bool 
     ]
 
 
-def run_copies(pack: list[CopyTask], staging_url: str) -> None:
-    """Executed on a worker: copy a pack of files into the staging area, keeping their mtimes."""
+def run_copies(pack: list[CopyTask], staging_url: str) -> list[None]:
+    """Executed on a worker: copy a pack of files into the staging area, keeping their mtimes (a
+    task with no results)."""
     dst, root = open_storage(staging_url)
     sources: dict[str, Storage] = {}
     for task in pack:
@@ -40,3 +41,4 @@ def run_copies(pack: list[CopyTask], staging_url: str) -> None:
             dst.link(task.src_path, posixpath.join(root, task.dst_path))
         else:
             transfer(src, task.src_path, dst, posixpath.join(root, task.dst_path), task.mtime_ms)
+    return []

@@ -16,6 +16,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -160,7 +161,8 @@ def get_context(
     return sc
 
 
-_WITH_SOURCES: set[int] = set()  # the sessions (by id) the kafka-segments source is registered in
+# The sessions the kafka-segments source is registered in (weak: a stopped session's id may return).
+_WITH_SOURCES: weakref.WeakSet[Any] = weakref.WeakSet()
 
 # Settings every session of segpipe's runs with, Spark Connect's too (runtime SQL settings): a
 # batch of pickled items handed to a Python task stays far below Arrow's 2 GiB per column.
@@ -206,6 +208,7 @@ def get_spark(
 def _connect(url: str, app_name: str, conf: dict[str, Any]) -> Any:
     """A Spark Connect session at `url`, with segpipe's session settings and the run's own
     (`--conf`: runtime settings only; the server's own are its operator's)."""
+    from pyspark.errors import AnalysisException
     from pyspark.sql import SparkSession
 
     if not url.startswith("sc://"):
@@ -214,7 +217,7 @@ def _connect(url: str, app_name: str, conf: dict[str, Any]) -> Any:
     for key, value in {**SESSION_SETTINGS, **{k: str(v) for k, v in conf.items()}}.items():
         try:
             spark.conf.set(key, value)
-        except Exception as exc:  # a static setting: fixed when the server started
+        except AnalysisException as exc:  # a static setting: fixed when the server started
             raise ConfigError(f"--conf {key}: the Spark Connect server does not take it ({exc})") from exc
     return spark
 
@@ -229,27 +232,27 @@ def with_sources(spark: Any) -> Any:
     registered again)."""
     from pipelines.sources.kafka_segments import register
 
-    if id(spark) not in _WITH_SOURCES:
+    if spark not in _WITH_SOURCES:
         register(spark)
-        _WITH_SOURCES.add(id(spark))
+        _WITH_SOURCES.add(spark)
     return spark
 
 
-_PARALLELISM: dict[int, int] = {}  # by session id
+_PARALLELISM: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # by session
 
 
 def parallelism(spark: Any) -> int:
     """How many tasks the session runs at once: the context's default parallelism; on Spark
     Connect (no context) the partitions Spark gives a frame it sizes itself, asked once."""
-    if id(spark) not in _PARALLELISM:
+    if spark not in _PARALLELISM:
         if is_connect(spark):
             from pyspark.sql.functions import spark_partition_id
 
             frame = spark.range(0, 1 << 16).select(spark_partition_id().alias("p")).distinct()
-            _PARALLELISM[id(spark)] = max(1, frame.count())
+            _PARALLELISM[spark] = max(1, frame.count())
         else:
-            _PARALLELISM[id(spark)] = spark.sparkContext.defaultParallelism
-    return _PARALLELISM[id(spark)]
+            _PARALLELISM[spark] = spark.sparkContext.defaultParallelism
+    return _PARALLELISM[spark]
 
 
 class LazySpark:

@@ -8,6 +8,7 @@ import json
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_gro
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
-from pipelines.output.copy import CopyTask, run_copies, segment_copies
+from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_linkable, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport
@@ -353,12 +354,7 @@ def _copy(
         for sid in p.copied
         for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url, link)
     ]
-    staging_url = staging.url
-
-    def copy_pack(pack: list[CopyTask]) -> list[None]:
-        run_copies(pack, staging_url)
-        return []
-
+    copy_pack = partial(run_copies, staging_url=staging.url)
     near = scanned.storage.near and staging.storage.near
     run_packed(spark, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):

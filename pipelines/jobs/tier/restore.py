@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pipelines.jobs.tier.request import RestoreRequest
@@ -48,7 +49,7 @@ def run_restore(spark: Any, request: RestoreRequest, log: Callable[[str], Any] =
         if tasks:
             staging_url = staging.url
             chosen = spark_packs(run.spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
-            on_workers(run.spark, chosen, lambda pack: _copied(pack, staging_url))
+            on_workers(run.spark, chosen, partial(run_copies, staging_url=staging_url))
         raise_if_stopped()
         fault_point("before-publish")
         with publishing():
@@ -78,9 +79,3 @@ def _copy_tasks(listing: LogDirListing, view: Storage, root: str, view_url: str)
         if not info.is_dir:
             tasks.append(CopyTask(view_url, info.path, info.name, info.mtime_ms, info.size))
     return tasks
-
-
-def _copied(pack: list[CopyTask], staging_url: str) -> list[None]:
-    """A pack of copies, as a task whose results are none."""
-    run_copies(pack, staging_url)
-    return []
