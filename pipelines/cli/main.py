@@ -9,7 +9,19 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from pipelines.cli import clean, config, console, dump, generate, inspect, restore_kafka, run, tier, validate
+from pipelines.cli import (
+    clean,
+    config,
+    console,
+    dump,
+    erase,
+    generate,
+    inspect,
+    restore_kafka,
+    run,
+    tier,
+    validate,
+)
 from pipelines.errors import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -49,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_parser(sub)
     generate.add_parser(sub)
     clean.add_parser(sub)
+    erase.add_parser(sub)
     tier.add_parser(sub)
     restore_kafka.add_parser(sub)
     validate.add_parser(sub)

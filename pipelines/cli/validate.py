@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.cli.erase import add_key_arguments, erasure_gate
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_config_arguments,
@@ -15,7 +16,7 @@ from pipelines.cli.spark_args import (
     now_from,
     spark_on_demand,
 )
-from pipelines.errors import EXIT_INVALID, EXIT_OK
+from pipelines.errors import EXIT_INVALID, EXIT_OK, ConfigError, ValidationFailed
 
 
 def add_parser(sub: Any) -> None:
@@ -30,6 +31,13 @@ def add_parser(sub: Any) -> None:
         help="the log PATH was cleaned from: also check the compaction promise (records unchanged, every "
         "key's latest value kept, the run report's counts)",
     )
+    p.add_argument(
+        "--erased",
+        metavar="FILE",
+        help="with --against: prove PATH is SRC minus exactly the records of the keys FILE lists (segpipe "
+        "erase): none of them left, every other record unchanged",
+    )
+    add_key_arguments(p)
     add_suite_argument(p)
     add_config_arguments(p)
     add_now_argument(
@@ -59,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     url = log_url(args.path, args.remote)
     storage, path = open_storage(url)
     list_log_dir(storage, path)  # a missing or misnamed path costs nothing
+    if args.erased:
+        return _prove_erasure(args, url)
     given = args.config or args.set or args.topic_set
     config = load_job_config(args.config, args.set, args.topic_set) if given else None
     now_ms = now_from(args)
@@ -76,3 +86,26 @@ def run(args: argparse.Namespace) -> int:
         result = run_validate(spark, request, console.say)
     result.say(console.say)
     return EXIT_OK if result.success else EXIT_INVALID
+
+
+def _prove_erasure(args: argparse.Namespace, url: str) -> int:
+    """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
+    from pipelines.cli.clean import source_topics
+    from pipelines.config import JobConfig
+    from pipelines.jobs.erase.keys import read_key_list
+
+    if not args.against or args.remote or args.suite:
+        raise ConfigError(
+            "--erased proves an erase against its source: give --against SRC (no --remote, --suite)"
+        )
+    keys = read_key_list(args.erased, args.key_format)
+    selection, _ = source_topics(args.against, JobConfig(), tuple(args.topic))
+    topics = None if selection.everything else selection
+    with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:
+        gate = erasure_gate(spark, args.against, tuple(args.also_in_headers), topics)
+        try:
+            gate(url, keys)
+        except ValidationFailed as exc:
+            console.say(f"segpipe: {exc}")
+            return EXIT_INVALID
+    return EXIT_OK

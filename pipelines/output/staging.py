@@ -22,6 +22,9 @@ from pipelines.output.run_lock import INCOMPLETE, LOCK, META_DIR, Leftover, RunL
 from segment_io.storage import Storage, open_storage
 
 MANIFEST = "manifest.json"
+# The manifest's key naming the job that wrote an output other than clean, and erase's value.
+MANIFEST_JOB = "job"
+ERASE_JOB = "erase"
 STAGING_MARK = ".segpipe-staging-"
 
 

@@ -96,12 +96,14 @@ def run_packed(
     tasks_per_core: int,
     work: Callable[[list[T]], Iterable[R]],
     near: bool,
+    driver_bytes: int = DRIVER_BYTES,
 ) -> list[R]:
     """`work` over packs of `items`, every result in item order: in the driver's threads where
-    the files are near and the total is small (DRIVER_BYTES), else as Spark tasks."""
+    the files are near and the total is at most `driver_bytes` (DRIVER_BYTES for work that mostly
+    reads; DRIVER_COMPACT_BYTES for work that decodes every record), else as Spark tasks."""
     if not items:
         return []
-    if driver_work() and near and sum(sizes) <= DRIVER_BYTES:
+    if driver_work() and near and sum(sizes) <= driver_bytes:
         progress.add_bytes(sum(sizes))
         threads = driver_threads()
         chosen = packs(sizes, threads * 2)

@@ -34,6 +34,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 
 # Offsets relative to a segment's (or a batch's) base are int32: a segment spans at most this many.
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 LONG_MAX = 2**63 - 1
 MB = 1024 * 1024  # what Kafka's cleaner log lines call a MB, and so do segpipe's
 

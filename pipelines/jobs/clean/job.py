@@ -28,7 +28,7 @@ from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_linkable, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
-from pipelines.output.report import RunReport
+from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
 from pipelines.runtime import dataflow
@@ -211,10 +211,8 @@ def _write_report(report: RunReport, report_path: str | None) -> None:
     """The JSON report, and the same run as a page people read (`.html` beside it)."""
     if report_path:
         page = html_path(report_path)
-        require_new_file(report_path)  # checked at the start too; another run may have written it since
         require_new_file(page)
-        storage, path = open_storage(report_path)
-        storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
+        write_json_report(report_path, report.to_dict())
         page_storage, page_file = open_storage(page)
         page_storage.write_atomic(page_file, render(report).encode())
 

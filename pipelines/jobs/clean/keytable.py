@@ -101,7 +101,7 @@ def _upsert_max(
 
 
 @njit(cache=True, nogil=True)
-def _contains(
+def _entries(
     table: Any,
     hashes: np.ndarray,
     tps: np.ndarray,
@@ -109,10 +109,9 @@ def _contains(
     starts: np.ndarray,
     lengths: np.ndarray,
 ) -> np.ndarray:
-    out = np.zeros(hashes.shape[0], dtype=np.bool_)
+    out = np.empty(hashes.shape[0], dtype=np.int64)
     for i in range(hashes.shape[0]):
-        _, e = _find(table, hashes[i], tps[i], data, starts[i], lengths[i])
-        out[i] = e != EMPTY
+        _, out[i] = _find(table, hashes[i], tps[i], data, starts[i], lengths[i])
     return out
 
 
@@ -214,7 +213,12 @@ class LatestOffsets:
 
     def contains(self, rows: KeyRows) -> np.ndarray:
         """Whether each row's (partition, key) is in the table."""
-        return _contains(self._arrays(), rows.hash, rows.tp, rows.data, rows.starts, rows.lengths)
+        return self.entries(rows) != EMPTY
+
+    def entries(self, rows: KeyRows) -> np.ndarray:
+        """The entry of each row's (partition, key), EMPTY where it has none; entries are numbered
+        in the order their keys were first inserted."""
+        return _entries(self._arrays(), rows.hash, rows.tp, rows.data, rows.starts, rows.lengths)
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
         """What the kernels probe: slots, then per entry hash, partition, key start and length,

@@ -69,7 +69,7 @@ class GroupStats:
 
 
 @dataclass(frozen=True)
-class _Output:
+class OutputSegment:
     """The output segment of one group and what writing any of its batches needs."""
 
     writer: SegmentWriter
@@ -77,10 +77,11 @@ class _Output:
     stats: GroupStats
     levels: CompressionLevels
     horizon_new: int  # the delete horizon a batch stamped now gets
+    stamp_horizons: bool = True  # False: an erase, which changes nothing but the records it removes
 
 
 @dataclass(frozen=True)
-class _Input:
+class InputSegment:
     """The `k`-th input segment of the group, as its chunks are written."""
 
     k: int
@@ -133,7 +134,7 @@ def rewrite_group(
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
     writer = SegmentWriter(dst, posixpath.join(dst_root, plan.partition_dir), limits)
     writer.roll(plan.base_offset)
-    out = _Output(writer, plan, stats, _levels(config), ctx.now_ms + config.delete_retention_ms)
+    out = OutputSegment(writer, plan, stats, _levels(config), ctx.now_ms + config.delete_retention_ms)
     skipped_records = 0
     null_keys_decoded = 0
     arena = Arena()
@@ -141,7 +142,7 @@ def rewrite_group(
         files = ctx.segments[sid]
         reader = SegmentReader(src, files.log.path, files.base_offset)
         table = reader.scan().table
-        src_segment = _Input(k, reader, table)
+        src_segment = InputSegment(k, reader, table)
         is_control = table.is_control
         records = np.maximum(table.records_count, 0)
         stats.bytes_in += files.size
@@ -183,7 +184,7 @@ def rewrite_group(
             stats.tombstones += reasons["tombstone"]
             stats.markers += reasons["marker"]
             stats.aborted += reasons["aborted"]
-            _write_chunk(out, src_segment, live, kept_whole, framed, keep)
+            write_chunk(out, src_segment, live, kept_whole, framed, keep)
             fault_point("mid-rewrite")
     # Null-key records of skipped batches are known only from the key map's count.
     stats.null_keys = max(null_keys, null_keys_decoded)
@@ -201,7 +202,7 @@ def _relative(offsets: np.ndarray, plan: GroupPlan) -> np.ndarray:
 
 
 def _record_verdicts(
-    framed: Framed, src: _Input, live: np.ndarray, kept: Survivors, plan: GroupPlan, now_ms: int
+    framed: Framed, src: InputSegment, live: np.ndarray, kept: Survivors, plan: GroupPlan, now_ms: int
 ) -> tuple[np.ndarray, dict[str, int]]:
     """Which records of the framed batches stay, and why the others go, vectorised
     (docs/cleaning-rules.md#record-verdicts)."""
@@ -236,8 +237,13 @@ def _kept_per_batch(mask: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return running[bounds[1:]] - running[bounds[:-1]]
 
 
-def _write_chunk(
-    out: _Output, src: _Input, live: np.ndarray, whole: np.ndarray, framed: Framed, keep: np.ndarray
+def write_chunk(
+    out: OutputSegment,
+    src: InputSegment,
+    live: np.ndarray,
+    whole: np.ndarray,
+    framed: Framed,
+    keep: np.ndarray,
 ) -> None:
     """Copy, rewrite, empty or drop each batch of `live` in log order
     (docs/cleaning-rules.md#writing-kept-batches); `framed` holds the records of the batches not
@@ -256,8 +262,9 @@ def _write_chunk(
     horizon_set = table.has_delete_horizon[live]
     # A kept v2 batch gets a delete horizon when it keeps a tombstone or is a marker that can
     # later go, unless it has one; then it is rewritten even if every record stays.
-    stamp = v2 & ~horizon_set & ((tombs > 0) | plan.discardable[k][live]) & (kept > 0)
-    verbatim = v2 & (kept > 0) & (kept == records) & ~stamp
+    stamp = out.stamp_horizons & v2 & ~horizon_set & ((tombs > 0) | plan.discardable[k][live]) & (kept > 0)
+    # A batch known to be kept `whole` (any magic; an empty one too) is copied as it is.
+    verbatim = whole | (v2 & (kept > 0) & (kept == records) & ~stamp)
     rewrite = v2 & (kept > 0) & ~verbatim
     with_horizon = horizon_set | stamp
     chosen = np.flatnonzero(rewrite)
@@ -274,16 +281,16 @@ def _write_chunk(
     slot = np.cumsum(rewrite) - 1
     for j, i in enumerate(live.tolist()):
         base, last = cols["base_offset"][j], cols["last_offset"][j]
-        if kept[j] == 0:
+        if verbatim[j]:
+            writer.append(reader.batch_bytes(i), base, last, cols["max_timestamp"][j])
+            stats.batches_copied += 1
+        elif kept[j] == 0:
             if plan.actions[k][i] != BatchRetention.RETAIN_EMPTY or not v2[j]:
                 stats.batches_dropped += 1
                 continue
             header = parse_v2_header(reader.batch_bytes(i))
             writer.append(build_empty_batch(header), base, last, header.max_timestamp)
             stats.batches_emptied += 1
-        elif verbatim[j]:
-            writer.append(reader.batch_bytes(i), base, last, cols["max_timestamp"][j])
-            stats.batches_copied += 1
         elif rewrite[j]:
             s = int(slot[j])
             attrs = cols["attributes"][j] & ~DELETE_HORIZON_MASK

@@ -34,7 +34,7 @@ from pipelines.jobs.tier.warnings import tier_warnings
 from pipelines.log.scanned import Scanned, scan_log
 from pipelines.output.destination import require_new_file
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
-from pipelines.output.report import StageTimer
+from pipelines.output.report import StageTimer, write_json_report
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import JobRun, job_run
 from pipelines.runtime.session import publishing, raise_if_stopped
@@ -279,8 +279,6 @@ def _plan(
 def _finish(report: TierReport, timer: StageTimer, report_path: str | None, log: Log) -> TierReport:
     report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
     if report_path:
-        require_new_file(report_path)
-        storage, path = open_storage(report_path)
-        storage.write_atomic(path, json.dumps(report.to_dict(), indent=2).encode())
+        write_json_report(report_path, report.to_dict())
     log(report.totals_line())
     return report

@@ -1,0 +1,129 @@
+"""`segpipe erase`: its arguments and its run; the key-list arguments `validate --erased` shares."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.cli import console
+from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
+from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ValidationFailed
+
+
+def add_key_arguments(p: argparse.ArgumentParser) -> None:
+    """How the key list is read, which headers also name a record's key, and which topics."""
+    p.add_argument(
+        "--key-format",
+        choices=["utf8", "hex", "base64"],
+        default="utf8",
+        help="how a key is written in a text list, or in a string `key` column (default utf8: its bytes)",
+    )
+    p.add_argument(
+        "--also-in-headers",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also erase a record when its header NAME carries a listed key as its value; repeat for more",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="erase from and keep only these topics in DST: a name or a glob; repeat for more (default: all)",
+    )
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "erase",
+        help="remove every record of listed keys from a log directory, writing a new one, with evidence",
+    )
+    p.add_argument(
+        "src", help="log directory (path or fsspec URL); never modified, refused while a broker runs on it"
+    )
+    p.add_argument("dst", help="output directory; must be absent or empty")
+    p.add_argument(
+        "--keys",
+        required=True,
+        metavar="FILE",
+        help="the keys: one per line, or a Parquet or CSV file (.parquet, .csv) with a `key` column",
+    )
+    add_key_arguments(p)
+    p.add_argument("--dry-run", action="store_true", help="count what would be erased; write nothing at DST")
+    p.add_argument("--report", help="also write the JSON report (the evidence) to this new file")
+    p.add_argument(
+        "--on-corrupt",
+        choices=["fail", "skip-partition"],
+        default="fail",
+        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit 3",
+    )
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="prove the staged output is SRC minus exactly the listed keys' records before publishing it "
+        "(as validate --erased); a failure publishes nothing and exits 4",
+    )
+    add_spark_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.cli.clean import source_topics
+    from pipelines.config import JobConfig
+    from pipelines.jobs.erase.keys import read_key_list
+    from pipelines.output.destination import require_destination, require_new_file
+    from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_work
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    # Refusals before Spark starts: a bad list, a missing source, a destination in use.
+    selection, _ = source_topics(args.src, JobConfig(), tuple(args.topic))
+    read_key_list(args.keys, args.key_format)
+    require_destination(args.src, args.dst)
+    if args.report:
+        require_new_file(args.report)
+    storage, path = open_storage(args.src)
+    size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
+    needed = not storage.near or not driver_work() or size > DRIVER_COMPACT_BYTES
+    with spark_on_demand(args, needed, "pipelines.jobs.erase.job") as spark:
+        from pipelines.jobs.erase.job import run_erase
+        from pipelines.jobs.erase.request import EraseRequest
+
+        request = EraseRequest(
+            src=args.src, dst=args.dst, keys=args.keys, key_format=args.key_format,
+            header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
+            dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt, validate=args.validate,
+        )  # fmt: skip
+        gate = erasure_gate(spark, args.src, request.header_names, request.topics) if args.validate else None
+        report = run_erase(spark, request, console.say, gate)
+    return EXIT_SKIPPED if report.skipped else EXIT_OK
+
+
+def erasure_gate(
+    spark: Any, src: str, header_names: tuple[str, ...], topics: Callable[[str], bool] | None = None
+) -> Callable[[str, Any], None]:
+    """The proof of an erased output against SRC (of the `topics` selected), raising
+    ValidationFailed: erase --validate's gate, and validate --erased."""
+    from pipelines.jobs.erase.keys import ErasedKeys
+    from pipelines.jobs.erase.proof import failures, prove_erasure
+
+    names = ErasedKeys.of([n.encode() for n in header_names]) if header_names else None
+
+    def gate(staged_url: str, keys: ErasedKeys) -> None:
+        verdicts = prove_erasure(spark, staged_url, src, keys, names, topics)
+        problems = list(failures(verdicts))
+        for line in problems:
+            console.say(f"segpipe: erasure proof failed: {line}")
+        if problems:
+            raise ValidationFailed(
+                f"the output is not SRC minus the listed keys' records ({len(problems)} problems)"
+            )
+        gone = sum(v.erased for v in verdicts)
+        console.say(
+            f"segpipe: erasure proved: {gone:,} records of listed keys gone, every other record of SRC "
+            f"unchanged ({len(verdicts)} partitions)"
+        )
+
+    return gate

@@ -1,0 +1,138 @@
+"""An erase's report: the evidence of what it removed, without the keys. Each listed key is named
+by the SHA-256 of its bytes; per key, the records removed and from which partitions and offset
+ranges; the keys found nowhere; per partition, the totals; the run's identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipelines.jobs.erase.keys import DIGEST
+from pipelines.jobs.erase.segment import SegmentErasure
+
+
+@dataclass(frozen=True)
+class PartitionErasure:
+    """One partition's totals."""
+
+    partition: str
+    segments: int
+    segments_rewritten: int
+    records_in: int
+    records_erased: int
+    batches_rewritten: int
+    batches_emptied: int
+    batches_dropped: int
+    bytes_in: int
+    bytes_out: int
+
+    @property
+    def records_out(self) -> int:
+        return self.records_in - self.records_erased
+
+
+@dataclass
+class EraseReport:
+    """The report of one erase run (`to_dict()`: what DST/_segpipe/report.json and --report hold)."""
+
+    src: str
+    dst: str
+    run_id: str
+    keys_listed: int
+    dry_run: bool = False
+    header_names: tuple[str, ...] = ()
+    erased: list[dict[str, Any]] = field(default_factory=list)  # per key digest that matched
+    not_found: list[str] = field(default_factory=list)  # digests of listed keys found nowhere
+    partitions: list[PartitionErasure] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    seconds_total: float = 0.0
+    seconds_by_stage: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def records_erased(self) -> int:
+        return sum(p.records_erased for p in self.partitions)
+
+    def totals_line(self) -> str:
+        verb = "would erase" if self.dry_run else "erased"
+        found = len(self.erased)
+        return (
+            f"segpipe: {verb} {self.records_erased:,} records of {found:,} of the {self.keys_listed:,} "
+            f"listed keys from {len(self.partitions)} partitions; {len(self.not_found):,} keys found nowhere"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "src": self.src,
+            "dst": self.dst,
+            "dry_run": self.dry_run,
+            "key_digest": DIGEST,
+            "keys_listed": self.keys_listed,
+            "header_names": list(self.header_names),
+            "records_erased": self.records_erased,
+            "erased": self.erased,
+            "not_found": self.not_found,
+            "partitions": [{**vars(p), "records_out": p.records_out} for p in self.partitions],
+            "skipped": self.skipped,
+            "seconds_total": round(self.seconds_total, 3),
+            "seconds_by_stage": {k: round(v, 3) for k, v in self.seconds_by_stage.items()},
+        }
+
+
+def partition_totals(names: list[str], results: list[SegmentErasure]) -> list[PartitionErasure]:
+    """Per partition of the run (`names`, by index), its segments' figures summed."""
+    mine: list[list[SegmentErasure]] = [[] for _ in names]
+    for r in results:
+        mine[r.partition].append(r)
+    return [
+        PartitionErasure(
+            partition=name,
+            segments=len(rs),
+            segments_rewritten=sum(r.rewritten for r in rs),
+            records_in=sum(r.records_in for r in rs),
+            records_erased=sum(r.erased for r in rs),
+            batches_rewritten=sum(r.batches_rewritten for r in rs),
+            batches_emptied=sum(r.batches_emptied for r in rs),
+            batches_dropped=sum(r.batches_dropped for r in rs),
+            bytes_in=sum(r.bytes_in for r in rs),
+            bytes_out=sum(r.bytes_out for r in rs),
+        )
+        for name, rs in zip(names, mine, strict=True)
+    ]
+
+
+def key_evidence(
+    names: list[str], digests: list[str], results: list[SegmentErasure]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per listed key that matched (in list order): its digest, the records removed, and per
+    partition the count and the first and last offset removed; then the digests of the others."""
+    if not any(len(r.entries) for r in results):
+        return [], list(digests)
+    entry = np.concatenate([r.entries for r in results])
+    part = np.concatenate([np.full(len(r.entries), r.partition, np.int64) for r in results])
+    count = np.concatenate([r.counts for r in results])
+    first = np.concatenate([r.first_offset for r in results])
+    last = np.concatenate([r.last_offset for r in results])
+    order = np.lexsort((part, entry))
+    entry, part, count, first, last = entry[order], part[order], count[order], first[order], last[order]
+    # One row per (key, partition): its segments' rows summed, their ranges joined.
+    starts = np.flatnonzero(np.concatenate([[True], (np.diff(entry) != 0) | (np.diff(part) != 0)]))
+    rows = zip(
+        entry[starts].tolist(),
+        part[starts].tolist(),
+        np.add.reduceat(count, starts).tolist(),
+        np.minimum.reduceat(first, starts).tolist(),
+        np.maximum.reduceat(last, starts).tolist(),
+        strict=True,
+    )
+    found: dict[int, dict[str, Any]] = {}
+    for e, p, n, lo, hi in rows:
+        item = found.setdefault(e, {"digest": digests[e], "records": 0, "partitions": []})
+        item["records"] += n
+        item["partitions"].append(
+            {"partition": names[p], "records": n, "first_offset": lo, "last_offset": hi}
+        )
+    not_found = [d for e, d in enumerate(digests) if e not in found]
+    return [found[e] for e in sorted(found)], not_found

@@ -1,0 +1,176 @@
+"""`erase`: the records of listed keys removed from every selected partition of a log directory,
+written to a new one (docs/erasing-keys.md). Stages: scan (headers, CRCs) → erase (one task per
+pack of segments: match, then copy or rewrite) → copy (partition and root files) → publish. SRC is
+only read (and a running broker's log directory refused); DST appears complete or not at all."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.jobs.clean.side_files import write_root_checkpoints
+from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
+from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
+from pipelines.jobs.erase.plan import retain_empty
+from pipelines.jobs.erase.request import EraseRequest
+from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure, erase_segment
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.output.copy import CopyTask, run_copies
+from pipelines.output.destination import require_destination, require_new_file
+from pipelines.output.inventory import INVENTORY, inventory
+from pipelines.output.report import write_json_report
+from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, Staging
+from pipelines.runtime.faults import fault_point
+from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
+from segment_io.broker_lock import broker_stopped
+from segment_io.layout import list_log_dir
+from segment_io.storage import open_storage
+
+WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
+
+
+def erase(spark: Any, src: str, dst: str, keys: str, log: Log = print, **options: Any) -> EraseReport:
+    """Erase the keys listed in the file `keys` from SRC into DST (options: EraseRequest)."""
+    return run_erase(spark, EraseRequest(src=src, dst=dst, keys=keys, **options), log)
+
+
+def run_erase(
+    spark: Any, request: EraseRequest, log: Log = print, gate: Callable[[str, ErasedKeys], None] | None = None
+) -> EraseReport:
+    """The erase `request` asks for. `gate(staged_url, keys)` runs on the complete staged output
+    before publication; an error it raises publishes nothing (erase --validate)."""
+    require_destination(request.src, request.dst)
+    if request.report_path:
+        require_new_file(request.report_path)
+    keys = read_key_list(request.keys, request.key_format)
+    header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
+    src_storage, src_path = open_storage(request.src)
+    # An archive has no writer: every segment is erased from, the active one too. A log directory
+    # a broker holds is refused (its active segment is being written) and kept from one meanwhile.
+    with broker_stopped(src_storage, src_path, "erase"), job_run(spark, WORKER_MODULES) as run:
+        return _erase(run, request, keys, header_names, log, gate)
+
+
+def _erase(
+    run: JobRun,
+    request: EraseRequest,
+    keys: ErasedKeys,
+    header_names: ErasedKeys | None,
+    log: Log,
+    gate: Callable[[str, ErasedKeys], None] | None,
+) -> EraseReport:
+    timer = run.timer
+    with timer.stage("scan"):
+        scanned = scan_log(
+            run.spark,
+            request.src,
+            log,
+            skip_corrupt=request.on_corrupt == "skip-partition",
+            topics=request.topics,
+        )
+    skipped = [
+        {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
+        for tp, exc in sorted(scanned.skipped.items())
+    ]
+    for item in skipped:
+        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
+    fault_point("after-scan")
+    raise_if_stopped()
+    names = [str(p.tp) for p in scanned.listing.partitions]
+    tasks = _tasks(scanned)
+    digests = keys.digests()
+    report = EraseReport(
+        request.src, request.dst, "dry-run", len(keys), request.dry_run, request.header_names, skipped=skipped
+    )
+    if request.dry_run:
+        with timer.stage("erase"):
+            results = _run_tasks(run, scanned, tasks, EraseContext(keys, header_names, None))
+        _fill(report, names, digests, results, timer.total, timer.seconds)
+        _write_report(report, request.report_path)
+        log(report.totals_line())
+        return report
+    staging = Staging.create(request.dst, log)
+    report.run_id = staging.run_id
+    with staged_output(run, staging):
+        with timer.stage("erase"):
+            results = _run_tasks(run, scanned, tasks, EraseContext(keys, header_names, staging.url))
+        raise_if_stopped()
+        with timer.stage("copy"):
+            _copy_side_files(scanned, staging)
+        _fill(report, names, digests, results, timer.total, timer.seconds)
+        staging.write_meta("report.json", report.to_dict())
+        if gate is not None:
+            with timer.stage("validate"):
+                gate(staging.url, keys)
+        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
+        outputs = inventory(written, {p.partition: p.records_out for p in report.partitions})
+        fault_point("before-publish")
+        with publishing():
+            staging.publish(
+                {"run_id": staging.run_id, "src": request.src, MANIFEST_JOB: ERASE_JOB,
+                 "keys_listed": len(keys), "header_names": list(request.header_names), "partitions": names,
+                 "skipped": skipped, INVENTORY: outputs}
+            )  # fmt: skip
+    fault_point("after-publish")
+    _write_report(report, request.report_path)
+    log(report.totals_line())
+    return report
+
+
+def _tasks(scanned: Scanned) -> list[EraseTask]:
+    """One task per segment of every partition, with its batches' empty-header rule."""
+    tasks = []
+    for index, part in enumerate(scanned.listing.partitions):
+        segments = scanned.segments[part.tp]
+        masks = retain_empty([s.table for s in segments])
+        for files, mask in zip(part.segments, masks, strict=True):
+            tasks.append(EraseTask(index, part.tp.dir_name, scanned.url, files, mask))
+    return tasks
+
+
+def _run_tasks(
+    run: JobRun, scanned: Scanned, tasks: list[EraseTask], ctx: EraseContext
+) -> list[SegmentErasure]:
+    """The tasks in the driver's threads where a small local log allows it (as clean's small
+    compactions: every record is decoded), else as Spark tasks, a few per core."""
+    return run_packed(
+        run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
+        lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
+    )  # fmt: skip
+
+
+def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
+    """Producer snapshots and partition files as they are (offsets are never renumbered, and the
+    batches that carry producer state are kept), and the root checkpoints of the partitions."""
+    copies = [
+        CopyTask(
+            scanned.url, info.path, posixpath.join(part.tp.dir_name, info.name), info.mtime_ms, info.size
+        )
+        for part in scanned.listing.partitions
+        for info in (*part.snapshots, *part.other_files)
+    ]
+    for part in scanned.listing.partitions:  # a partition without segments still has its directory
+        staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
+    run_copies(copies, staging.url)
+    write_root_checkpoints(scanned.listing, [], scanned.segments, staging)
+
+
+def _fill(
+    report: EraseReport,
+    names: list[str],
+    digests: list[str],
+    results: list[SegmentErasure],
+    seconds_total: float,
+    seconds_by_stage: dict[str, float],
+) -> None:
+    report.partitions = partition_totals(names, results)
+    report.erased, report.not_found = key_evidence(names, digests, results)
+    report.seconds_total, report.seconds_by_stage = seconds_total, seconds_by_stage
+
+
+def _write_report(report: EraseReport, report_path: str | None) -> None:
+    if report_path:
+        write_json_report(report_path, report.to_dict())

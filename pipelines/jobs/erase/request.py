@@ -1,0 +1,38 @@
+"""EraseRequest: everything one `erase` run is asked to do, in one frozen, keyword-only value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipelines.errors import ConfigError
+from pipelines.jobs.clean.request import ON_CORRUPT
+from pipelines.jobs.erase.keys import KEY_FORMATS
+
+
+@dataclass(frozen=True, kw_only=True)
+class EraseRequest:
+    """An erase of the keys listed in `keys` (a file: see pipelines.jobs.erase.keys) from the log
+    directory `src` into `dst` (absent or empty).
+
+    `header_names`: a record is also erased when a header of one of these names carries a listed
+    key as its value. `topics`: a predicate on topic names; only those topics' partitions are
+    erased from and reach `dst` (None: all). `validate`: publish only once the output is proved
+    to be SRC minus exactly the listed keys' records (validate --erased)."""
+
+    src: str
+    dst: str
+    keys: str
+    key_format: str = "utf8"
+    header_names: tuple[str, ...] = ()
+    topics: Callable[[str], bool] | None = None
+    dry_run: bool = False
+    report_path: str | None = None
+    on_corrupt: str = "fail"
+    validate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.key_format not in KEY_FORMATS:
+            raise ConfigError(f"key format {self.key_format!r}: expected one of {', '.join(KEY_FORMATS)}")
+        if self.on_corrupt not in ON_CORRUPT:
+            raise ConfigError(f"on_corrupt {self.on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
