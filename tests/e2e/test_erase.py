@@ -1,0 +1,320 @@
+"""`segpipe erase` as operators run it: every record of the listed keys gone from every partition
+and codec, with transactions and idempotent producers; everything else byte for byte; evidence
+without the keys; an independent proof that fails on a record put back or one too many removed;
+refusals and kills that lose nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.memory_records import MemoryRecords
+
+from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.storage import open_storage
+from tests.helpers import files_of, lock_held, read_log, run_segpipe
+
+pytestmark = pytest.mark.e2e
+
+SPECS = [
+    TopicSpec("orders", partitions=2, records=2500, keys=150, header_ratio=0.3, records_per_batch=(1, 12),
+              segment_bytes=32 * 1024),
+    TopicSpec("events", records=1500, keys=400, null_key_ratio=0.1, log_append_time=True,
+              transactional_ratio=0.0, codecs=("lz4", "none"), segment_bytes=24 * 1024),
+    # Keys that rarely repeat: an erase touches few of its segments.
+    TopicSpec("quiet", records=1500, keys=100_000, key_skew=0.0, codecs=("zstd", "gzip", "snappy"),
+              segment_bytes=24 * 1024),
+]  # fmt: skip
+KEYS = [b"k0000000001", b"k0000000002", b"k0000000007", b"k0000000120"]
+ABSENT = b"nobody-has-this-key"
+HEADER = "trace-id"
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("erase") / "src"
+    storage, path = open_storage(str(root))
+    generate_log_dir(storage, path, SPECS, seed=11)
+    return root
+
+
+@pytest.fixture(scope="module")
+def keys(src: Path) -> list[bytes]:
+    """The listed keys: frequent ones, one found nowhere, one of `quiet`'s first records (its other
+    segments are untouched), and a trace-id value a record carries whose key is not listed (it
+    goes by its header only)."""
+    quiet = next(r["key"] for r in read_log(src, "quiet-0") if r["key"] is not None)
+    header_value = next(
+        h["value"]
+        for r in read_log(src, "orders-1")
+        for h in r["headers"]
+        if h["key"] == HEADER and h["value"] and r["key"] not in KEYS
+    )
+    return [*KEYS, ABSENT, quiet, header_value]
+
+
+def key_file(path: Path, keys: list[bytes]) -> Path:
+    path.write_text("".join(k.hex() + "\n" for k in keys))
+    return path
+
+
+def erase(src: Path, out: Path, keys: Path, *flags: str, env: dict[str, str] | None = None) -> Any:
+    return run_segpipe(
+        "erase", str(src), str(out), "--keys", str(keys), "--key-format", "hex", "--also-in-headers", HEADER,
+        *flags, env=env,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def erased(src: Path, keys: list[bytes], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    work = tmp_path_factory.mktemp("erased")
+    listing = key_file(work / "keys.hex", keys)
+    proc = erase(src, work / "out", listing, "--report", str(work / "report.json"), "--validate")
+    assert proc.returncode == 0, proc.stderr
+    assert "segpipe: erasure proved" in proc.stdout
+    return work / "out", work
+
+
+def gone(record: dict[str, Any], keys: list[bytes]) -> bool:
+    if record["is_control"]:
+        return False
+    return record["key"] in keys or any(h["key"] == HEADER and h["value"] in keys for h in record["headers"])
+
+
+def view(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    fields = ("offset", "timestamp", "key", "value", "is_control", "producer_id", "producer_epoch", "codec")
+    return [(*(r[f] for f in fields), tuple((h["key"], h["value"]) for h in r["headers"])) for r in rows]
+
+
+PARTITIONS = ["orders-0", "orders-1", "events-0", "quiet-0"]
+
+
+@pytest.mark.parametrize("part", PARTITIONS)
+def test_output_is_source_minus_exactly_the_listed_records(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], part: str
+) -> None:
+    out, _ = erased
+    before = read_log(src, part)
+    expected = [r for r in before if not gone(r, keys)]
+    assert len(expected) < len(before)
+    assert view(read_log(out, part)) == view(expected)
+
+
+def test_kafka_python_reads_every_output_batch(erased: tuple[Path, Path]) -> None:
+    out, _ = erased
+    for log in out.glob("*/*.log"):
+        records = MemoryRecords(log.read_bytes())
+        theirs = []
+        while records.has_next():
+            batch = records.next_batch()
+            assert isinstance(batch, DefaultRecordBatch) and batch.validate_crc()
+            theirs += [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in batch]
+        ours = [
+            (
+                r["offset"],
+                r["timestamp"],
+                r["key"],
+                r["value"],
+                tuple((h["key"], h["value"]) for h in r["headers"]),
+            )
+            for r in read_log(out, log.parent.name)
+            if r["segment_base_offset"] == int(log.stem)
+        ]
+        assert theirs == ours
+
+
+def test_untouched_segments_are_copied_byte_for_byte_and_the_log_end_is_kept(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes]
+) -> None:
+    out, _ = erased
+    source, output = files_of(src), files_of(out)
+    assert source.keys() == output.keys()  # the same segments, indexes, snapshots and checkpoints
+    untouched = 0
+    for part in PARTITIONS:
+        rows = read_log(src, part)
+        for base in {r["segment_base_offset"] for r in rows}:
+            name = f"{part}/{base:020d}.log"
+            touched = any(gone(r, keys) for r in rows if r["segment_base_offset"] == base)
+            assert (source[name] == output[name]) is not touched, name
+            untouched += not touched
+            if not touched:
+                for suffix in (".index", ".timeindex"):
+                    assert source[name.replace(".log", suffix)] == output[name.replace(".log", suffix)]
+        # The batch that ends the log stays, an empty header if the erase took all its records.
+        assert max(_batch_ends(out, part)) == max(_batch_ends(src, part))
+    assert untouched > 0
+
+
+def test_producers_last_batches_survive_as_empty_headers(src: Path, erased: tuple[Path, Path]) -> None:
+    """Per producer, the last data batch's offsets are still in the output (an empty header where
+    the erase took all of its records): the broker rebuilds its sequence and epoch from it."""
+    out, _ = erased
+    for part in PARTITIONS:
+        last_of: dict[int, int] = {}
+        for r in read_log(src, part):
+            if r["producer_id"] >= 0 and not r["is_control"]:
+                last_of[r["producer_id"]] = max(last_of.get(r["producer_id"], -1), r["batch_last_offset"])
+        kept = _batch_ends(out, part)
+        assert all(last in kept for last in last_of.values()), part
+
+
+def _batch_ends(root: Path, part: str) -> set[int]:
+    from segment_io.layout import list_partition
+    from segment_io.segment.reader import SegmentReader
+    from segment_io.topic_partition import TopicPartition
+
+    storage, path = open_storage(str(root / part))
+    topic, _, n = part.rpartition("-")
+    ends: set[int] = set()
+    for seg in list_partition(storage, path, TopicPartition(topic, int(n))).segments:
+        ends |= set(SegmentReader(storage, seg.log.path, seg.base_offset).scan().table.last_offset.tolist())
+    return ends
+
+
+def attributed(record: dict[str, Any], keys: list[bytes]) -> bytes | None:
+    """The listed key a removed record is counted under: its own, else its first listed header value."""
+    if record["is_control"]:
+        return None
+    if record["key"] in keys:
+        return record["key"]
+    return next((h["value"] for h in record["headers"] if h["key"] == HEADER and h["value"] in keys), None)
+
+
+def test_the_evidence_names_keys_by_digest_only(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes]
+) -> None:
+    out, work = erased
+    report = json.loads((work / "report.json").read_text())
+    assert report["erased"] == json.loads((out / "_segpipe" / "report.json").read_text())["erased"]
+    digest = {hashlib.sha256(k).hexdigest(): k for k in keys}
+    assert report["key_digest"] == "sha256" and report["keys_listed"] == len(digest)
+    assert report["not_found"] == [hashlib.sha256(ABSENT).hexdigest()]
+    assert {digest[item["digest"]] for item in report["erased"]} == set(keys) - {ABSENT}
+    for item in report["erased"]:
+        key = digest[item["digest"]]
+        for where in item["partitions"]:
+            offsets = [r["offset"] for r in read_log(src, where["partition"]) if attributed(r, keys) == key]
+            assert (where["records"], where["first_offset"], where["last_offset"]) == (
+                len(offsets), min(offsets), max(offsets),
+            )  # fmt: skip
+        assert item["records"] == sum(p["records"] for p in item["partitions"])
+    for p in report["partitions"]:
+        expected = sum(1 for r in read_log(src, p["partition"]) if gone(r, keys))
+        assert p["records_erased"] == expected and p["records_out"] == p["records_in"] - expected
+    assert sum(p["batches_dropped"] + p["batches_emptied"] for p in report["partitions"]) > 0
+    # No listed key's bytes anywhere in the evidence.
+    for text in (
+        (work / "report.json").read_bytes(),
+        *(p.read_bytes() for p in (out / "_segpipe").iterdir()),
+    ):
+        assert not any(k in text or k.hex().encode() in text for k in keys)
+
+
+def test_the_proof_passes_and_fails_where_it_must(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path
+) -> None:
+    out, work = erased
+    listing = work / "keys.hex"
+    ok = run_segpipe("validate", str(out), "--erased", str(listing), "--key-format", "hex",
+                     "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    plain = run_segpipe("validate", str(out))
+    assert plain.returncode == 0 and "is the output of an erase" in plain.stdout, plain.stdout
+    # One listed key's records put back: an erase that left it out.
+    put_back = tmp_path / "put-back"
+    assert erase(src, put_back, key_file(tmp_path / "less.hex", keys[1:])).returncode == 0
+    failed = run_segpipe("validate", str(put_back), "--erased", str(listing), "--key-format", "hex",
+                         "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
+    assert failed.returncode == 1 and "records still carry a listed key" in failed.stdout, failed.stdout
+    # One record too many removed: an erase of one more key.
+    more = [*keys, b"k0000000050"]
+    too_many = tmp_path / "too-many"
+    assert erase(src, too_many, key_file(tmp_path / "more.hex", more)).returncode == 0
+    failed = run_segpipe("validate", str(too_many), "--erased", str(listing), "--key-format", "hex",
+                         "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
+    assert failed.returncode == 1 and "is missing (not a listed key's)" in failed.stdout, failed.stdout
+
+
+def test_spark_tasks_write_the_same_bytes(src: Path, erased: tuple[Path, Path], tmp_path: Path) -> None:
+    out, work = erased
+    proc = erase(
+        src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", env={DRIVER_WORK_ENV: "off"}
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert files_of(tmp_path / "out") == files_of(out)
+
+
+def test_dry_run_counts_and_writes_nothing(src: Path, erased: tuple[Path, Path], tmp_path: Path) -> None:
+    _, work = erased
+    proc = erase(src, tmp_path / "out", work / "keys.hex", "--dry-run", "--report", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "out").exists()
+    dry = json.loads((tmp_path / "r.json").read_text())
+    real = json.loads((work / "report.json").read_text())
+    assert dry["dry_run"] and dry["erased"] == real["erased"] and dry["not_found"] == real["not_found"]
+    assert "would erase" in proc.stdout
+
+
+def test_a_million_keys_from_parquet(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path
+) -> None:
+    out, _ = erased
+    many = [f"absent-{i:07d}".encode() for i in range(1_000_000)] + keys
+    pq.write_table(pa.table({"key": pa.array(many, pa.binary())}), tmp_path / "keys.parquet")
+    proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(tmp_path / "keys.parquet"),
+                       "--also-in-headers", HEADER)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
+    assert report["keys_listed"] == len(many) and len(report["not_found"]) == 1_000_001
+    assert files_of(tmp_path / "out") == files_of(out)
+
+
+def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(empty))
+    assert proc.returncode == 2 and "holds no key" in proc.stderr
+    lock = src / ".lock"
+    lock.touch()
+    try:
+        with lock_held(lock):
+            keys = key_file(tmp_path / "k.hex", KEYS)
+            proc = run_segpipe(
+                "erase", str(src), str(tmp_path / "out"), "--keys", str(keys), "--key-format", "hex"
+            )
+        assert proc.returncode == 2 and "a Kafka broker is running" in proc.stderr, proc.stderr
+    finally:
+        lock.unlink()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_key_in_legacy_data_is_refused(sample_dir: Path, tmp_path: Path) -> None:
+    legacy_key = next(r["key"] for r in read_log(sample_dir, "legacy-users-0") if r["key"] is not None)
+    keys = key_file(tmp_path / "k.hex", [legacy_key])
+    proc = run_segpipe(
+        "erase", str(sample_dir), str(tmp_path / "out"), "--keys", str(keys), "--key-format", "hex"
+    )
+    assert proc.returncode == 65 and "cannot erase" in proc.stderr and "magic 1" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["k.hex"]  # no staging left behind
+
+
+@pytest.mark.parametrize("stage", ["after-scan", "mid-rewrite", "before-publish"])
+def test_a_kill_loses_nothing(src: Path, erased: tuple[Path, Path], tmp_path: Path, stage: str) -> None:
+    out, work = erased
+    before = files_of(src)
+    killed = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(work / "keys.hex"),
+                         "--key-format", "hex", "--also-in-headers", HEADER, fault=stage)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert files_of(src) == before and not (tmp_path / "out").exists()
+    again = erase(src, tmp_path / "out", work / "keys.hex")
+    assert again.returncode == 0, again.stderr
+    assert files_of(tmp_path / "out") == files_of(out)

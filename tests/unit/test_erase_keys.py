@@ -1,0 +1,111 @@
+"""The erase's key list, its matching of framed records, and its empty-header rule."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.errors import ConfigError
+from pipelines.jobs.erase.keys import ErasedKeys, matched_entries, read_key_list
+from pipelines.jobs.erase.plan import retain_empty
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import open_storage
+from tests.helpers import v2_batch, write_segment
+
+pytestmark = pytest.mark.unit
+
+KEYS = [b"alice", b"bob", b"\x00\xffbin", b""]
+
+
+def keys_of(found: ErasedKeys) -> list[bytes]:
+    return [found.key(e) for e in range(len(found))]
+
+
+def test_text_list_in_each_format(tmp_path: Path) -> None:
+    utf8 = tmp_path / "k.txt"
+    utf8.write_bytes(b"alice\r\nbob\n\nalice\n")  # CRLF, a blank line, a repeat
+    assert keys_of(read_key_list(str(utf8))) == [b"alice", b"bob"]
+    hexed = tmp_path / "k.hex"
+    hexed.write_text("\n".join(k.hex() for k in KEYS[:3]))
+    assert keys_of(read_key_list(str(hexed), "hex")) == KEYS[:3]
+    b64 = tmp_path / "k.b64"
+    b64.write_text("\n".join(base64.b64encode(k).decode() for k in KEYS[:3]))
+    assert keys_of(read_key_list(str(b64), "base64")) == KEYS[:3]
+
+
+def test_parquet_binary_and_string_columns_and_csv(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"key": pa.array(KEYS, pa.binary()), "other": range(4)}), tmp_path / "b.parquet")
+    assert keys_of(read_key_list(str(tmp_path / "b.parquet"))) == KEYS  # the empty key is a key
+    pq.write_table(pa.table({"key": [k.hex() for k in KEYS[:3]]}), tmp_path / "s.parquet")
+    assert keys_of(read_key_list(str(tmp_path / "s.parquet"), "hex")) == KEYS[:3]
+    (tmp_path / "k.csv").write_text("id,key\n1,alice\n2,bob\n")
+    assert keys_of(read_key_list(str(tmp_path / "k.csv"))) == [b"alice", b"bob"]
+
+
+def test_bad_lists_are_refused_with_where(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(ConfigError, match="holds no key"):
+        read_key_list(str(empty))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("00ff\nzz\n")
+    with pytest.raises(ConfigError, match="line 2: not hex"):
+        read_key_list(str(bad), "hex")
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "nokey.parquet")
+    with pytest.raises(ConfigError, match="no 'key' column"):
+        read_key_list(str(tmp_path / "nokey.parquet"))
+    with pytest.raises(ConfigError, match="no such file"):
+        read_key_list(str(tmp_path / "absent.txt"))
+
+
+def test_digests_are_sha256_of_the_key_bytes() -> None:
+    import hashlib
+
+    found = ErasedKeys.of(KEYS)
+    assert found.digests() == [hashlib.sha256(k).hexdigest() for k in KEYS]
+
+
+def test_records_match_by_exact_key_or_a_named_header_value(tmp_path: Path) -> None:
+    records = [
+        (0, 0, b"alice", b"v", []),
+        (1, 0, b"alicE", b"v", []),  # one byte off: kept
+        (2, 0, None, b"v", [("user", b"bob")]),  # a null key, a listed header value
+        (3, 0, b"x", b"v", [("other", b"bob")]),  # a listed value in a header not named
+        (4, 0, b"x", None, [("user", b"carol"), ("user", b"alice")]),  # the second header matches
+        (5, 0, b"", b"v", []),  # the empty key is not the null key
+    ]
+    path = write_segment(tmp_path, 0, v2_batch(0, records))
+    storage, _ = open_storage(str(tmp_path))
+    reader = SegmentReader(storage, str(path), 0)
+    framed = reader.frame(np.arange(len(reader.scan().table)))
+    keys = ErasedKeys.of([b"alice", b"bob"])
+    assert matched_entries(framed, keys, None).tolist() == [0, -1, -1, -1, -1, -1]
+    named = ErasedKeys.of([b"user"])
+    assert matched_entries(framed, keys, named).tolist() == [0, -1, 1, -1, 0, -1]
+    assert matched_entries(framed, ErasedKeys.of([b""]), None).tolist() == [-1, -1, -1, -1, -1, 0]
+
+
+class _Table:
+    """The columns retain_empty reads."""
+
+    def __init__(self, pid: list[int], last: list[int], control: list[bool]) -> None:
+        self.producer_id = np.array(pid, dtype=np.int64)
+        self.last_offset = np.array(last, dtype=np.int64)
+        self.is_control = np.array(control, dtype=np.bool_)
+
+    def __len__(self) -> int:
+        return len(self.producer_id)
+
+
+def test_an_emptied_batch_keeps_its_header_where_producer_state_or_the_log_end_needs_it() -> None:
+    first = _Table([7, -1, 8, 7], [9, 19, 29, 39], [False, False, False, False])
+    second = _Table([7, 8, -1], [40, 49, 59], [True, False, False])  # 7's marker; 8 writes again
+    masks = retain_empty([first, second])  # type: ignore[list-item]
+    # 7's last data batch (39; its marker is not data), 8's last (49), and the log's last (59).
+    assert [m.tolist() for m in masks] == [[False, False, False, True], [False, True, True]]
+    assert [m.tolist() for m in retain_empty([_Table([], [], [])])] == [[]]  # type: ignore[list-item]
