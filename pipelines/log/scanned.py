@@ -20,6 +20,8 @@ Log = Callable[[str], Any]
 # Tasks per core for the scan (and copies): a few per core balance the cores; each more costs a
 # PySpark task's fixed overhead (tens of milliseconds here).
 SCAN_TASKS_PER_CORE = 2
+# What a job does with a partition whose data is bad: stop the run, or leave the partition out whole.
+ON_CORRUPT = ("fail", "skip-partition")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.jobs.clean.keymap import Survivors
-from pipelines.jobs.clean.keytable import KeyRows, LatestOffsets, hash_keys
+from pipelines.log.keytable import KeyRows, LatestOffsets, hash_keys
 
 pytestmark = pytest.mark.unit
 

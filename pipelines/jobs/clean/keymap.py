@@ -1,7 +1,7 @@
 """The key map: which keyed records of the recopied prefix survive (docs/cleaning-rules.md#key-map).
 
 Map side (one task per few input segments): decode keys and offsets only, reduce the dirty part to
-one row per key in an exact-key hash table (pipelines.keytable), and split the rows into buckets
+one row per key in an exact-key hash table (pipelines.log.keytable), and split the rows into buckets
 by key hash. Reduce side (one task per bucket): the latest dirty offset per (partition, key)
 wins; a clean-section record survives only if its key has no dirty record. Winners go on, as
 offset arrays, to the rewrite task of the output group that holds them. Only (partition, key,
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from pipelines.jobs.clean.keytable import KeyRows, LatestOffsets, hash_keys
+from pipelines.log.keytable import KeyRows, LatestOffsets, hash_keys
 from segment_io.buffers import grow
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import chunk_batches

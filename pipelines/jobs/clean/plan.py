@@ -7,13 +7,13 @@ Inputs are per-segment header tables; outputs are small, JSON-able plans that wo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from pipelines.config import JobConfig, TopicConfig
 from pipelines.jobs.clean.selection import kafka_selection
+from pipelines.log.batch_writer import BatchRetention
 from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import EMPTY_CONTROL, ScannedSegment
 from pipelines.log.transactions import Producer, aborted_data_batches, producer_state
@@ -27,15 +27,6 @@ from segment_io.layout import (
 )
 from segment_io.text import text_table
 from segment_io.topic_partition import TopicPartition
-
-
-class BatchRetention(IntEnum):
-    """What happens to a batch of a recopied segment, as Kafka names it
-    (docs/cleaning-rules.md#batch-actions); plans hold these as int8 arrays."""
-
-    DELETE = 0  # drop the whole batch unread
-    DELETE_EMPTY = 1  # filter records; drop the batch if none survives
-    RETAIN_EMPTY = 2  # filter records; keep an empty header if none survives
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
+from pipelines.log.scanned import ON_CORRUPT
 
-ON_CORRUPT = ("fail", "skip-partition")
 SELECT = ("all", "kafka")
 
 

@@ -8,17 +8,16 @@ import posixpath
 
 from pipelines.jobs.clean.plan import PartitionPlan
 from pipelines.log.scan import ScannedSegment
+from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.staging import Staging
 from segment_io.checkpoints import (
     format_leader_epoch_checkpoint,
-    format_offset_checkpoint,
     parse_leader_epoch_checkpoint,
 )
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
     RECOVERY_CHECKPOINT,
-    ROOT_CHECKPOINTS,
     LogDirListing,
     PartitionListing,
     segment_file_name,
@@ -98,9 +97,4 @@ def write_root_checkpoints(
             recovery[plan.tp] = min(recovery[plan.tp], plan.log_end_offset)
     cps[LOG_START_CHECKPOINT] = log_start
     cps[CLEANER_CHECKPOINT] = cleaner
-    for name in ROOT_CHECKPOINTS:
-        entries = cps.get(name)
-        if entries or name in listing.checkpoints:
-            staging.storage.write_atomic(
-                posixpath.join(staging.path, name), format_offset_checkpoint(entries or {})
-            )
+    write_checkpoint_files(staging, cps, set(listing.checkpoints))

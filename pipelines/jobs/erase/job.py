@@ -9,13 +9,13 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
-from pipelines.jobs.clean.side_files import write_root_checkpoints
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
 from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
 from pipelines.jobs.erase.plan import retain_empty
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure, erase_segment
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
@@ -155,7 +155,7 @@ def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
     for part in scanned.listing.partitions:  # a partition without segments still has its directory
         staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
     run_copies(copies, staging.url)
-    write_root_checkpoints(scanned.listing, [], scanned.segments, staging)
+    write_checkpoint_files(staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints))
 
 
 def _fill(

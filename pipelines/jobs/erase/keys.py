@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines.errors import ConfigError
-from pipelines.jobs.clean.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
+from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.format import records as rec
 from segment_io.segment.framing import Framed
 from segment_io.storage import open_storage

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipelines.errors import ConfigError
-from pipelines.jobs.clean.request import ON_CORRUPT
 from pipelines.jobs.erase.keys import KEY_FORMATS
+from pipelines.log.scanned import ON_CORRUPT
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 A first pass frames every data batch and matches its records against the key list. A segment in
 which nothing matches is copied with its indexes byte for byte. Otherwise it is written anew
-under its own base offset through clean's batch writer (rewrite.write_chunk), with erasure's
+under its own base offset through the batch writer clean uses (log.batch_writer), with erasure's
 verdicts: a record goes only for a listed key; a batch that loses no record is copied byte for
 byte; a batch that loses some is rebuilt in its codec and magic with its offsets, producer fields
 and delete horizon unchanged (no horizon is stamped: nothing is compacted); a batch that loses
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.jobs.clean.plan import BatchRetention, GroupPlan
-from pipelines.jobs.clean.rewrite import GroupStats, InputSegment, OutputSegment, write_chunk
 from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
+from pipelines.log.batch_writer import BatchRetention, InputSegment, OutputSegment, WriteCounts, write_chunk
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.runtime.faults import fault_point
 from segment_io.errors import UnsupportedErasure
@@ -116,11 +115,13 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
     erased, matched = np.concatenate(offsets), np.concatenate(entries)
     if ctx.staging_url is None:  # a dry run: what would go, nothing written
         return _result(task, True, size, size, records_in, erased, matched, None)
-    stats = _rewrite(task, reader, np.sort(erased), ctx.staging_url)
-    return _result(task, True, size, stats.bytes_out, records_in, erased, matched, stats)
+    counts, size_out = _rewrite(task, reader, np.sort(erased), ctx.staging_url)
+    return _result(task, True, size, size_out, records_in, erased, matched, counts)
 
 
-def _rewrite(task: EraseTask, reader: SegmentReader, erased: np.ndarray, staging_url: str) -> GroupStats:
+def _rewrite(
+    task: EraseTask, reader: SegmentReader, erased: np.ndarray, staging_url: str
+) -> tuple[WriteCounts, int]:
     """The segment written anew without the records at the `erased` offsets (sorted)."""
     table = reader.scan().table
     files = task.files
@@ -128,19 +129,11 @@ def _rewrite(task: EraseTask, reader: SegmentReader, erased: np.ndarray, staging
     out_dir = posixpath.join(dst_root, task.partition_dir)
     writer = SegmentWriter(dst, out_dir, LIMITS)
     writer.roll(files.base_offset)
-    n = len(table)
-    actions = np.where(task.retain_empty, BatchRetention.RETAIN_EMPTY, BatchRetention.DELETE_EMPTY).astype(
-        np.int8
-    )
-    nothing = np.zeros(n, dtype=np.bool_)
-    plan = GroupPlan(
-        gid=0, partition_dir=task.partition_dir, base_offset=files.base_offset, segment_ids=(0,),
-        mtime_ms=files.log.mtime_ms, actions=(actions,), discard_records=(nothing,), discardable=(nothing,),
-        key_batches=(np.zeros(0, np.int64),), retain_legacy_deletes=(True,), txn_entries=(),
-    )  # fmt: skip
-    stats = GroupStats(0, task.partition_dir, files.base_offset)
-    out = OutputSegment(writer, plan, stats, CompressionLevels(), horizon_new=0, stamp_horizons=False)
-    src = InputSegment(0, reader, table)
+    actions = np.where(task.retain_empty, BatchRetention.RETAIN_EMPTY, BatchRetention.DELETE_EMPTY)
+    counts = WriteCounts()
+    # No horizon is stamped (nothing is compacted), no transaction indexed (the .txnindex is copied).
+    out = OutputSegment(writer, counts, CompressionLevels(), horizon_new=0, stamp_horizons=False)
+    src = InputSegment(reader, table, actions.astype(np.int8), np.zeros(len(table), dtype=np.bool_))
     # How many erased offsets each batch holds: batches with none are copied unread (and magic 0/1
     # entries, which hold none: they were refused above; a wrapper's base offset may read −1).
     hits = np.searchsorted(erased, table.last_offset, "right") - np.searchsorted(
@@ -156,11 +149,10 @@ def _rewrite(task: EraseTask, reader: SegmentReader, erased: np.ndarray, staging
         write_chunk(out, src, index, whole, framed, keep)
         fault_point("mid-rewrite")
     [segment] = writer.close(files.log.mtime_ms)
-    stats.bytes_out = segment.size
     if files.txnindex is not None:  # markers are kept: the aborted transactions index is unchanged
         target = posixpath.join(out_dir, files.txnindex.name)
         transfer(open_storage(task.url)[0], files.txnindex.path, dst, target, files.txnindex.mtime_ms)
-    return stats
+    return counts, segment.size
 
 
 def _result(
@@ -171,7 +163,7 @@ def _result(
     records_in: int,
     offsets: np.ndarray,
     entries: np.ndarray,
-    stats: GroupStats | None,
+    stats: WriteCounts | None,
 ) -> SegmentErasure:
     """The segment's figures, and per matched entry its count and offset range."""
     order = np.lexsort((offsets, entries))
