@@ -8,7 +8,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
-from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ValidationFailed
+from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
 
 
 def add_key_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,7 +43,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "src", help="log directory (path or fsspec URL); never modified, refused while a broker runs on it"
     )
-    p.add_argument("dst", help="output directory; must be absent or empty")
+    p.add_argument("dst", nargs="?", help="output directory; must be absent or empty (none with --in-place)")
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="SRC is a remote tier: write the erased segments into it as new objects and commit them as a "
+        "new manifest version (the old objects, with the erased records, stay until tier --expire)",
+    )
     p.add_argument(
         "--keys",
         required=True,
@@ -76,28 +82,41 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.output.destination import require_destination, require_new_file
     from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_work
     from segment_io.layout import list_log_dir
+    from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
 
     # Refusals before Spark starts: a bad list, a missing source, a destination in use.
-    selection, _ = source_topics(args.src, JobConfig(), tuple(args.topic))
+    if args.in_place:
+        from segment_io.remote.tier import RemoteTier
+
+        if args.dst is not None or args.topic:
+            raise ConfigError(
+                "erase --in-place takes one path, the remote tier, and erases from all its topics"
+            )
+        RemoteTier.open(args.src)  # refuses anything but a remote tier
+    elif args.dst is None:
+        raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
+    selection, _ = source_topics(log_url(args.src), JobConfig(), tuple(args.topic), args.src)
     read_key_list(args.keys, args.key_format)
-    require_destination(args.src, args.dst)
+    if args.dst is not None:
+        require_destination(args.src, args.dst)
     if args.report:
         require_new_file(args.report)
     storage, path = open_storage(args.src)
     size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
-    needed = not storage.near or not driver_work() or size > DRIVER_COMPACT_BYTES
+    needed = args.in_place or not storage.near or not driver_work() or size > DRIVER_COMPACT_BYTES
     with spark_on_demand(args, needed, "pipelines.jobs.erase.job") as spark:
+        from pipelines.jobs.erase.in_place import erase_in_place
         from pipelines.jobs.erase.job import run_erase
         from pipelines.jobs.erase.request import EraseRequest
 
         request = EraseRequest(
-            src=args.src, dst=args.dst, keys=args.keys, key_format=args.key_format,
+            src=args.src, dst=args.dst or "", keys=args.keys, key_format=args.key_format,
             header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
             dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt, validate=args.validate,
         )  # fmt: skip
         gate = erasure_gate(spark, args.src, request.header_names, request.topics) if args.validate else None
-        report = run_erase(spark, request, console.say, gate)
+        report = (erase_in_place if args.in_place else run_erase)(spark, request, console.say, gate)
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 

@@ -17,10 +17,12 @@ from segment_io.topic_partition import TopicPartition
 FORMAT_VERSION = 1
 # Kafka's names for a remote segment's states; a segment manifest is written in the second.
 COPY_SEGMENT_FINISHED = "COPY_SEGMENT_FINISHED"
-# Where a remote segment came from: a copy of a local segment (`tier`), or a compaction made
-# inside the tier (`clean --in-place`), which no local segment is a copy of.
+# Where a remote segment came from: a copy of a local segment (`tier`), or a rewrite made inside
+# the tier (`clean --in-place`, `erase --in-place`), which no local segment is a copy of.
 ORIGIN_TIER = "tier"
 ORIGIN_CLEAN = "clean"
+ORIGIN_ERASE = "erase"
+REWRITTEN_IN_TIER = (ORIGIN_CLEAN, ORIGIN_ERASE)
 
 
 @dataclass(frozen=True)
@@ -132,13 +134,13 @@ class PartitionManifest:
             None,
         )
 
-    def compacted_in_tier(self, base: int, upper: int) -> bool:
-        """Whether `[base, upper)` lies wholly in segments an in-place clean made: a local segment
-        there is an older form of what the tier holds, never a replacement for it."""
+    def rewritten_in_tier(self, base: int, upper: int) -> bool:
+        """Whether `[base, upper)` lies wholly in segments an in-place clean or erase made: a local
+        segment there is an older form of what the tier holds, never a replacement for it."""
         covered = [
             s
             for s in self.segments
-            if s.origin == ORIGIN_CLEAN and s.end_offset >= base and s.base_offset < upper
+            if s.origin in REWRITTEN_IN_TIER and s.end_offset >= base and s.base_offset < upper
         ]
         if not covered or covered[0].base_offset > base:
             return False

@@ -281,7 +281,7 @@ def _replaced_from(manifest: PartitionManifest, local: list[FileInfo]) -> int | 
         if upper is None:  # the last local segment: its end is not known from a listing
             if (seg := remote.get(base)) is not None and seg.size == size:
                 continue
-        elif manifest.copy_of(base, upper, size) or manifest.compacted_in_tier(base, upper):
+        elif manifest.copy_of(base, upper, size) or manifest.rewritten_in_tier(base, upper):
             continue
         return base if base in remote or base < manifest.segments[0].base_offset else None
     return manifest.next_offset

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.jobs.clean.in_place as in_place
+import pipelines.output.remote_commit as remote_commit
 from pipelines import clean
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.in_place import clean_in_place
@@ -63,7 +63,7 @@ def test_a_writer_that_committed_first_wins(spark, sample_dir: Path, tmp_path: P
     remote = tiered(spark, sample_dir, tmp_path)
     tier_ = RemoteTier.open(remote)
     before = {tp: tier_.read(tp) for tp in tier_.partitions()}
-    real_upload_all = in_place.upload_all
+    real_upload_all = remote_commit.upload_all
 
     def upload_then_another_writer_commits(*args, **kwargs):  # type: ignore[no-untyped-def]
         result = real_upload_all(*args, **kwargs)
@@ -71,7 +71,7 @@ def test_a_writer_that_committed_first_wins(spark, sample_dir: Path, tmp_path: P
             tier_.commit(manifest.successor(FIXED_NOW_MS, note="the other writer"))
         return result
 
-    monkeypatch.setattr(in_place, "upload_all", upload_then_another_writer_commits)
+    monkeypatch.setattr(remote_commit, "upload_all", upload_then_another_writer_commits)
     with pytest.raises(ManifestConflict):
         clean_in_place(spark, remote, JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS, log=quiet)
     for tp, manifest in before.items():

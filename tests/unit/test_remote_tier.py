@@ -288,17 +288,21 @@ def test_only_a_copy_with_the_same_range_and_size_counts_as_remote() -> None:
 def test_local_segments_an_in_place_clean_compacted_are_neither_replacements_nor_copies() -> None:
     from dataclasses import replace
 
-    from segment_io.remote.manifest import ORIGIN_CLEAN
+    from segment_io.remote.manifest import ORIGIN_CLEAN, ORIGIN_ERASE
 
     compacted = (remote_segment("c", 0, 19, size=60), remote_segment("d", 20, 29, size=40))
     remote = PartitionManifest.empty(TP).successor(
         T0, segments=tuple(replace(s, origin=ORIGIN_CLEAN) for s in compacted)
     )
     assert (
-        remote.compacted_in_tier(0, 30)
-        and remote.compacted_in_tier(10, 20)
-        and not remote.compacted_in_tier(0, 31)
+        remote.rewritten_in_tier(0, 30)
+        and remote.rewritten_in_tier(10, 20)
+        and not remote.rewritten_in_tier(0, 31)
     )
+    erased = PartitionManifest.empty(TP).successor(
+        T0, segments=tuple(replace(s, origin=ORIGIN_ERASE) for s in compacted)
+    )
+    assert erased.rewritten_in_tier(0, 30)  # an in-place erase's segments too
     plan = plan_tier(TP, five_local(), remote, config(**{"local.retention.ms": 0}), None, None, T0 + 9 * DAY)
     # The local [0, 29] is an older form of what the tier holds: not uploaded over it, nothing superseded.
     assert plan.held is None and not plan.remote_superseded

@@ -37,9 +37,11 @@ def erase(spark: Any, src: str, dst: str, keys: str, log: Log = print, **options
     return run_erase(spark, EraseRequest(src=src, dst=dst, keys=keys, **options), log)
 
 
-def run_erase(
-    spark: Any, request: EraseRequest, log: Log = print, gate: Callable[[str, ErasedKeys], None] | None = None
-) -> EraseReport:
+# erase --validate: called with the staged output's URL and the keys; raising publishes nothing.
+Gate = Callable[[str, ErasedKeys], None]
+
+
+def run_erase(spark: Any, request: EraseRequest, log: Log = print, gate: Gate | None = None) -> EraseReport:
     """The erase `request` asks for. `gate(staged_url, keys)` runs on the complete staged output
     before publication; an error it raises publishes nothing (erase --validate)."""
     require_destination(request.src, request.dst)
@@ -60,7 +62,7 @@ def _erase(
     keys: ErasedKeys,
     header_names: ErasedKeys | None,
     log: Log,
-    gate: Callable[[str, ErasedKeys], None] | None,
+    gate: Gate | None,
 ) -> EraseReport:
     timer = run.timer
     with timer.stage("scan"):

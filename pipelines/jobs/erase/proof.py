@@ -17,6 +17,7 @@ from pipelines.log.scanned import SCAN_TASKS_PER_CORE
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.format import records as rec
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
+from segment_io.remote.view import log_url
 from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable
@@ -66,8 +67,8 @@ def prove_erasure(
 ) -> list[ErasureVerdict]:
     """One verdict per partition of SRC (of the `topics` selected: erase --topic) or OUT; a
     partition in one only is a problem."""
-    out_storage, out_path = open_storage(out_url)
-    src_storage, src_path = open_storage(src_url)
+    out_storage, out_path = open_storage(log_url(out_url))  # either may be a remote tier
+    src_storage, src_path = open_storage(log_url(src_url))
     out_listing = list_log_dir(out_storage, out_path, allow_incomplete=True)
     src_listing = list_log_dir(src_storage, src_path)
     if topics is not None:

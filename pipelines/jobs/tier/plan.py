@@ -100,7 +100,7 @@ def replacing_from(
         if (
             upper <= log_start
             or remote.copy_of(base, upper, s.meta.size)
-            or remote.compacted_in_tier(base, upper)
+            or remote.rewritten_in_tier(base, upper)
         ):
             continue
         return k

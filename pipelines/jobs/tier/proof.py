@@ -159,7 +159,7 @@ def proven_releases(
             continue
         if copy is not None:
             why = "its CRC-32C differs from the remote copy's"
-        elif committed.compacted_in_tier(files.base_offset, upper):
+        elif committed.rewritten_in_tier(files.base_offset, upper):
             why = "the remote tier holds a compaction of it (clean --in-place), not a copy"
         else:
             why = "no committed remote segment has its offset range and size"

@@ -1,0 +1,48 @@
+"""`erase REMOTE_URL --in-place`: the listed keys' records removed inside a remote tier.
+
+The tier is erased like any log (its segments are all inactive) into a staging prefix inside the
+tier, and committed as new objects of the tier, one new manifest version per partition
+(output.remote_commit): readers of the old version keep its objects until `tier --expire` removes
+them after the grace period, and only then are the erased records gone from the bucket. The
+staging prefix is removed at the end, or by the next run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pipelines.jobs.erase.evidence import EraseReport
+from pipelines.jobs.erase.job import Gate, run_erase
+from pipelines.jobs.erase.request import EraseRequest
+from pipelines.log.scanned import Log
+from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
+from pipelines.runtime.faults import fault_point
+from pipelines.runtime.session import raise_if_stopped
+from segment_io.remote.manifest import ORIGIN_ERASE
+from segment_io.remote.tier import RemoteTier
+from segment_io.remote.view import tiered_url
+from segment_io.text import counted
+
+
+def erase_in_place(
+    spark: Any, request: EraseRequest, log: Log = print, gate: Gate | None = None
+) -> EraseReport:
+    """Erase `request`'s keys from the remote tier at `request.src` (no DST: its `dst` is unused)."""
+    tier = RemoteTier.open(request.src)  # refuses a prefix that is not a remote tier
+    before = {tp: tier.read(tp) for tp in tier.partitions()}
+    staging = staging_path(tier)
+    if not request.dry_run:  # a dry run writes and removes nothing
+        remove_finished_staging(tier.storage, staging, log)
+    staged = replace(request, src=tiered_url(request.src, None), dst=tier.storage.url(staging))
+    report = run_erase(spark, staged, log, gate)
+    report.src, report.dst = request.src, request.src
+    if request.dry_run:
+        return report
+    try:
+        fault_point("in-place-erased")
+        raise_if_stopped()
+        committed = commit_staged(spark, tier, staged.dst, before, ORIGIN_ERASE, {}, log)
+        log(f"segpipe: committed the erased log of {counted(committed, 'partition')} to {tier.url}")
+    finally:
+        tier.storage.remove(staging)
+    return report
