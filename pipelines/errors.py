@@ -35,7 +35,7 @@ EXIT_CODES = (
     (EXIT_INVALID, "a check found the data invalid (inspect)"),
     (EXIT_REFUSED, "refused before any work: arguments, configuration, paths, destination"),
     (EXIT_SKIPPED, "finished, with partitions skipped for bad data (published without them)"),
-    (EXIT_VALIDATION, "the output failed its validation (clean --validate; nothing published)"),
+    (EXIT_VALIDATION, "the output failed its validation (clean or erase --validate; nothing published)"),
     (EXIT_DATA, "bad data stopped the run (file and byte named; nothing published)"),
     (EXIT_IO, "the remote tier could not be written (object and cause named; nothing committed)"),
     (EXIT_CONFLICT, "another writer committed the remote manifest first (nothing changed; run again)"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
+from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
 
 
@@ -15,7 +16,7 @@ def add_key_arguments(p: argparse.ArgumentParser) -> None:
     """How the key list is read, which headers also name a record's key, and which topics."""
     p.add_argument(
         "--key-format",
-        choices=["utf8", "hex", "base64"],
+        choices=KEY_FORMATS,
         default="utf8",
         help="how a key is written in a text list, or in a string `key` column (default utf8: its bytes)",
     )

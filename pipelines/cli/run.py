@@ -15,7 +15,8 @@ from pipelines.errors import EXIT_OK, ConfigError
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "run",
-        help="run a job file's steps (retention, compact, validate, tier, expire), resuming after a failure",
+        help="run a job file's steps (erase, retention, compact, validate, tier, expire), resuming after "
+        "a failure",
         description="Runs the job's steps in order. Each finished step is recorded in the run's state "
         "file; run again after a failure or kill, it resumes where it stopped and never redoes a "
         "finished step.",
@@ -88,13 +89,23 @@ def _refuse_before_spark(job: JobFile) -> None:
     patterns that name no topic of the source."""
     from pipelines.cli.clean import source_topics
 
-    if job.cleans:
+    if job.cleans or job.erases:
         source_topics(job.source, job.configs, job.topics.patterns)
+    if job.erase is not None:
+        from pipelines.jobs.erase.keys import read_key_list
+
+        read_key_list(job.erase.keys, job.erase.key_format)
 
 
 def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:
-    from pipelines.run.runner import clean_request, unit_name
+    from pipelines.run.runner import clean_request, erase_request, unit_name
 
+    if unit == ("erase",):
+        with spark_run(args, "pipelines.jobs.erase.job") as sc:
+            from pipelines.jobs.erase.job import run_erase
+
+            run_erase(sc, erase_request(job, dry_run=True), console.say)
+        return EXIT_OK
     if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
         return EXIT_OK

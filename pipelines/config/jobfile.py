@@ -19,15 +19,19 @@ from typing import Any
 import yaml
 
 from pipelines.config.job import JobConfig
+from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.config.selection import TopicSelection
 from pipelines.errors import ConfigError
 
-# The steps a job may name, in the only order they can run: retention and compaction make the
-# output (one pass over the data when both are named: Kafka applies both in one cleaning cycle),
-# validation proves it before tiering moves it, expiry deletes what tiering left unreferenced.
-STEPS = ("retention", "compact", "validate", "tier", "expire")
+# The steps a job may name, in the only order they can run: erasure takes listed keys out first
+# (what a clean keeps must not bring them back), retention and compaction make the output (one
+# pass over the data when both are named: Kafka applies both in one cleaning cycle), validation
+# proves it before tiering moves it, expiry deletes what tiering left unreferenced.
+STEPS = ("erase", "retention", "compact", "validate", "tier", "expire")
 CLEAN_STEPS = ("retention", "compact")
 RUN_PLACEHOLDER = "{run}"
+# Where an erase followed by a clean writes, beside the output (kept: validate proves both from it).
+ERASED_SUFFIX = ".erased"
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,15 @@ class Key:
 
 JOB_KEYS: tuple[Key, ...] = (
     Key("name", "string", "the job's name ([A-Za-z0-9_.-]); its DAG is `segpipe_<name>`", required=True),
-    Key("source", "path or URL", "the log directory the job reads; retention and compact never modify it",
+    Key("source", "path or URL", "the log directory the job reads; no step modifies it",
         required=True),
     Key("steps", "list", f"what runs, in this order: any of {', '.join(STEPS)}", required=True),
-    Key("output", "path or URL", "where retention/compact write the cleaned log directory (absent or "
-        f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name. Needed by retention and compact"),
+    Key("output", "path or URL", "where erase/retention/compact write the log directory (absent or "
+        f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name; erase followed by retention or compact "
+        f"writes `<output>{ERASED_SUFFIX}`, which they read. Needed by erase, retention and compact"),
     Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
+    Key("erase", "map", "what the erase step removes (keys below). Needed by erase"),
     Key("suites", "list", "great-expectations suite files (JSON, as GE saves them; paths or URLs) the "
         "validate step also runs over the records of the topics each names. Needs validate"),
     Key("configs", "map", "Kafka topic configs: `defaults:` and `topics:` maps, as in `--config` files"),
@@ -59,6 +65,12 @@ JOB_KEYS: tuple[Key, ...] = (
         "else beside the remote tier, else beside the source"),
     Key("spark", "map", "how steps run on Spark (keys below)"),
     Key("airflow", "map", "how the maintenance DAG schedules the job (keys below)"),
+)  # fmt: skip
+ERASE_KEYS: tuple[Key, ...] = (
+    Key("keys", "path or URL", "the key list: one key per line, or a Parquet or CSV file with a `key` column",
+        required=True),
+    Key("key_format", "string", "utf8 (the default), hex or base64: how a key is written in a text list"),
+    Key("also_in_headers", "list", "header names: a record whose header carries a listed key goes too"),
 )  # fmt: skip
 SPARK_KEYS: tuple[Key, ...] = (
     Key("master", "string", "Spark master for `segpipe run` (default: local[*]; spark-submit's own wins)"),
@@ -72,6 +84,13 @@ AIRFLOW_KEYS: tuple[Key, ...] = (
     Key("retry_delay_minutes", "integer ≥ 0", "wait before a retry (default: 5)"),
     Key("timeout_minutes", "integer ≥ 1", "a step task's time-out (default: 120)"),
 )
+
+
+@dataclass(frozen=True)
+class EraseSettings:
+    keys: str
+    key_format: str = "utf8"
+    also_in_headers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,15 +128,31 @@ class JobFile:
     airflow: AirflowSettings
     digest: str  # of what the job does (not of comments or layout): a state file belongs to one
     suites: tuple[str, ...] = ()  # the operator's suite files the validate step runs
+    erase: EraseSettings | None = None
 
     @property
     def cleans(self) -> bool:
         return any(s in CLEAN_STEPS for s in self.steps)
 
     @property
+    def erases(self) -> bool:
+        return "erase" in self.steps
+
+    @property
     def log_dir(self) -> str:
-        """The log directory validate and tier work on: the cleaned output, or else the source."""
-        return self.output if self.cleans and self.output else self.source
+        """The log directory validate and tier work on: the output, or else the source."""
+        return self.output if (self.cleans or self.erases) and self.output else self.source
+
+    @property
+    def erased_dir(self) -> str:
+        """Where the erase step writes: the output, or beside it where a clean follows."""
+        assert self.output is not None
+        return self.output + ERASED_SUFFIX if self.cleans else self.output
+
+    @property
+    def clean_source(self) -> str:
+        """What the clean steps read: the erased log where the job erases first, else the source."""
+        return self.erased_dir if self.erases else self.source
 
     @property
     def selection(self) -> TopicSelection | None:
@@ -125,10 +160,14 @@ class JobFile:
         return None if self.topics.everything else self.topics
 
     def units(self) -> list[tuple[str, ...]]:
-        """The steps as they run: retention and compact named together are one pass."""
-        clean = tuple(s for s in self.steps if s in CLEAN_STEPS)
-        rest = [(s,) for s in self.steps if s not in CLEAN_STEPS]
-        return ([clean] if clean else []) + rest
+        """The steps as they run, in order: retention and compact named together are one pass."""
+        units: list[tuple[str, ...]] = []
+        for step in self.steps:
+            if step in CLEAN_STEPS and units and units[-1][0] in CLEAN_STEPS:
+                units[-1] += (step,)
+            else:
+                units.append((step,))
+        return units
 
     def clean_config(self, unit: tuple[str, ...]) -> JobConfig:
         """The topic configs of a clean unit: a unit of one of retention and compact applies only
@@ -351,16 +390,23 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     if check_source and not _exists(source):
         raise items["source"].refuse(f"source {source}: no such log directory")
     cleans = any(s in CLEAN_STEPS for s in steps)
-    if cleans and output is None:
-        raise items["steps"].refuse("retention and compact write a log directory: the job needs 'output'")
-    if not cleans and output is not None:
-        raise items["output"].refuse("'output' is written only by retention or compact (not in steps)")
+    writes = cleans or "erase" in steps
+    if writes and output is None:
+        raise items["steps"].refuse(
+            "erase, retention and compact write a log directory: the job needs 'output'"
+        )
+    if not writes and output is not None:
+        raise items["output"].refuse("'output' is written only by erase, retention or compact (not in steps)")
+    erase = _erase(items.get("erase"), base, check_source) if "erase" in items else None
+    if ("erase" in steps) != (erase is not None):
+        where = items["steps"] if erase is None else items["erase"]
+        raise where.refuse("the erase step and the 'erase' map (its key list) go together")
     for step in ("tier", "expire"):
         if step in steps and remote is None:
             raise items["steps"].refuse(f"step '{step}' works on a remote tier: the job needs 'remote'")
     topics = TopicSelection(tuple(items["topics"].strings("topics")) if "topics" in items else ())
-    if not topics.everything and not cleans:
-        raise items["topics"].refuse("topics selects what retention/compact write; steps names neither")
+    if not topics.everything and not writes:
+        raise items["topics"].refuse("topics selects what erase/retention/compact write; steps names none")
     suites = tuple(_resolve(s, base) for s in items["suites"].strings("suites")) if "suites" in items else ()
     if suites and "validate" not in steps:
         raise items["suites"].refuse("suites run in the validate step, which steps does not name")
@@ -383,19 +429,40 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         "source": source, "steps": steps, "output": output, "remote": remote, "topics": topics.patterns,
         "configs": {"defaults": configs.defaults.to_kafka(),
                     "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())}},
-        "now": now_ms, "suites": suites,
+        "now": now_ms, "suites": suites, "erase": None if erase is None else vars(erase),
     }  # fmt: skip
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
     return JobFile(
         os.path.abspath(path), name, source, steps, output, remote, topics, configs, now_ms, state, spark,
-        airflow, digest, suites,
+        airflow, digest, suites, erase,
     )  # fmt: skip
+
+
+def _erase(node: _Node | None, base: str, check_source: bool) -> EraseSettings:
+    items = _section(node, ERASE_KEYS, "erase")
+    keys = _resolve(items["keys"].string("erase.keys"), base)
+    if check_source and not _exists(keys):
+        raise items["keys"].refuse(f"erase.keys {keys}: no such file")
+    key_format = items["key_format"].string("erase.key_format") if "key_format" in items else "utf8"
+    if key_format not in KEY_FORMATS:
+        raise items["key_format"].refuse(
+            f"erase.key_format {key_format!r}: expected one of {', '.join(KEY_FORMATS)}"
+        )
+    headers = (
+        tuple(items["also_in_headers"].strings("erase.also_in_headers")) if "also_in_headers" in items else ()
+    )
+    return EraseSettings(keys, key_format, headers)
 
 
 def schema_table() -> list[str]:
     """The schema as Markdown table rows (the README's table is checked against these)."""
     rows = ["| key | type | meaning |", "|---|---|---|"]
-    for prefix, keys in (("", JOB_KEYS), ("spark.", SPARK_KEYS), ("airflow.", AIRFLOW_KEYS)):
+    for prefix, keys in (
+        ("", JOB_KEYS),
+        ("erase.", ERASE_KEYS),
+        ("spark.", SPARK_KEYS),
+        ("airflow.", AIRFLOW_KEYS),
+    ):
         for k in keys:
             rows.append(f"| `{prefix}{k.name}`{' (required)' if k.required else ''} | {k.type} | {k.doc} |")
     return rows

@@ -22,6 +22,7 @@ from pipelines.runtime.faults import fault_point
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
     from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.jobs.erase.request import EraseRequest
     from pipelines.jobs.tier.request import TierRequest
     from pipelines.jobs.validate.request import ValidateRequest
 
@@ -77,14 +78,25 @@ def run_units(
 def clean_request(
     job: JobFile, unit: tuple[str, ...], now_ms: int | None, dry_run: bool = False
 ) -> CleanRequest:
-    """The clean a clean unit of `job` runs: its source into its output, under the unit's topic
-    configs and the job's topic selection."""
+    """The clean a clean unit of `job` runs: its source (or what its erase step wrote) into its
+    output, under the unit's topic configs and the job's topic selection."""
     from pipelines.jobs.clean.request import CleanRequest
 
     assert job.output is not None
     return CleanRequest(
-        src=job.source, dst=job.output, config=job.clean_config(unit), now_ms=now_ms, dry_run=dry_run,
+        src=job.clean_source, dst=job.output, config=job.clean_config(unit), now_ms=now_ms, dry_run=dry_run,
         topics=job.selection,
+    )  # fmt: skip
+
+
+def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
+    """The erase step of `job`: its source into its erased log directory, the job's topics only."""
+    from pipelines.jobs.erase.request import EraseRequest
+
+    assert job.erase is not None
+    return EraseRequest(
+        src=job.source, dst=job.erased_dir, keys=job.erase.keys, key_format=job.erase.key_format,
+        header_names=job.erase.also_in_headers, topics=job.selection, dry_run=dry_run,
     )  # fmt: skip
 
 
@@ -109,12 +121,14 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
 
     return ValidateRequest(
         path=job.log_dir, report_dir=default_report_dir(job.log_dir),
-        against=job.source if job.cleans else None, now_ms=now_ms,
+        against=job.clean_source if job.cleans else None, now_ms=now_ms,
         suites=tuple(load_suite(s) for s in job.suites),
     )  # fmt: skip
 
 
 def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+    if unit == ("erase",):
+        return _erase(spark, job, log)
     if unit[0] in CLEAN_STEPS:
         return _clean(spark, job, state, unit, log)
     if unit == ("validate",):
@@ -122,6 +136,27 @@ def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], 
     if unit == ("tier",):
         return _tier(spark, job, state, log)
     return _expire(job, state, log)
+
+
+def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
+    from pipelines.jobs.erase.job import run_erase
+    from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, published_manifest
+
+    request = erase_request(job)
+    published = published_manifest(request.dst)
+    # Published by this step before the run stopped: the same source and key list.
+    if published is not None and published.get(MANIFEST_JOB) == ERASE_JOB and (
+        published.get("src"), published.get("keys_file")) == (request.src, request.keys):  # fmt: skip
+        log(f"segpipe: step erase: {request.dst} was published by this run before it stopped")
+        return {"adopted": True, "run_id": published.get("run_id")}
+    report = run_erase(spark, request, log)
+    return {
+        "run_id": report.run_id,
+        "records_erased": report.records_erased,
+        "keys_found": len(report.erased),
+        "keys_not_found": len(report.not_found),
+        "partitions": {p.partition: {"records_erased": p.records_erased} for p in report.partitions},
+    }
 
 
 def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
@@ -151,11 +186,11 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
 
-    storage, path = open_storage(job.source)
+    storage, path = open_storage(job.clean_source)
     topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions if job.topics(p.tp.topic)})
     configs = json.loads(json.dumps(job.clean_config(unit).describe(topics)))
     return (manifest.get("src"), manifest.get("now_ms"), manifest.get("configs")) == (
-        job.source, state.now_ms, configs,
+        job.clean_source, state.now_ms, configs,
     )  # fmt: skip
 
 
@@ -166,11 +201,32 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
     result.say(log)
     record = {"success": result.success, "failed": result.failed, "checked": result.checked,
               "data_docs": result.data_docs}  # fmt: skip
-    if not result.success:
+    problems = _erasure_problems(spark, job, log) if job.erases else []
+    if problems:
+        record.update(success=False, erasure=problems)
+    if not record["success"]:
         state.steps["validate"] = {**record, "state": "failed", "finished": iso(int(time.time() * 1000))}
         state.save()
         raise ValidationFailed(f"{job.log_dir} failed its validation; the later steps do not run")
     return record
+
+
+def _erasure_problems(spark: Any, job: JobFile, log: Log) -> list[str]:
+    """The erase step's output proved against the source from the data (validate --erased)."""
+    from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
+    from pipelines.jobs.erase.proof import failures, prove_erasure
+
+    assert job.erase is not None
+    keys = read_key_list(job.erase.keys, job.erase.key_format)
+    names = (
+        ErasedKeys.of([n.encode() for n in job.erase.also_in_headers]) if job.erase.also_in_headers else None
+    )
+    problems = list(failures(prove_erasure(spark, job.erased_dir, job.source, keys, names, job.selection)))
+    for line in problems:
+        log(f"segpipe: erasure proof failed: {line}")
+    if not problems:
+        log(f"segpipe: erasure proved: {job.erased_dir} is {job.source} minus exactly the listed records")
+    return problems
 
 
 def _tier(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:

@@ -318,3 +318,24 @@ def test_a_kill_loses_nothing(src: Path, erased: tuple[Path, Path], tmp_path: Pa
     again = erase(src, tmp_path / "out", work / "keys.hex")
     assert again.returncode == 0, again.stderr
     assert files_of(tmp_path / "out") == files_of(out)
+
+
+def test_the_readme_erase_example_runs(tmp_path: Path) -> None:
+    """The README's erase commands, as written (their /tmp paths moved into the test's own)."""
+    import re
+    import shlex
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Erasing keys") :]
+    [block] = re.findall(r"```sh\n(.*?)```", section[: section.index("### Job files")], re.DOTALL)
+    for line in block.strip().splitlines():
+        line = line.replace("/tmp/", f"{tmp_path}/")
+        if line.startswith("printf"):
+            text, target = re.fullmatch(r"printf '(.*)' > (\S+)", line).groups()  # type: ignore[union-attr]
+            Path(target).write_text(text.replace("\\n", "\n"))
+            continue
+        words = shlex.split(line)
+        assert words[0] == "segpipe"
+        proc = run_segpipe(*words[1:])
+        assert proc.returncode == 0, line + "\n" + proc.stdout + proc.stderr
+        assert "erasure proved" in proc.stdout

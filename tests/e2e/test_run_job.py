@@ -73,3 +73,27 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     again = run_segpipe("run", job, "--run", "r1")
     assert again.returncode == 0 and "every step of this run is done" in again.stdout
     assert _state(tmp_path) == state
+
+
+def test_a_job_erases_then_compacts_and_validates_both(tmp_path: Path, sample_dir: Path) -> None:
+    """steps: [erase, compact, validate]: the erase writes `<output>.erased`, the compaction reads it,
+    and the validate step proves the compaction against it and the erasure against the source."""
+    from tests.helpers import read_log
+
+    (tmp_path / "keys.txt").write_text("k0000000001\nk0000000002\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: forget\nsource: {sample_dir}\noutput: out\nsteps: [erase, compact, validate]\n"
+        "now: 2023-11-23T00:40:00Z\ntopics: [orders, clicks]\nerase: {keys: keys.txt}\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    proc = run_segpipe("run", str(job), "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "erasure proved" in proc.stdout and "validation passed" in proc.stdout
+    records = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    assert records["erase"]["records_erased"] > 0 and records["erase"]["keys_not_found"] == 0
+    for part in ("orders-0", "orders-1", "clicks-0"):
+        for root in (tmp_path / "out.erased", tmp_path / "out"):
+            rows = read_log(root, part)
+            assert rows and not any(r["key"] in (b"k0000000001", b"k0000000002") for r in rows)
+    assert not (tmp_path / "out" / "legacy-users-0").exists()  # the job's topics only

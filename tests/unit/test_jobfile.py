@@ -165,3 +165,28 @@ def test_every_bundled_job_file_loads() -> None:
     assert jobs
     for path in jobs:
         assert load_job_file(str(path)).name
+
+
+def test_an_erase_step_goes_first_and_needs_its_key_list(tmp_path: Path) -> None:
+    from pipelines.run.runner import erase_request
+
+    (tmp_path / "keys.txt").write_text("k1\n")
+    text = GOOD.replace("steps: [retention,", "steps: [erase, retention,") + "erase:\n  keys: keys.txt\n"
+    job = load_job_file(str(_job(tmp_path, text))).for_run("r1")
+    assert job.units()[:2] == [("erase",), ("retention", "compact")]
+    assert job.erased_dir == str(tmp_path / "out" / "r1.erased") == clean_request(job, job.units()[1], 0).src
+    erase = erase_request(job)
+    assert (erase.src, erase.dst, erase.keys) == (job.source, job.erased_dir, str(tmp_path / "keys.txt"))
+    assert validate_request(job, 0).against == job.erased_dir  # the clean's promise, against what it read
+    only = load_job_file(str(_job(tmp_path, "name: e\nsource: logs\noutput: out\nsteps: [erase]\n"
+                                            "erase: {keys: keys.txt, key_format: hex}\n")))  # fmt: skip
+    assert only.erased_dir == str(tmp_path / "out") and only.log_dir == only.erased_dir
+    for bad, reason in [
+        (GOOD.replace("steps: [retention,", "steps: [erase, retention,"), "go together"),
+        (GOOD + "erase:\n  keys: keys.txt\n", "go together"),
+        (GOOD.replace("steps: [retention,", "steps: [retention, erase,"), "cannot run after"),
+        (text.replace("keys: keys.txt", "keys: missing.txt"), "no such file"),
+        (text.replace("keys: keys.txt", "keys: keys.txt\n  key_format: rot13"), "expected one of"),
+    ]:
+        with pytest.raises(ConfigError, match=reason):
+            load_job_file(str(_job(tmp_path, bad)))

@@ -113,7 +113,8 @@ def _erase(
         with publishing():
             staging.publish(
                 {"run_id": staging.run_id, "src": request.src, MANIFEST_JOB: ERASE_JOB,
-                 "keys_listed": len(keys), "header_names": list(request.header_names), "partitions": names,
+                 "keys_file": request.keys, "keys_listed": len(keys),
+                 "header_names": list(request.header_names), "partitions": names,
                  "skipped": skipped, INVENTORY: outputs}
             )  # fmt: skip
     fault_point("after-publish")

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
 from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.format import records as rec
 from segment_io.segment.framing import Framed
 from segment_io.storage import open_storage
 
-KEY_FORMATS = ("utf8", "hex", "base64")
 KEY_COLUMN = "key"
 DIGEST = "sha256"  # the evidence names a key by this digest of its bytes, never by the key
 

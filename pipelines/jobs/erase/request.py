@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
-from pipelines.jobs.erase.keys import KEY_FORMATS
 from pipelines.log.scanned import ON_CORRUPT
 
 

@@ -156,11 +156,17 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
         # Each expectation is its own Spark job: the checks are computed once for all of them and
         # kept, narrow (identity and one boolean per rule).
         bounds = _bounds_of(listing.checkpoints, source)
-        if (manifest or {}).get(MANIFEST_JOB) == ERASE_JOB:
-            # Holes are what an erase leaves, in any topic: only its source can judge them.
+        erased = next(
+            (where for where, doc in ((path, manifest), (against, _manifest_of(against)))
+             if (doc or {}).get(MANIFEST_JOB) == ERASE_JOB),
+            None,
+        )  # fmt: skip
+        if erased is not None:
+            # Holes are what an erase leaves, in any topic: only its source can judge them (a clean
+            # of an erased log keeps them; its promise still checks every record it must keep).
             report.notes.append(
-                f"segpipe: note: {path} is the output of an erase: holes in its offsets are the records it "
-                "removed (validate --erased FILE --against SRC proves them)"
+                f"segpipe: note: {erased} is the output of an erase: holes in the offsets are the records it "
+                "removed (validate --erased FILE --against ITS_SOURCE proves them)"
             )
             bounds = {p.tp: replace(bounds.get(p.tp, Bounds()), compacted_end=INT64_MAX) for p in sound}
         with kept(record_checks(spark, url, sound, bounds)) as checks:
@@ -302,6 +308,10 @@ def _context(report_dir: str | None) -> tuple[Any, Any]:
         context.add_data_docs_site(site_name="segpipe", site_config=site)
     context.data_sources.add_pandas("segpipe-driver")
     return gx, context
+
+
+def _manifest_of(against: str | None) -> dict[str, Any] | None:
+    return None if against is None else published_manifest(log_url(against))
 
 
 def _bounds_of(
