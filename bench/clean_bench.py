@@ -10,6 +10,7 @@ are superseded. `--keys-run` instead writes one partition of N distinct keys wit
     .venv/bin/python bench/clean_bench.py --keys-run 50000000
     .venv/bin/python bench/clean_bench.py --operator-cases  # retention only vs cp, --link, 2nd pass
     .venv/bin/python bench/clean_bench.py --connect --steady-runs 3  # on a Spark Connect server
+    .venv/bin/python bench/clean_bench.py --erase-keys 100000  # erase vs clean of the same set
 """
 
 from __future__ import annotations
@@ -202,6 +203,35 @@ def connect_cases(src: Path, dst: Path, runs: int) -> None:
     print(f"{mb:,.0f} MB: Spark Connect / classic (medians, whole process) = {ratio:.2f}")
 
 
+def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int) -> None:
+    """`segpipe erase` of `listed` keys (1,000 of them present in the set, mid-frequency keys; the
+    rest absent) against `clean` of the same set, whole process, each run printed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = [f"k{i:010d}".encode() for i in range(1000, 2000)]
+    keys += [f"absent-{i:09d}".encode() for i in range(listed - len(keys))]
+    listing = DATA / f"erase-{listed}.parquet"
+    pq.write_table(pa.table({"key": pa.array(keys, pa.binary())}), listing)
+    mb = dir_bytes(src) / 1e6
+    env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
+    for attempt in range(runs):
+        shutil.rmtree(dst, ignore_errors=True)
+        cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "erase", str(src), str(dst), "--keys", str(listing),
+               "--master", master]  # fmt: skip
+        wall, peaks = run_measured(cmd, env, "erase")
+        report = json.loads((dst / "_segpipe" / "report.json").read_text())
+        rewritten = sum(p["segments_rewritten"] for p in report["partitions"])
+        print(f"erase of {listed:,} keys, run {attempt + 1}: {wall:.1f} s whole process, {mb / wall:.0f} MB/s; "
+              f"{report['records_erased']:,} records erased, {rewritten} segments rewritten; peak "
+              f"{peaks.total / 2**30:.2f} GiB; {_stages(report['seconds_by_stage'])}")  # fmt: skip
+        wall, _, report = run_clean(src, dst, master, [])
+        print(f"clean of the same set, run {attempt + 1}: {wall:.1f} s whole process; "
+              f"{_stages(report['seconds_by_stage'])}")  # fmt: skip
+    shutil.rmtree(dst, ignore_errors=True)
+    listing.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gb", type=float, default=4.0)
@@ -220,6 +250,7 @@ def main() -> None:
         action="store_true",
         help="retention only vs cp, --link, a second pass, compaction",
     )
+    parser.add_argument("--erase-keys", type=int, help="erase this many listed keys, beside a clean")
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
     if args.keys_run:
@@ -234,6 +265,9 @@ def main() -> None:
         return
     if args.connect:
         connect_cases(src, dst, args.steady_runs)
+        return
+    if args.erase_keys:
+        erase_case(src, dst, args.master, args.erase_keys, args.steady_runs)
         return
     size = dir_bytes(src)
     mb = size / 1e6

@@ -1,7 +1,7 @@
 """Every job end to end on a Spark Connect server (PySpark's own, on 127.0.0.1), its outputs
 byte-identical to classic local mode: clean (compaction in one task and through the key
 shuffle, and its validation gate with an operator's suite), validate, tier, restore,
-clean --in-place, a job file, and the `kafka-segments` source from a Connect session."""
+clean --in-place, erase, a job file, and the `kafka-segments` source from a Connect session."""
 
 from __future__ import annotations
 
@@ -180,3 +180,15 @@ def test_a_setting_the_server_fixed_at_its_start_is_refused(
         "clean", str(sample_dir), str(tmp_path / "out"), "--master", "local[1]", "--spark-remote", remote
     )
     assert both.returncode == 2 and "--master and --spark-remote" in both.stderr, both.stderr[-2000:]
+
+
+def test_erase_on_connect_equals_classic(remote: str, sample_dir: Path, tmp_path: Path) -> None:
+    """erase (its segments as Spark tasks, and its proof gating publication) from a Connect
+    session: the same bytes as on classic local[2]."""
+    (tmp_path / "keys.txt").write_text("k0000000001\nk0000000004\n")
+    flags = ["--keys", str(tmp_path / "keys.txt"), "--topic", "orders", "--topic", "clicks", "--validate"]
+    segpipe_ok("erase", str(sample_dir), str(tmp_path / "classic"), *flags, "--master", "local[2]")
+    proc = segpipe_ok("erase", str(sample_dir), str(tmp_path / "connect"), *flags, "--spark-remote", remote)
+    assert "erasure proved" in proc.stdout
+    assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")
+    assert len(files_of(tmp_path / "classic")) > 4

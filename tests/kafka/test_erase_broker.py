@@ -1,0 +1,72 @@
+"""An erased log restored into Kafka's own broker: it loads without recovering, truncating or finding
+anything corrupt, its partitions start and end where the source's did, and consumers in both
+isolation levels receive exactly the source's records without the listed keys'."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_segpipe
+from tests.kafka.broker import Broker
+from tests.kafka.test_restore import aborted, consumed, dumped, expected, offsets, topic_configs
+
+pytestmark = pytest.mark.kafka
+KEYS = [b"k0000000001", b"k0000000002", b"k0000000009"]
+TOPICS = {"orders": 2, "clicks": 1}
+
+
+def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, tmp_path: Path) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    (tmp_path / "keys.txt").write_bytes(b"".join(k + b"\n" for k in KEYS))
+    out = tmp_path / "out"
+    flags = ["--topic", "orders", "--topic", "clicks"]
+    proc = run_segpipe(
+        "erase", str(sample_dir), str(out), "--keys", str(tmp_path / "keys.txt"), *flags, "--validate"
+    )
+    assert proc.returncode == 0, proc.stderr
+    source = dumped(sample_dir)
+    names = sorted(f"{t}-{p}" for t, n in TOPICS.items() for p in range(n))
+    listed = {base64.b64encode(k).decode() for k in KEYS}
+    broker = Broker(tmp_path / "kafka")
+    try:
+        broker.start()
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics(
+            [NewTopic(t, n, 1, topic_configs=topic_configs(t)) for t, n in sorted(TOPICS.items())]
+        )
+        admin.close()
+        deadline = time.monotonic() + 60
+        while not all((broker.log_dir / name / "partition.metadata").exists() for name in names):
+            assert time.monotonic() < deadline, "the broker did not create the partitions"
+            time.sleep(0.1)  # bounded: until the broker made every partition directory
+        broker.stop()
+        restored = run_segpipe(
+            "restore-kafka", str(out), str(broker.log_dir), "--backup", str(tmp_path / "backup")
+        )
+        assert restored.returncode == 0, restored.stderr
+        broker.start()
+        ours = broker.log_lines(*(f"partition={name}," for name in names))
+        assert [
+            line
+            for line in ours
+            if any(w in line.lower() for w in ("recover", "truncat", "corrupt", "invalid"))
+        ] == []
+        assert broker.log_lines(" ERROR ") == []
+        starts, ends = offsets(broker, names)
+        for name in names:
+            rows = source[name]
+            topic, _, number = name.rpartition("-")
+            end = max(r["batch_last_offset"] for r in rows) + 1
+            assert (starts[name], ends[name]) == (0, end), name  # the log end survives the erase
+            kept = [r for r in rows if r["is_control"] or r["key"] not in listed]
+            assert len(kept) < len(rows)
+            for isolation, skip in (("read_uncommitted", set()), ("read_committed", aborted(rows))):
+                got = consumed(broker, topic, int(number), isolation, end)
+                assert got == expected(kept, skip), (name, isolation)
+    finally:
+        broker.kill()
