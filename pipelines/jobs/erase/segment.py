@@ -1,8 +1,9 @@
 """Erasing listed keys from one segment (a worker task; docs/erasing-keys.md).
 
-A first pass frames every data batch and matches its records against the key list. A segment in
+One pass frames every data batch once and matches its records against the key list. A segment in
 which nothing matches is copied with its indexes byte for byte. Otherwise it is written anew
-under its own base offset through the batch writer clean uses (log.batch_writer), with erasure's
+(from its first chunk with a match; the batches before it copied unread) under its own base
+offset through the batch writer clean uses (log.batch_writer), with erasure's
 verdicts: a record goes only for a listed key; a batch that loses no record is copied byte for
 byte; a batch that loses some is rebuilt in its codec and magic with its offsets, producer fields
 and delete horizon unchanged (no horizon is stamped: nothing is compacted); a batch that loses
@@ -76,83 +77,110 @@ class EraseContext:
 
 
 def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
-    """Executed on a worker: erase the listed keys from one segment into the staging area."""
+    """Executed on a worker: erase the listed keys from one segment into the staging area, in one
+    pass: each chunk's data batches are framed once, matched, and (from the first chunk with a
+    match on) written; the chunks before that are copied batch by batch, unread."""
     storage, _ = open_storage(task.url)
     reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
     table = reader.scan().table
     arena = Arena()
     offsets: list[np.ndarray] = []
     entries: list[np.ndarray] = []
+    # Markers and magic 0/1 entries are written whole: an erase matches data records only, and
+    # a listed key in magic 0/1 data is refused (_refuse_legacy).
+    whole_batches = table.is_control | (table.magic < 2)
     records_in = int(np.maximum(table.records_count[table.is_control], 0).sum())
+    out: _Output | None = None
     for index in chunk_batches(table):
-        data = index[~table.is_control[index]]
-        if len(data) == 0:
-            continue
-        framed = reader.frame(data, arena)
+        records_in += _refuse_legacy(
+            task, reader, index[(table.magic[index] < 2) & ~table.is_control[index]], ctx
+        )
+        whole = whole_batches[index]
+        framed = reader.frame(index[~whole], arena)
         records_in += len(framed)
         matched = matched_entries(framed, ctx.keys, ctx.header_names)
         hit = np.flatnonzero(matched >= 0)
-        if len(hit) == 0:
+        if len(hit):
+            offsets.append(framed.offset[hit].copy())
+            entries.append(matched[hit])
+        if ctx.staging_url is None:  # a dry run: what would go, nothing written
             continue
-        legacy = hit[table.magic[data[framed.record_batch[hit]]] < 2]
-        if len(legacy):
-            batch = int(data[framed.record_batch[legacy[0]]])
-            raise UnsupportedErasure(
-                task.files.log.path,
-                int(table.position[batch]),
-                f"a listed key is in a magic {int(table.magic[batch])} message set (offset "
-                f"{int(framed.offset[legacy[0]])}); erasing from magic 0/1 data is not supported",
-            )
-        offsets.append(framed.offset[hit].copy())
-        entries.append(matched[hit])
+        if out is None and len(hit):
+            out = _Output.start(task, reader, ctx.staging_url, int(index[0]))
+        if out is not None:
+            write_chunk(out.segment, out.source, index, whole, framed, matched < 0)
+            fault_point("mid-rewrite")
     size = task.files.size
-    if not offsets:
-        if ctx.staging_url is not None:
-            run_copies(segment_copies(task.partition_dir, task.files, task.url), ctx.staging_url)
+    erased = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
+    matched_all = np.concatenate(entries) if entries else np.zeros(0, np.int64)
+    if out is not None:
         return _result(
-            task, False, size, size, records_in, np.zeros(0, np.int64), np.zeros(0, np.int64), None
+            task, True, size, out.finish(task), records_in, erased, matched_all, out.segment.counts
         )
-    erased, matched = np.concatenate(offsets), np.concatenate(entries)
-    if ctx.staging_url is None:  # a dry run: what would go, nothing written
-        return _result(task, True, size, size, records_in, erased, matched, None)
-    counts, size_out = _rewrite(task, reader, np.sort(erased), ctx.staging_url)
-    return _result(task, True, size, size_out, records_in, erased, matched, counts)
+    if ctx.staging_url is not None:
+        run_copies(segment_copies(task.partition_dir, task.files, task.url), ctx.staging_url)
+    return _result(task, bool(offsets), size, size, records_in, erased, matched_all, None)
 
 
-def _rewrite(
-    task: EraseTask, reader: SegmentReader, erased: np.ndarray, staging_url: str
-) -> tuple[WriteCounts, int]:
-    """The segment written anew without the records at the `erased` offsets (sorted)."""
-    table = reader.scan().table
-    files = task.files
-    dst, dst_root = open_storage(staging_url)
-    out_dir = posixpath.join(dst_root, task.partition_dir)
-    writer = SegmentWriter(dst, out_dir, LIMITS)
-    writer.roll(files.base_offset)
-    actions = np.where(task.retain_empty, BatchRetention.RETAIN_EMPTY, BatchRetention.DELETE_EMPTY)
-    counts = WriteCounts()
-    # No horizon is stamped (nothing is compacted), no transaction indexed (the .txnindex is copied).
-    out = OutputSegment(writer, counts, CompressionLevels(), horizon_new=0, stamp_horizons=False)
-    src = InputSegment(reader, table, actions.astype(np.int8), np.zeros(len(table), dtype=np.bool_))
-    # How many erased offsets each batch holds: batches with none are copied unread (and magic 0/1
-    # entries, which hold none: they were refused above; a wrapper's base offset may read −1).
-    hits = np.searchsorted(erased, table.last_offset, "right") - np.searchsorted(
-        erased, table.base_offset, "left"
-    )
-    untouched = (hits == 0) | (table.magic < 2)
-    arena = Arena()
-    for index in chunk_batches(table):
-        whole = untouched[index]
-        framed = reader.frame(index[~whole], arena)
-        pos = np.minimum(np.searchsorted(erased, framed.offset), len(erased) - 1)
-        keep = erased[pos] != framed.offset
-        write_chunk(out, src, index, whole, framed, keep)
-        fault_point("mid-rewrite")
-    [segment] = writer.close(files.log.mtime_ms)
-    if files.txnindex is not None:  # markers are kept: the aborted transactions index is unchanged
-        target = posixpath.join(out_dir, files.txnindex.name)
-        transfer(open_storage(task.url)[0], files.txnindex.path, dst, target, files.txnindex.mtime_ms)
-    return counts, segment.size
+def _refuse_legacy(task: EraseTask, reader: SegmentReader, legacy: np.ndarray, ctx: EraseContext) -> int:
+    """The records of magic 0/1 data batches `legacy` (their count); a listed key among them is
+    refused (UnsupportedErasure): erasing from a legacy message set is not supported."""
+    if len(legacy) == 0:
+        return 0
+    framed = reader.frame(legacy)
+    hit = np.flatnonzero(matched_entries(framed, ctx.keys, ctx.header_names) >= 0)
+    if len(hit):
+        batch = int(legacy[framed.record_batch[hit[0]]])
+        table = reader.scan().table
+        raise UnsupportedErasure(
+            task.files.log.path,
+            int(table.position[batch]),
+            f"a listed key is in a magic {int(table.magic[batch])} message set (offset "
+            f"{int(framed.offset[hit[0]])}); erasing from magic 0/1 data is not supported",
+        )
+    return len(framed)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """The segment being written anew under its own base offset, and its input as the batch
+    writer takes it."""
+
+    segment: OutputSegment
+    source: InputSegment
+    out_dir: str
+
+    @classmethod
+    def start(cls, task: EraseTask, reader: SegmentReader, staging_url: str, unread: int) -> _Output:
+        """The output, with the input's first `unread` batches (no listed key) copied as they are."""
+        table = reader.scan().table
+        dst, dst_root = open_storage(staging_url)
+        out_dir = posixpath.join(dst_root, task.partition_dir)
+        writer = SegmentWriter(dst, out_dir, LIMITS)
+        writer.roll(task.files.base_offset)
+        actions = np.where(task.retain_empty, BatchRetention.RETAIN_EMPTY, BatchRetention.DELETE_EMPTY)
+        # No horizon is stamped (nothing is compacted), no transaction indexed (the .txnindex is copied).
+        segment = OutputSegment(
+            writer, WriteCounts(), CompressionLevels(), horizon_new=0, stamp_horizons=False
+        )
+        source = InputSegment(reader, table, actions.astype(np.int8), np.zeros(len(table), dtype=np.bool_))
+        if unread:
+            nothing = reader.frame(np.zeros(0, dtype=np.int64))
+            write_chunk(
+                segment, source, np.arange(unread), np.ones(unread, np.bool_), nothing, np.ones(0, np.bool_)
+            )
+        return cls(segment, source, out_dir)
+
+    def finish(self, task: EraseTask) -> int:
+        """Close the segment (the input's mtime kept) and copy the `.txnindex` beside it (markers are
+        kept: the aborted transactions index is unchanged); its size."""
+        files = task.files
+        [written] = self.segment.writer.close(files.log.mtime_ms)
+        if files.txnindex is not None:
+            dst = self.segment.writer.storage
+            target = posixpath.join(self.out_dir, files.txnindex.name)
+            transfer(open_storage(task.url)[0], files.txnindex.path, dst, target, files.txnindex.mtime_ms)
+        return written.size
 
 
 def _result(
