@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from segment_io.segment.arrow import framed_to_arrow
 from segment_io.segment.framing import Framed, chunk_batches, frame_records
+from segment_io.segment.ranges import RecordRange, Window
 from segment_io.segment.scan import BatchTable, SegmentScan, scan_buffer, verify_crcs
 from segment_io.segment.sections import Arena, read_sections
 from segment_io.storage import Storage
@@ -17,22 +18,31 @@ from segment_io.storage import Storage
 class SegmentReader:
     """Reads one `.log` file: header table, CRCs, and records as Arrow batches."""
 
-    def __init__(self, storage: Storage, path: str, base_offset: int) -> None:
+    def __init__(self, storage: Storage, path: str, base_offset: int, window: Window | None = None) -> None:
         self.storage = storage
         self.path = path
         self.base_offset = base_offset
+        # Only the batches of this byte window (segment_io.segment.ranges) are read and scanned.
+        self.window = None if window is None or window.whole else window
         self._buf: np.ndarray | None = None
         self._scan: SegmentScan | None = None
 
     @property
     def buffer(self) -> np.ndarray:
         if self._buf is None:
-            self._buf = self.storage.read_array(self.path)
+            w = self.window
+            self._buf = (
+                self.storage.read_array(self.path)
+                if w is None
+                else self.storage.read_window(self.path, w.start, w.end, w.size)
+            )
         return self._buf
 
     def scan(self) -> SegmentScan:
         if self._scan is None:
-            self._scan = scan_buffer(self.path, self.base_offset, self.buffer)
+            w = self.window
+            start, end = (0, None) if w is None else (w.start, w.end)
+            self._scan = scan_buffer(self.path, self.base_offset, self.buffer, start, end)
         return self._scan
 
     def resolve_wrappers(self) -> BatchTable:
@@ -61,8 +71,16 @@ class SegmentReader:
         return frame_records(self.path, table, read_sections(self.path, self.buffer, table, index, arena))
 
     def record_batches(
-        self, topic: str, partition: int, chunk_bytes: int = 16 * 1024 * 1024
+        self, topic: str, partition: int, chunk_bytes: int = 16 * 1024 * 1024, want: RecordRange | None = None
     ) -> Iterator[pa.RecordBatch]:
+        """The records as Arrow batches; with `want`, only those inside it (batches that cannot
+        hold one are never decompressed)."""
         table = self.scan().table
+        chosen = None if want is None or want.unbounded else want.batch_mask(table)
         for index in chunk_batches(table, chunk_bytes):
-            yield framed_to_arrow(self.frame(index), table, topic, partition, self.base_offset)
+            if chosen is not None:
+                index = index[chosen[index]]
+                if len(index) == 0:
+                    continue
+            rows = framed_to_arrow(self.frame(index), table, topic, partition, self.base_offset)
+            yield rows if want is None else want.filter(rows)

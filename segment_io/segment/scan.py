@@ -65,10 +65,9 @@ def _i64(b: np.ndarray, p: int) -> Any:
 
 
 @njit(cache=True, nogil=True)
-def _count_batches(buf: np.ndarray) -> tuple[int, int, int]:
-    """(batches, status, position where the walk stopped)."""
-    end = buf.shape[0]
-    pos = 0
+def _count_batches(buf: np.ndarray, start: int, end: int) -> tuple[int, int, int]:
+    """(batches in [start, end), status, position where the walk stopped)."""
+    pos = start
     n = 0
     while True:
         if pos >= end - 17:
@@ -93,6 +92,7 @@ def _count_batches(buf: np.ndarray) -> tuple[int, int, int]:
 def _fill_batches(
     buf: np.ndarray,
     n: int,
+    start: int,
     position: np.ndarray,
     size: np.ndarray,
     magic: np.ndarray,
@@ -108,7 +108,7 @@ def _fill_batches(
     base_sequence: np.ndarray,
     records_count: np.ndarray,
 ) -> None:
-    pos = 0
+    pos = start
     for i in range(n):
         s = _i32(buf, pos + 8)
         m = np.int64(buf[pos + 16])
@@ -219,11 +219,15 @@ class SegmentScan:
         return self.size if self.tail is None else int(self.tail.position or 0)
 
 
-def scan_buffer(path: str, base_offset: int, buf: np.ndarray) -> SegmentScan:
-    """Shallow-scan a whole `.log` buffer; corrupt headers raise, a partial tail is reported."""
-    n, status, stop = _count_batches(buf)
+def scan_buffer(
+    path: str, base_offset: int, buf: np.ndarray, start: int = 0, end: int | None = None
+) -> SegmentScan:
+    """Shallow-scan a `.log` buffer, or its batches in the window [start, end) (both batch
+    boundaries; positions stay the file's); corrupt headers raise, a partial tail is reported."""
+    stop_at = buf.shape[0] if end is None else end
+    n, status, stop = _count_batches(buf, start, stop_at)
     table = BatchTable.empty(n)
-    _fill_batches(buf, n, *(getattr(table, f.name) for f in fields(table)))
+    _fill_batches(buf, n, start, *(getattr(table, f.name) for f in fields(table)))
     tail = None
     if status == _BAD_LENGTH:
         size = int(_i32(buf, stop + 8))
@@ -231,6 +235,8 @@ def scan_buffer(path: str, base_offset: int, buf: np.ndarray) -> SegmentScan:
     if status == _BAD_MAGIC:
         raise UnknownMagic(path, stop, f"magic byte {int(buf[stop + 16])} is not 0, 1 or 2")
     if status == _PARTIAL:
+        if stop_at != buf.shape[0]:
+            raise BadLength(path, stop, f"a batch runs past the end of the window at byte {stop_at}")
         tail = TruncatedSegment(
             path,
             stop,

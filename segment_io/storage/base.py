@@ -100,6 +100,13 @@ class Storage(ABC):
         """The whole file as a read-only uint8 array."""
         return np.frombuffer(self.read(path), dtype=np.uint8)
 
+    def read_window(self, path: str, start: int, end: int, size: int) -> np.ndarray:
+        """A file of `size` bytes as a uint8 array of which only bytes [start, end) are read: the
+        rest are zeros never touched (nor backed by memory), so positions stay the file's."""
+        out = np.zeros(size, dtype=np.uint8)
+        out[start:end] = np.frombuffer(self.read(path, start, end), dtype=np.uint8)
+        return out
+
     @abstractmethod
     def open_read(self, path: str) -> Iterator[bytes]:
         """The file's bytes in chunks of bounded size."""

@@ -129,6 +129,11 @@ class LocalStorage(Storage):
             return np.zeros(0, dtype=np.uint8)
         return np.asarray(np.memmap(path, dtype=np.uint8, mode="r"))
 
+    def read_window(self, path: str, start: int, end: int, size: int) -> np.ndarray:
+        """Memory-mapped whole: only the window's pages are ever read."""
+        del start, end, size
+        return self.read_array(path)
+
     def open_read(self, path: str) -> Iterator[bytes]:
         with open(path, "rb") as handle:
             while chunk := handle.read(CHUNK_BYTES):

@@ -1,0 +1,152 @@
+"""Reading a range through the sparse indexes (segment_io.segment.ranges): for any offset and time
+range, the records read through the segments' windows are exactly the records of a whole read that
+fall in the range, for every codec, CreateTime out of order and LogAppendTime, across segment
+boundaries; windows really are smaller; missing or wrong indexes give the whole file, with a note."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.layout import PartitionListing, list_log_dir
+from segment_io.segment.arrow import RECORD_SCHEMA
+from segment_io.segment.ranges import RecordRange, segment_window
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import open_storage
+
+pytestmark = pytest.mark.unit
+
+SPECS = [
+    # index.interval.bytes is Kafka's 4096: segments of 48 KiB hold a dozen index entries each.
+    TopicSpec("created", partitions=1, records=3000, records_per_batch=(1, 20), segment_bytes=48 * 1024,
+              span_ms=3_600_000),
+    TopicSpec("appended", records=2000, log_append_time=True, codecs=("zstd", "none"),
+              segment_bytes=40 * 1024, span_ms=3_600_000),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ranges") / "log"
+    storage, path = open_storage(str(root))
+    generate_log_dir(storage, path, SPECS, seed=5)
+    return root
+
+
+def partitions(root: Path) -> list[PartitionListing]:
+    storage, path = open_storage(str(root))
+    return list(list_log_dir(storage, path).partitions)
+
+
+def read(root: Path, want: RecordRange | None, windowed: bool) -> tuple[pa.Table, int, list[str]]:
+    """Every record of the log in `want` (None: all), through windows or whole files; the bytes
+    the windows span, and their notes."""
+    storage, _ = open_storage(str(root))
+    tables, spanned, notes = [], 0, []
+    for part in partitions(root):
+        for i, files in enumerate(part.segments):
+            next_base = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
+            window = segment_window(storage, files, next_base, want or RecordRange()) if windowed else None
+            if windowed and window is None:
+                continue
+            if window is not None:
+                spanned += window.end - window.start
+                notes += [window.note] if window.note else []
+            reader = SegmentReader(storage, files.log.path, files.base_offset, window)
+            rows = reader.record_batches(part.tp.topic, part.tp.partition, want=want if windowed else None)
+            tables += list(rows)
+    table = pa.Table.from_batches(tables, schema=RECORD_SCHEMA)
+    if not windowed and want is not None:
+        table = pa.Table.from_batches([want.filter(b) for b in table.to_batches()], schema=RECORD_SCHEMA)
+    return table, spanned, notes
+
+
+def rows(table: pa.Table) -> list[tuple[object, ...]]:
+    cols = ("topic", "partition", "offset", "timestamp", "key", "value", "batch_position")
+    return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
+
+
+def bounds(root: Path) -> tuple[int, int, int, int]:
+    whole, _, _ = read(root, None, windowed=False)
+    offsets, times = whole.column("offset").to_pylist(), whole.column("timestamp").to_pylist()
+    return min(offsets), max(offsets), min(times), max(times)
+
+
+@st.composite
+def ranges(draw: st.DrawFn, limits: tuple[int, int, int, int]) -> RecordRange:
+    lo, hi, tlo, thi = limits
+
+    def maybe(low: int, high: int) -> int | None:
+        return draw(st.none() | st.integers(low - 5, high + 5))
+
+    return RecordRange(maybe(lo, hi), maybe(lo, hi), maybe(tlo, thi), maybe(tlo, thi))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_windows_read_exactly_the_range(log: Path, data: st.DataObject) -> None:
+    want = data.draw(ranges(bounds(log)))
+    expected, _, _ = read(log, want, windowed=False)
+    got, _, notes = read(log, want, windowed=True)
+    assert notes == []
+    assert rows(got) == rows(expected)
+
+
+def test_out_of_order_create_times_are_all_found(log: Path) -> None:
+    """A time range whose records sit behind newer ones: the read still finds every one of them."""
+    whole, _, _ = read(log, None, windowed=False)
+    created = whole.filter(pa.compute.equal(whole.column("topic"), "created"))
+    times = created.column("timestamp").to_pylist()
+    late = next(i for i in range(1, len(times)) if times[i] < times[i - 1])  # older than the one before
+    want = RecordRange(from_time=times[late], to_time=times[late])
+    got, _, _ = read(log, want, windowed=True)
+    assert created.column("offset")[late].as_py() in got.column("offset").to_pylist()
+    assert rows(got) == rows(read(log, want, windowed=False)[0])
+
+
+def test_windows_span_a_small_part_of_the_log(log: Path) -> None:
+    lo, hi, tlo, thi = bounds(log)
+    size = sum(f.size for p in partitions(log) for f in p.segments)
+    middle = (lo + hi) // 2
+    _, spanned, _ = read(log, RecordRange(from_offset=middle, to_offset=middle + 20), windowed=True)
+    assert 0 < spanned < size / 10
+    _, spanned, _ = read(log, RecordRange(from_time=thi - (thi - tlo) // 20), windowed=True)
+    assert 0 < spanned < size / 4
+
+
+@pytest.mark.parametrize("damage", ["missing", "wrong"])
+def test_unusable_indexes_read_the_whole_file_with_a_note(log: Path, tmp_path: Path, damage: str) -> None:
+    copy = tmp_path / "log"
+    shutil.copytree(log, copy)
+    first = next(p for p in partitions(copy) if p.tp.topic == "created").segments[0]
+    assert first.index is not None
+    index = Path(first.index.path)
+    data = bytearray(index.read_bytes())
+    relative = int.from_bytes(data[8:12], "big")  # the second entry's offset, less the base
+    want = RecordRange(
+        from_offset=first.base_offset + relative + 1, to_offset=first.base_offset + relative + 3
+    )
+    if damage == "missing":
+        index.unlink()
+    else:  # the second entry claims its batch ends one offset later than it does
+        data[8:12] = (relative + 1).to_bytes(4, "big")
+        index.write_bytes(bytes(data))
+    got, _, notes = read(copy, want, windowed=True)
+    assert len(notes) == 1, notes
+    assert ("no .index" if damage == "missing" else f"no batch ending at offset {want.from_offset}") in notes[
+        0
+    ]
+    assert len(got) and rows(got) == rows(read(log, want, windowed=False)[0])
+
+
+def test_a_range_that_holds_nothing_reads_nothing(log: Path) -> None:
+    storage, _ = open_storage(str(log))
+    files = partitions(log)[0].segments[0]
+    assert segment_window(storage, files, None, RecordRange(from_offset=10, to_offset=9)) is None
+    assert segment_window(storage, files, None, RecordRange(from_time=2**62)) is None
