@@ -84,11 +84,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lines(storage: Any, partitions: list[Any], args: argparse.Namespace) -> Iterator[str]:
+    from segment_io.segment.ranges import RecordRange, segment_window
     from segment_io.segment.reader import SegmentReader
 
+    want = RecordRange(args.from_offset, args.to_offset, args.from_time, args.to_time)
+    warned = False
     for part in partitions:
-        for seg in part.segments:
-            reader = SegmentReader(storage, seg.log.path, seg.base_offset)
+        for i, seg in enumerate(part.segments):
+            window = None
+            if not args.batches:  # records: only the bytes the indexes show can hold the range
+                next_base = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
+                window = segment_window(storage, seg, next_base, want)
+                if window is None:
+                    continue
+                if window.note and not warned:
+                    print(f"segpipe: warning: reading whole segments, an index is unusable ({window.note})",
+                          file=sys.stderr)  # fmt: skip
+                    warned = True
+            reader = SegmentReader(storage, seg.log.path, seg.base_offset, window)
             scan = reader.scan()
             if not args.no_crc:
                 reader.verify_crcs()
@@ -97,8 +110,8 @@ def _lines(storage: Any, partitions: list[Any], args: argparse.Namespace) -> Ite
             if args.batches:
                 yield from _batch_lines(reader, part.tp, seg.base_offset, args)
                 continue
-            for rb in reader.record_batches(part.tp.topic, part.tp.partition):
-                yield from (json.dumps(doc) for doc in _record_docs(_filtered(rb, args), args))
+            for rb in reader.record_batches(part.tp.topic, part.tp.partition, want=want):
+                yield from (json.dumps(doc) for doc in _record_docs(rb, args))
 
 
 def _batch_lines(reader: Any, tp: Any, segment: int, args: argparse.Namespace) -> Iterator[str]:
@@ -125,24 +138,6 @@ def _batch_lines(reader: Any, tp: Any, segment: int, args: argparse.Namespace) -
         row.update({name: values[i] for name, values in derived.items()})
         row.update(topic=tp.topic, partition=tp.partition, segment=segment)
         yield json.dumps(row)
-
-
-def _filtered(rb: Any, args: argparse.Namespace) -> Any:
-    """The records of `rb` inside the offset and time bounds (one vectorised filter)."""
-    import pyarrow.compute as pc
-
-    bounds = [
-        (args.from_offset, "offset", pc.greater_equal),
-        (args.to_offset, "offset", pc.less_equal),
-        (args.from_time, "timestamp", pc.greater_equal),
-        (args.to_time, "timestamp", pc.less_equal),
-    ]
-    mask = None
-    for value, column, compare in bounds:
-        if value is not None:
-            test = compare(rb.column(column), value)
-            mask = test if mask is None else pc.and_(mask, test)
-    return rb if mask is None else rb.filter(mask)
 
 
 def _record_docs(rb: Any, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
