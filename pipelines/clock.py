@@ -28,6 +28,16 @@ def parse_time(text: str, flag: str = "time") -> int:
     return int(moment.timestamp() * 1000)
 
 
+def time_argument(text: str) -> int:
+    """parse_time as an argparse `type`: a bad time is a usage error naming it."""
+    import argparse
+
+    try:
+        return parse_time(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def iso(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC (what operators read beside the number)."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pipelines.clock import time_argument
 from pipelines.errors import EXIT_OK
 
 Decode = Callable[[bytes | None], str | None]
@@ -18,16 +19,6 @@ DECODERS: dict[str, Decode] = {
     "hex": lambda b: None if b is None else b.hex(),
     "utf8": lambda b: None if b is None else b.decode("utf-8", errors="backslashreplace"),
 }
-
-
-def _time(text: str) -> int:
-    from pipelines.clock import parse_time
-    from pipelines.errors import ConfigError
-
-    try:
-        return parse_time(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(sub: Any) -> None:
@@ -45,8 +36,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--partition", type=int, help="this partition number only")
     p.add_argument("--from-offset", type=int, help="records (batches: ending) at or after this offset")
     p.add_argument("--to-offset", type=int, help="records (batches: starting) at or before this offset")
-    p.add_argument("--from-time", type=_time, help="records at or after this time (epoch ms or ISO-8601)")
-    p.add_argument("--to-time", type=_time, help="records at or before this time (epoch ms or ISO-8601)")
+    p.add_argument(
+        "--from-time", type=time_argument, help="records at or after this time (epoch ms or ISO-8601)"
+    )
+    p.add_argument(
+        "--to-time", type=time_argument, help="records at or before this time (epoch ms or ISO-8601)"
+    )
     p.add_argument("--limit", type=int, help="stop after this many lines (0: none)")
     p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
     p.set_defaults(func=run)

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from pipelines.clock import iso
+from pipelines.clock import iso, time_argument
 from pipelines.errors import EXIT_INVALID, EXIT_OK
 from segment_io.errors import SegmentError
 
@@ -18,6 +18,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--remote", metavar="REMOTE_URL", help="the log's remote tier: the two read as one log")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
+    p.add_argument(
+        "--at",
+        metavar="TIME",
+        type=time_argument,
+        help="instead: per partition, the offset Kafka's ListOffsets returns for TIME (epoch ms or ISO-8601)",
+    )
     p.set_defaults(func=run)
 
 
@@ -27,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.storage import open_storage
 
     storage, path = open_storage(log_url(args.path, args.remote))
+    if args.at is not None:
+        return _offsets_at(storage, path, args)
     listing, reports = inspect_log_dir(storage, path, verify_crc=not args.no_crc)
     ok = all(r.ok for r in reports)
     if args.json:
@@ -87,6 +95,37 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  error: {err}")
     print("valid" if ok else "INVALID: see errors above")
     return EXIT_OK if ok else EXIT_INVALID
+
+
+def _offsets_at(storage: Any, path: str, args: argparse.Namespace) -> int:
+    """Per partition, what a consumer seeking to the time `args.at` is given (ListOffsets)."""
+    from segment_io.layout import LOG_START_CHECKPOINT, list_log_dir
+    from segment_io.segment.list_offsets import offset_for_time
+
+    listing = list_log_dir(storage, path, segment_file=True)
+    starts = listing.checkpoints.get(LOG_START_CHECKPOINT, {})
+    answers = [
+        (part.tp, offset_for_time(storage, part.segments, args.at, starts.get(part.tp, 0)))
+        for part in listing.partitions
+    ]
+    if args.json:
+        doc = {
+            "path": args.path,
+            "at": args.at,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "offset": None if a is None else a.offset,
+                 "timestamp": None if a is None else a.timestamp}
+                for tp, a in answers
+            ],
+        }  # fmt: skip
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    for tp, answer in answers:
+        if answer is None:
+            print(f"{tp}: no record at or after {_when(args.at)} (ListOffsets answers offset -1)")
+        else:
+            print(f"{tp}: offset {answer.offset}, timestamp {_when(answer.timestamp)}")
+    return EXIT_OK
 
 
 def _when(ms: int | None) -> str:

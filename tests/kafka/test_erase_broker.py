@@ -1,10 +1,12 @@
 """An erased log restored into Kafka's own broker: it loads without recovering, truncating or finding
 anything corrupt, its partitions start and end where the source's did, and consumers in both
-isolation levels receive exactly the source's records without the listed keys'."""
+isolation levels receive exactly the source's records without the listed keys'. On the same
+restored log, `inspect --at` gives the offsets the broker's own ListOffsets gives for a time."""
 
 from __future__ import annotations
 
 import base64
+import json
 import time
 from pathlib import Path
 
@@ -68,5 +70,33 @@ def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, 
             for isolation, skip in (("read_uncommitted", set()), ("read_committed", aborted(rows))):
                 got = consumed(broker, topic, int(number), isolation, end)
                 assert got == expected(kept, skip), (name, isolation)
+        times = sorted(r["timestamp"] for rows in source.values() for r in rows)
+        for at in (
+            times[0] - 1,
+            times[len(times) // 3],
+            times[len(times) // 2] + 1,
+            times[-1],
+            times[-1] + 1,
+        ):
+            assert listed_offsets(out, at) == broker_offsets(broker, names, at), at
     finally:
         broker.kill()
+
+
+def listed_offsets(out: Path, at: int) -> dict[str, int | None]:
+    proc = run_segpipe("inspect", str(out), "--at", str(at), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return {f"{p['topic']}-{p['partition']}": p["offset"] for p in json.loads(proc.stdout)["partitions"]}
+
+
+def broker_offsets(broker: Broker, names: list[str], at: int) -> dict[str, int | None]:
+    """What the broker's ListOffsets answers for `at`, per partition (None: no record that new)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    try:
+        tps = {name: TopicPartition(name.rpartition("-")[0], int(name.rpartition("-")[2])) for name in names}
+        answers = consumer.offsets_for_times({tp: at for tp in tps.values()})
+    finally:
+        consumer.close()
+    return {name: None if answers[tp] is None else answers[tp].offset for name, tp in tps.items()}

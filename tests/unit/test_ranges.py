@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 from segment_io.generate import TopicSpec, generate_log_dir
 from segment_io.layout import PartitionListing, list_log_dir
 from segment_io.segment.arrow import RECORD_SCHEMA
+from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.ranges import RecordRange, segment_window
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import open_storage
+from tests.helpers import v2_batch, write_log
 
 pytestmark = pytest.mark.unit
 
@@ -150,3 +152,49 @@ def test_a_range_that_holds_nothing_reads_nothing(log: Path) -> None:
     files = partitions(log)[0].segments[0]
     assert segment_window(storage, files, None, RecordRange(from_offset=10, to_offset=9)) is None
     assert segment_window(storage, files, None, RecordRange(from_time=2**62)) is None
+
+
+def list_offsets_by_hand(rows: list[tuple[int, int]], timestamp: int, log_start: int = 0) -> int | None:
+    """Kafka's ListOffsets stated plainly: the first record in offset order at or after both."""
+    return next((o for o, t in sorted(rows) if t >= timestamp and o >= log_start), None)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_offset_for_time_is_kafkas_list_offsets(log: Path, data: st.DataObject) -> None:
+    storage, _ = open_storage(str(log))
+    _, _, tlo, thi = bounds(log)
+    at = data.draw(st.integers(tlo - 10, thi + 10))
+    for part in partitions(log):
+        whole = read(log, None, windowed=False)[0]
+        mine = pa.compute.equal(whole.column("topic"), part.tp.topic)
+        rows = list(
+            zip(*(whole.filter(mine).column(c).to_pylist() for c in ("offset", "timestamp")), strict=True)
+        )
+        start = data.draw(st.sampled_from([0, rows[len(rows) // 2][0]]))
+        found = offset_for_time(storage, part.segments, at, start)
+        expected = list_offsets_by_hand(rows, at, start)
+        assert (None if found is None else found.offset) == expected
+        assert found is None or found.timestamp == dict(rows)[found.offset]
+
+
+def test_offset_for_time_with_ties_out_of_order_times_and_an_empty_segment(tmp_path: Path) -> None:
+    """Hand-built: equal timestamps (the first offset wins), a record older than the one before it
+    (found after a newer one), an empty segment between, a newest record that is not the last."""
+    batches = [
+        [v2_batch(0, [(0, 100, b"a", b"1", []), (1, 300, b"b", b"2", []), (2, 200, b"c", b"3", [])])],
+        [],  # an empty segment at offset 3
+        [v2_batch(3, [(0, 300, b"d", b"4", []), (1, 150, b"e", b"5", [])]),
+         v2_batch(5, [(0, 500, b"f", b"6", []), (1, 400, b"g", b"7", [])])],
+    ]  # fmt: skip
+    write_log(tmp_path, "t-0", batches)
+    storage, path = open_storage(str(tmp_path))
+    [part] = list_log_dir(storage, path).partitions
+    rows = [(0, 100), (1, 300), (2, 200), (3, 300), (4, 150), (5, 500), (6, 400)]
+    for at in (0, 100, 101, 150, 200, 201, 300, 301, 400, 450, 500, 501):
+        for start in (0, 2, 4):
+            found = offset_for_time(storage, part.segments, at, start)
+            assert (None if found is None else found.offset) == list_offsets_by_hand(rows, at, start), (
+                at,
+                start,
+            )
