@@ -17,7 +17,8 @@ TRANSIENT_SUFFIXES = ("deleted", "cleaned", "swap")
 IGNORED_DIR_SUFFIXES = ("delete", "future", "stray")
 NOT_CLEANED_TOPICS = ("__cluster_metadata",)
 # Files of a partition directory that belong to Kafka beside its segments and snapshots.
-PARTITION_FILES = ("leader-epoch-checkpoint", "partition.metadata")
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, "partition.metadata")
 # The root checkpoint files of a log directory (topic-partition -> offset).
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"

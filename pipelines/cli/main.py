@@ -13,6 +13,7 @@ from pipelines.cli import (
     clean,
     config,
     console,
+    cut,
     dump,
     erase,
     generate,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_parser(sub)
     clean.add_parser(sub)
     erase.add_parser(sub)
+    cut.add_parser(sub)
     tier.add_parser(sub)
     restore_kafka.add_parser(sub)
     validate.add_parser(sub)

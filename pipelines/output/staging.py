@@ -25,6 +25,7 @@ MANIFEST = "manifest.json"
 # The manifest's key naming the job that wrote an output other than clean, and erase's value.
 MANIFEST_JOB = "job"
 ERASE_JOB = "erase"
+CUT_JOB = "cut"
 STAGING_MARK = ".segpipe-staging-"
 
 

@@ -1,0 +1,79 @@
+"""`segpipe cut`: a log directory as Kafka's truncation to an offset or a moment leaves it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pipelines.cli import console
+from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
+from pipelines.clock import time_argument
+from pipelines.errors import EXIT_OK, EXIT_SKIPPED
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "cut", help="write a log directory as it was: every partition truncated before an offset or a time"
+    )
+    p.add_argument("src", help="log directory (path or fsspec URL); never modified")
+    p.add_argument("dst", help="output directory; must be absent or empty")
+    until = p.add_mutually_exclusive_group(required=True)
+    until.add_argument(
+        "--until-offset",
+        type=int,
+        metavar="OFFSET",
+        help="keep every partition's batches that end below OFFSET",
+    )
+    until.add_argument(
+        "--until-time",
+        type=time_argument,
+        metavar="TIME",
+        help="cut each partition at its first record at or after TIME, as Kafka's ListOffsets finds it "
+        "(epoch ms or ISO-8601); a partition with none stays whole",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="cut and keep only these topics in DST: a name or a glob; repeat for more (default: all)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="say where each partition would be cut; write nothing"
+    )
+    p.add_argument("--report", help="also write the JSON report to this new file")
+    p.add_argument(
+        "--on-corrupt",
+        choices=["fail", "skip-partition"],
+        default="fail",
+        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit 3",
+    )
+    add_spark_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.cli.clean import source_topics
+    from pipelines.config import JobConfig
+    from pipelines.jobs.cut.request import CutRequest
+    from pipelines.output.destination import require_destination, require_new_file
+    from segment_io.storage import open_storage
+
+    # Refusals before any work: a bad request, a missing source, a destination in use.
+    request = CutRequest(
+        src=args.src, dst=args.dst, until_offset=args.until_offset, until_time=args.until_time,
+        dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt,
+    )  # fmt: skip
+    selection, _ = source_topics(args.src, JobConfig(), tuple(args.topic), args.src)
+    require_destination(args.src, args.dst)
+    if args.report:
+        require_new_file(args.report)
+    storage, _ = open_storage(args.src)
+    with spark_on_demand(args, not storage.near, "pipelines.jobs.cut.job") as spark:
+        from dataclasses import replace
+
+        from pipelines.jobs.cut.job import run_cut
+
+        topics = None if selection.everything else selection
+        report = run_cut(spark, replace(request, topics=topics), console.say)
+    return EXIT_SKIPPED if report.skipped else EXIT_OK

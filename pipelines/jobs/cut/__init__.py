@@ -1,0 +1,1 @@
+"""`cut`: a log directory as Kafka's truncation to an offset or a moment leaves it."""

@@ -1,0 +1,307 @@
+"""`cut`: a log directory as Kafka's truncation leaves it, written to a new one
+(docs/cutting-a-log.md). Stages: scan (headers, CRCs) → plan (where each partition is cut: an
+offset, or the offset ListOffsets gives for a time) → write (segments below the cut copied byte
+for byte, the one it falls in written up to it with indexes rebuilt) → side files (snapshots,
+leader epochs, root checkpoints, lowered to the new end) → publish. SRC is only read; DST appears
+complete or not at all."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pipelines.jobs.cut.plan import PartitionCut, cut_partition, kept_epochs, kept_txns, lowered
+from pipelines.jobs.cut.request import CutRequest
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.output.checkpoints import write_checkpoint_files
+from pipelines.output.copy import CopyTask, run_copies, segment_copies
+from pipelines.output.destination import require_destination, require_new_file
+from pipelines.output.inventory import INVENTORY, inventory
+from pipelines.output.report import write_json_report
+from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, Staging
+from pipelines.runtime.faults import fault_point
+from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
+from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
+from segment_io.index import read_txn_index
+from segment_io.layout import LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles, list_log_dir
+from segment_io.segment.list_offsets import offset_for_time
+from segment_io.segment.reader import SegmentReader
+from segment_io.segment.writer import SegmentLimits, SegmentWriter
+from segment_io.storage import open_storage
+from segment_io.topic_partition import TopicPartition
+
+WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.cut.job", "pipelines.output.copy")
+# The segment a cut falls in is written whole again (its own size), with Kafka's default indexes.
+LIMITS = SegmentLimits(segment_bytes=2**62)
+
+
+def cut(spark: Any, src: str, dst: str, log: Log = print, **options: Any) -> CutReport:
+    """Cut SRC into DST (options: CutRequest)."""
+    return run_cut(spark, CutRequest(src=src, dst=dst, **options), log)
+
+
+@dataclass(frozen=True)
+class CutTask:
+    """One segment written up to its `batches`-th batch (0: an empty segment at `base_offset`),
+    under `partition_dir` of the staging area; `end`: the cut log's end offset."""
+
+    url: str
+    partition_dir: str
+    base_offset: int
+    files: SegmentFiles | None  # None: no source segment (an empty one at the cut)
+    batches: int
+    end: int
+
+
+@dataclass
+class PartitionReport:
+    partition: str
+    asked: int | None  # the offset the partition was cut at (None: no record is that new)
+    log_end_offset_before: int
+    log_end_offset: int
+    segments_dropped: int
+    records_removed: int
+    batches_removed: int
+    bytes_removed: int
+    records_out: int
+    open_transactions: list[dict[str, int]]
+
+    def line(self) -> str:
+        opened = f", {len(self.open_transactions)} transactions left open" if self.open_transactions else ""
+        return (
+            f"segpipe: {self.partition}: cut at offset {self.asked}, log end {self.log_end_offset_before} -> "
+            f"{self.log_end_offset}, {self.records_removed:,} records removed{opened}"
+        )
+
+
+@dataclass
+class CutReport:
+    """The report of one cut (`to_dict()`: what DST/_segpipe/report.json and --report hold)."""
+
+    src: str
+    dst: str
+    until_offset: int | None
+    until_time: int | None
+    dry_run: bool
+    run_id: str = "dry-run"
+    partitions: list[PartitionReport] | None = None
+    skipped: list[dict[str, Any]] | None = None
+    seconds_total: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def totals_line(self) -> str:
+        parts = self.partitions or []
+        cut = [p for p in parts if p.log_end_offset < p.log_end_offset_before]
+        removed = sum(p.records_removed for p in parts)
+        opened = sum(len(p.open_transactions) for p in parts)
+        what = "would cut" if self.dry_run else "cut"
+        return (
+            f"segpipe: {what} {len(cut)} of {len(parts)} partitions, {removed:,} records removed, "
+            f"{opened} transactions left open at the cut"
+        )
+
+
+def run_cut(spark: Any, request: CutRequest, log: Log = print) -> CutReport:
+    """The cut `request` asks for."""
+    require_destination(request.src, request.dst)
+    if request.report_path:
+        require_new_file(request.report_path)
+    with job_run(spark, WORKER_MODULES) as run:
+        return _cut(run, request, log)
+
+
+def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
+    timer = run.timer
+    with timer.stage("scan"):
+        scanned = scan_log(
+            run.spark,
+            request.src,
+            log,
+            skip_corrupt=request.on_corrupt == "skip-partition",
+            topics=request.topics,
+        )
+    skipped = [
+        {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
+        for tp, exc in sorted(scanned.skipped.items())
+    ]
+    for item in skipped:
+        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
+    fault_point("after-scan")
+    raise_if_stopped()
+    with timer.stage("plan"):
+        cuts = _plan(scanned, request)
+    report = CutReport(request.src, request.dst, request.until_offset, request.until_time, request.dry_run)
+    report.skipped = skipped
+    report.partitions = [_partition_report(scanned, tp, c) for tp, c in cuts.items()]
+    for p in report.partitions:
+        if p.log_end_offset < p.log_end_offset_before:
+            log(p.line())
+    if request.dry_run:
+        report.seconds_total = timer.total
+        _write_report(report, request.report_path)
+        log(report.totals_line())
+        return report
+    staging = Staging.create(request.dst, log)
+    report.run_id = staging.run_id
+    with staged_output(run, staging):
+        with timer.stage("write"):
+            copies, tasks = _work(scanned, cuts)
+            sizes = [t.files.size if t.files else 0 for t in tasks] + [c.size for c in copies]
+            items: list[CutTask | CopyTask] = [*tasks, *copies]
+            run_packed(
+                run.spark, items, sizes, SCAN_TASKS_PER_CORE,
+                lambda pack: _write_pack(pack, staging.url), scanned.storage.near, DRIVER_BYTES,
+            )  # fmt: skip
+        raise_if_stopped()
+        with timer.stage("copy"):
+            _side_files(scanned, cuts, staging)
+        report.seconds_total = timer.total
+        staging.write_meta("report.json", report.to_dict())
+        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
+        fault_point("before-publish")
+        with publishing():
+            staging.publish(
+                {"run_id": staging.run_id, "src": request.src, MANIFEST_JOB: CUT_JOB,
+                 "until_offset": request.until_offset, "until_time": request.until_time,
+                 "partitions": [str(tp) for tp in cuts], "skipped": skipped,
+                 INVENTORY: inventory(written, {p.partition: p.records_out for p in report.partitions})}
+            )  # fmt: skip
+    fault_point("after-publish")
+    _write_report(report, request.report_path)
+    log(report.totals_line())
+    return report
+
+
+def _plan(scanned: Scanned, request: CutRequest) -> dict[TopicPartition, PartitionCut]:
+    """Each partition's cut: at the offset asked, or at ListOffsets of the time asked."""
+    starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
+    cuts = {}
+    for part in scanned.listing.partitions:
+        segments = scanned.segments[part.tp]
+        tables = [s.table for s in segments]
+        ends = [int(t.last_offset[-1]) + 1 for t in tables if len(t)]
+        log_end = ends[-1] if ends else (part.segments[-1].base_offset if part.segments else 0)
+        asked = request.until_offset
+        if request.until_time is not None:
+            found = offset_for_time(
+                scanned.storage, part.segments, request.until_time, starts.get(part.tp, 0)
+            )
+            asked = None if found is None else found.offset
+        cuts[part.tp] = cut_partition([f.base_offset for f in part.segments], tables, asked, log_end)
+    return cuts
+
+
+def _partition_report(scanned: Scanned, tp: TopicPartition, c: PartitionCut) -> PartitionReport:
+    segments = scanned.segments[tp]
+    files = next(p for p in scanned.listing.partitions if p.tp == tp).segments
+    records = batches = size = dropped = records_out = 0
+    for seg, f, kept in zip(segments, files, c.kept_batches, strict=True):
+        table = seg.table
+        n = 0 if kept is None else kept
+        dropped += kept is None
+        records += int(table.records_count[n:].clip(min=0).sum())
+        records_out += int(table.records_count[:n].clip(min=0).sum())
+        batches += len(table) - n
+        size += f.size - (int(table.position[n]) if n < len(table) else f.size)
+    ends = [int(s.table.last_offset[-1]) + 1 for s in segments if len(s.table)]
+    before = ends[-1] if ends else (files[-1].base_offset if files else 0)
+    return PartitionReport(
+        str(tp), c.asked, before, c.end, dropped, records, batches, size, records_out,
+        [{"producer_id": o.producer_id, "producer_epoch": o.producer_epoch, "first_offset": o.first_offset}
+         for o in c.open_transactions],
+    )  # fmt: skip
+
+
+def _work(scanned: Scanned, cuts: dict[TopicPartition, PartitionCut]) -> tuple[list[CopyTask], list[CutTask]]:
+    """Whole segments to copy, and the segments to write up to the cut (or empty at it)."""
+    copies: list[CopyTask] = []
+    tasks: list[CutTask] = []
+    for part in scanned.listing.partitions:
+        c = cuts[part.tp]
+        for seg, files, kept in zip(scanned.segments[part.tp], part.segments, c.kept_batches, strict=True):
+            if kept is None:
+                continue
+            if kept == len(seg.table):
+                copies += segment_copies(part.tp.dir_name, files, scanned.url)
+            else:
+                tasks.append(CutTask(scanned.url, part.tp.dir_name, files.base_offset, files, kept, c.end))
+        if c.empty_at is not None:
+            tasks.append(CutTask(scanned.url, part.tp.dir_name, c.empty_at, None, 0, c.end))
+    return copies, tasks
+
+
+def _write_pack(pack: list[CutTask | CopyTask], staging_url: str) -> list[None]:
+    """Executed on a worker: copies, and segments written up to the cut."""
+    run_copies([t for t in pack if isinstance(t, CopyTask)], staging_url)
+    for task in pack:
+        if isinstance(task, CutTask):
+            cut_segment(task, staging_url)
+    return []
+
+
+def cut_segment(task: CutTask, staging_url: str) -> None:
+    """The segment's first `task.batches` batches copied as they are into a segment of the same
+    base offset (its indexes rebuilt, its `.txnindex` without the transactions whose marker is
+    gone, its mtime kept)."""
+    dst, root = open_storage(staging_url)
+    writer = SegmentWriter(dst, posixpath.join(root, task.partition_dir), LIMITS)
+    files = task.files
+    mtime = None if files is None else files.log.mtime_ms
+    writer.roll(task.base_offset, mtime)
+    if files is not None:
+        storage, _ = open_storage(task.url)
+        reader = SegmentReader(storage, files.log.path, files.base_offset)
+        table = reader.scan().table
+        for i in range(task.batches):
+            last = int(table.last_offset[i])
+            base = int(table.base_offset[i])
+            writer.append(
+                reader.batch_bytes(i), base if base >= 0 else last, last, int(table.max_timestamp[i])
+            )
+        if files.txnindex is not None:
+            for txn in kept_txns(
+                read_txn_index(storage.read(files.txnindex.path), files.txnindex.path), task.end
+            ):
+                writer.append_aborted(txn)
+        fault_point("mid-rewrite")
+    writer.close(mtime)
+
+
+def _side_files(scanned: Scanned, cuts: dict[TopicPartition, PartitionCut], staging: Staging) -> None:
+    """Per partition: producer snapshots at or below the new end, the leader epochs that start
+    below it, its other files as they are; the root checkpoints lowered to each new end."""
+    copies = []
+    for part in scanned.listing.partitions:
+        end = cuts[part.tp].end
+        staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
+        for info in part.snapshots:
+            if int(info.name.split(".", 1)[0]) <= end:
+                copies.append(CopyTask(scanned.url, info.path, posixpath.join(part.tp.dir_name, info.name),
+                                       info.mtime_ms, info.size))  # fmt: skip
+        for info in part.other_files:
+            target = posixpath.join(part.tp.dir_name, info.name)
+            if info.name == LEADER_EPOCH_CHECKPOINT:
+                entries = parse_leader_epoch_checkpoint(scanned.storage.read(info.path), info.path)
+                staging.storage.write_atomic(
+                    posixpath.join(staging.path, target),
+                    format_leader_epoch_checkpoint(kept_epochs(entries, end)),
+                    info.mtime_ms,
+                )
+            else:
+                copies.append(CopyTask(scanned.url, info.path, target, info.mtime_ms, info.size))
+    run_copies(copies, staging.url)
+    checkpoints = {
+        name: {tp: lowered(offset, cuts[tp].end) for tp, offset in entries.items() if tp in cuts}
+        for name, entries in scanned.listing.checkpoints.items()
+    }
+    write_checkpoint_files(staging, checkpoints, set(scanned.listing.checkpoints))
+
+
+def _write_report(report: CutReport, report_path: str | None) -> None:
+    if report_path:
+        write_json_report(report_path, report.to_dict())

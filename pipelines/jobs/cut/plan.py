@@ -1,0 +1,107 @@
+"""Where a partition is cut, and what of it stays: Kafka's truncation of a log to an offset
+(docs/cutting-a-log.md), from the batch headers alone.
+
+Kafka truncates whole batches: every batch whose last offset is at or above the offset goes, so a
+batch that straddles it goes whole (its lower records too), and the log then ends where that batch
+began. Segments whose base offset is above the offset go; the last segment that starts at or
+below it keeps its batches below the offset (it may keep none: an empty segment at its base); an
+offset below the first segment leaves one empty segment there. Producer snapshots above the new
+end, leader-epoch entries starting at or above it, and `.txnindex` entries whose marker is at or
+above it go; the root checkpoints are lowered to the new end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from segment_io.index import AbortedTxn
+from segment_io.segment.scan import BatchTable
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction with data below the cut and its marker above it (or none): open in the cut
+    log, so a read_committed consumer reads nothing from its first offset on."""
+
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+
+
+@dataclass(frozen=True)
+class PartitionCut:
+    """One partition's cut. `asked`: the offset it is cut at (None: nothing is cut); `end`: the log
+    end offset that remains; per segment, how many of its batches stay (all of them: copied whole;
+    0 for a segment that stays empty) or None (dropped); `empty_at`: the base of the one empty
+    segment an offset below the first segment leaves."""
+
+    asked: int | None
+    end: int
+    kept_batches: tuple[int | None, ...]
+    empty_at: int | None
+    open_transactions: tuple[OpenTransaction, ...]
+
+    def is_whole(self, i: int, batches: int) -> bool:
+        return self.kept_batches[i] == batches
+
+
+def cut_partition(
+    bases: Sequence[int], tables: Sequence[BatchTable], asked: int | None, log_end: int
+) -> PartitionCut:
+    """The cut at offset `asked` of a partition whose segments start at `bases` (ascending) with
+    these batch tables; `log_end`: its log end offset as it is."""
+    if asked is None or asked >= log_end:
+        whole: tuple[int | None, ...] = tuple(len(t) for t in tables)
+        return PartitionCut(asked, log_end, whole, None, _open(tables, whole))
+    if not bases or asked < bases[0]:
+        return PartitionCut(asked, asked, tuple(None for _ in bases), asked, ())
+    floor = int(np.searchsorted(np.asarray(bases), asked, side="right")) - 1
+    kept_list: list[int | None] = []
+    end = asked
+    for i, table in enumerate(tables):
+        if i < floor:
+            kept_list.append(len(table))
+        elif i == floor:
+            n = int(np.searchsorted(table.last_offset, asked, side="left"))  # batches ending below
+            kept_list.append(n)
+            end = int(table.last_offset[n - 1]) + 1 if n else bases[i]
+        else:
+            kept_list.append(None)
+    kept = tuple(kept_list)
+    return PartitionCut(asked, end, kept, None, _open(tables, kept))
+
+
+def _open(tables: Sequence[BatchTable], kept: tuple[int | None, ...]) -> tuple[OpenTransaction, ...]:
+    """The transactions whose data is kept and whose marker is not: per producer, transactional
+    data since its last marker."""
+    first: dict[int, tuple[int, int]] = {}
+    for table, n in zip(tables, kept, strict=True):
+        if not n:
+            continue
+        rows = np.flatnonzero(table.is_transactional[:n])
+        control = table.is_control[rows]
+        for row, is_marker in zip(rows.tolist(), control.tolist(), strict=True):
+            pid = int(table.producer_id[row])
+            if is_marker:
+                first.pop(pid, None)
+            elif pid not in first:
+                first[pid] = (int(table.producer_epoch[row]), int(table.base_offset[row]))
+    return tuple(OpenTransaction(pid, epoch, offset) for pid, (epoch, offset) in sorted(first.items()))
+
+
+def kept_txns(entries: Sequence[AbortedTxn], end: int) -> list[AbortedTxn]:
+    """A segment's aborted transactions whose ABORT marker stays (Kafka keeps the entries whose
+    last offset is below the new end)."""
+    return [e for e in entries if e.last_offset < end]
+
+
+def kept_epochs(entries: Sequence[tuple[int, int]], end: int) -> list[tuple[int, int]]:
+    """Leader-epoch entries (epoch, start offset) that start below the new end."""
+    return [(epoch, start) for epoch, start in entries if start < end]
+
+
+def lowered(offset: int, end: int) -> int:
+    """A checkpointed offset (recovery point, log start, high watermark, cleaner) of the cut log."""
+    return min(offset, end)

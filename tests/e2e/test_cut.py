@@ -1,0 +1,166 @@
+"""`segpipe cut` as operators run it: every partition truncated as Kafka truncates a log (whole
+batches, later segments gone), the segments below the cut byte for byte and the one it falls in a
+byte prefix of its source; snapshots, leader epochs and root checkpoints lowered to the new end;
+transactions open at the cut named; `--until-time` cut where ListOffsets points; a clean of the
+result; refusals and kills that lose nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import files_of, run_segpipe
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+UNTIL = 1500
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The samples, with producer snapshots and leader epochs on both sides of the cut and a log
+    start offset checkpoint."""
+    root = tmp_path_factory.mktemp("cut") / "src"
+    shutil.copytree(ROOT / "data" / "samples", root)
+    for offset in (900, 1300, 2600):
+        (root / "orders-0" / f"{offset:020d}.snapshot").write_bytes(b"snapshot")
+    (root / "orders-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 1200\n2 1600\n")
+    (root / "log-start-offset-checkpoint").write_text("0\n2\norders 0 0\nclicks 0 0\n")
+    return root
+
+
+def dumped(path: Path) -> dict[str, list[dict[str, Any]]]:
+    proc = run_segpipe("dump", str(path))
+    assert proc.returncode == 0, proc.stderr
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for line in proc.stdout.splitlines():
+        row = json.loads(line)
+        rows.setdefault(f"{row['topic']}-{row['partition']}", []).append(row)
+    return rows
+
+
+def checkpoint(path: Path) -> dict[str, int]:
+    lines = path.read_text().splitlines()[2:]
+    return {f"{topic}-{number}": int(offset) for topic, number, offset in (line.split() for line in lines)}
+
+
+@pytest.fixture(scope="module")
+def cut(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cut-out") / "out"
+    proc = run_segpipe("cut", str(src), str(out), "--until-offset", str(UNTIL))
+    assert proc.returncode == 0, proc.stderr
+    assert "transactions left open" in proc.stdout
+    return out
+
+
+def test_every_partition_keeps_exactly_the_batches_below_the_cut(src: Path, cut: Path) -> None:
+    before, after = dumped(src), dumped(cut)
+    assert set(after) == set(before)
+    for name, rows in before.items():
+        kept = [r for r in rows if r["batch_last_offset"] < UNTIL]
+        assert after.get(name, []) == kept, name
+        assert any(r["batch_last_offset"] >= UNTIL for r in rows) or name == "legacy-users-0"
+
+
+def test_segments_below_are_copied_and_the_one_cut_is_a_prefix(src: Path, cut: Path) -> None:
+    for part in sorted(p.name for p in src.iterdir() if p.is_dir()):
+        bases = sorted(int(p.stem) for p in (src / part).glob("*.log"))
+        kept = sorted(int(p.stem) for p in (cut / part).glob("*.log"))
+        assert kept == [b for b in bases if b <= UNTIL], part
+        for base in kept:
+            name = f"{base:020d}"
+            src_log, out_log = (
+                (src / part / f"{name}.log").read_bytes(),
+                (cut / part / f"{name}.log").read_bytes(),
+            )
+            if base == kept[-1] and len(out_log) < len(src_log):
+                assert src_log.startswith(out_log), part
+            else:
+                for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                    a, b = src / part / f"{name}{suffix}", cut / part / f"{name}{suffix}"
+                    assert a.exists() == b.exists() and (not a.exists() or a.read_bytes() == b.read_bytes())
+
+
+def test_side_files_end_at_the_new_log_end(src: Path, cut: Path) -> None:
+    report = json.loads((cut / "_segpipe" / "report.json").read_text())
+    ends = {p["partition"]: p["log_end_offset"] for p in report["partitions"]}
+    assert ends["orders-0"] == UNTIL  # the cut falls between two batches there
+    assert sorted(p.name for p in (cut / "orders-0").glob("*.snapshot")) == [
+        f"{o:020d}.snapshot" for o in (900, 1300)
+    ]
+    assert (cut / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 1200\n"
+    for name in (
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "log-start-offset-checkpoint",
+    ):
+        source, lowered = checkpoint(src / name), checkpoint(cut / name)
+        assert lowered == {tp: min(offset, ends[tp]) for tp, offset in source.items()}, name
+    assert run_segpipe("validate", str(cut)).returncode == 0
+
+
+def test_transactions_open_at_the_cut_are_named(src: Path, cut: Path) -> None:
+    report = json.loads((cut / "_segpipe" / "report.json").read_text())
+    for part in report["partitions"]:
+        rows = [r for r in dumped(cut).get(part["partition"], [])]
+        open_since: dict[int, int] = {}
+        for r in rows:
+            if r["is_transactional"] and r["is_control"]:
+                open_since.pop(r["producer_id"], None)
+            elif r["is_transactional"]:
+                open_since.setdefault(r["producer_id"], r["batch_base_offset"])
+        named = {t["producer_id"]: t["first_offset"] for t in part["open_transactions"]}
+        assert named == open_since, part["partition"]
+    assert any(p["open_transactions"] for p in report["partitions"])
+
+
+def test_until_time_cuts_where_list_offsets_points(src: Path, tmp_path: Path) -> None:
+    at, iso = 1_700_300_000_000, "2023-11-18T09:33:20Z"  # the same moment
+    listed = json.loads(run_segpipe("inspect", str(src), "--at", str(at), "--json").stdout)["partitions"]
+    offsets = {f"{p['topic']}-{p['partition']}": p["offset"] for p in listed}
+    proc = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-time", iso)
+    assert proc.returncode == 0, proc.stderr
+    before, after = dumped(src), dumped(tmp_path / "out")
+    for name, rows in before.items():
+        offset = offsets[name]
+        kept = rows if offset is None else [r for r in rows if r["batch_last_offset"] < offset]
+        assert after.get(name, []) == kept, name
+
+
+def test_a_cut_log_cleans_and_validates(cut: Path, tmp_path: Path) -> None:
+    cleaned = tmp_path / "cleaned"
+    proc = run_segpipe("clean", str(cut), str(cleaned), "--config", "conf/samples.yaml", "--now", "2023-11-23",
+                       "--validate")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_dry_run_writes_nothing_and_refusals_come_first(src: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    dry = run_segpipe("cut", str(src), str(out), "--until-offset", "10", "--dry-run")
+    assert dry.returncode == 0 and "would cut" in dry.stdout and not out.exists()
+    both = run_segpipe("cut", str(src), str(out), "--until-offset", "10", "--until-time", "2023-11-18")
+    assert both.returncode == 2 and "not allowed with" in both.stderr, both.stderr
+    neither = run_segpipe("cut", str(src), str(out))
+    assert neither.returncode == 2
+    out.mkdir()
+    (out / "x").write_text("x")
+    busy = run_segpipe("cut", str(src), str(out), "--until-offset", "10")
+    assert busy.returncode == 2 and (out / "x").read_text() == "x"
+
+
+@pytest.mark.parametrize("stage", ["mid-rewrite", "before-publish"])
+def test_a_kill_loses_nothing(src: Path, cut: Path, tmp_path: Path, stage: str) -> None:
+    before = files_of(src)
+    killed = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-offset", str(UNTIL), fault=stage)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert files_of(src) == before and not (tmp_path / "out").exists()
+    again = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-offset", str(UNTIL))
+    assert again.returncode == 0, again.stderr
+    assert {k: v for k, v in files_of(tmp_path / "out").items() if "_segpipe" not in k} == {
+        k: v for k, v in files_of(cut).items() if "_segpipe" not in k
+    }
