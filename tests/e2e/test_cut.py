@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from segment_io.producer_snapshot import read_snapshot
 from tests.helpers import files_of, run_segpipe
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +28,7 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     start offset checkpoint."""
     root = tmp_path_factory.mktemp("cut") / "src"
     shutil.copytree(ROOT / "data" / "samples", root)
-    for offset in (900, 1300, 2600):
+    for offset in (900, 1300, 2600):  # unreadable: the cut passes over them, as the broker does
         (root / "orders-0" / f"{offset:020d}.snapshot").write_bytes(b"snapshot")
     (root / "orders-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 1200\n2 1600\n")
     (root / "log-start-offset-checkpoint").write_text("0\n2\norders 0 0\nclicks 0 0\n")
@@ -55,6 +56,7 @@ def cut(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = run_segpipe("cut", str(src), str(out), "--until-offset", str(UNTIL))
     assert proc.returncode == 0, proc.stderr
     assert "transactions left open" in proc.stdout
+    assert "the log itself is used instead" in proc.stdout  # the unreadable snapshots, warned of
     return out
 
 
@@ -91,7 +93,8 @@ def test_side_files_end_at_the_new_log_end(src: Path, cut: Path) -> None:
     ends = {p["partition"]: p["log_end_offset"] for p in report["partitions"]}
     assert ends["orders-0"] == UNTIL  # the cut falls between two batches there
     assert sorted(p.name for p in (cut / "orders-0").glob("*.snapshot")) == [
-        f"{o:020d}.snapshot" for o in (900, 1300)
+        f"{o:020d}.snapshot"
+        for o in (900, 1300, UNTIL)  # the broker's state at the new end, added
     ]
     assert (cut / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 1200\n"
     for name in (
@@ -116,6 +119,11 @@ def test_transactions_open_at_the_cut_are_named(src: Path, cut: Path) -> None:
                 open_since.setdefault(r["producer_id"], r["batch_base_offset"])
         named = {t["producer_id"]: t["first_offset"] for t in part["open_transactions"]}
         assert named == open_since, part["partition"]
+        end = part["log_end_offset"]
+        if end < part["log_end_offset_before"]:  # the producer state at the end names the same
+            path = cut / part["partition"] / f"{end:020d}.snapshot"
+            state = read_snapshot(path.read_bytes(), str(path))
+            assert {p: e.txn_first_offset for p, e in state.items() if e.txn_first_offset >= 0} == named
     assert any(p["open_transactions"] for p in report["partitions"])
 
 

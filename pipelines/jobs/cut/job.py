@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pipelines.jobs.cut.plan import PartitionCut, cut_partition, kept_epochs, kept_txns, lowered
+from pipelines.jobs.cut.producers import kept_snapshots, state_at_end
 from pipelines.jobs.cut.request import CutRequest
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
 from pipelines.output.checkpoints import write_checkpoint_files
@@ -27,6 +28,7 @@ from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
 from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
 from segment_io.index import read_txn_index
 from segment_io.layout import LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles, list_log_dir
+from segment_io.producer_snapshot import snapshot_name, snapshot_offset, write_snapshot
 from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
@@ -159,7 +161,7 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
             )  # fmt: skip
         raise_if_stopped()
         with timer.stage("copy"):
-            _side_files(scanned, cuts, staging)
+            _side_files(scanned, cuts, staging, log)
         report.seconds_total = timer.total
         staging.write_meta("report.json", report.to_dict())
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
@@ -208,10 +210,8 @@ def _partition_report(scanned: Scanned, tp: TopicPartition, c: PartitionCut) -> 
         records_out += int(table.records_count[:n].clip(min=0).sum())
         batches += len(table) - n
         size += f.size - (int(table.position[n]) if n < len(table) else f.size)
-    ends = [int(s.table.last_offset[-1]) + 1 for s in segments if len(s.table)]
-    before = ends[-1] if ends else (files[-1].base_offset if files else 0)
     return PartitionReport(
-        str(tp), c.asked, before, c.end, dropped, records, batches, size, records_out,
+        str(tp), c.asked, c.before, c.end, dropped, records, batches, size, records_out,
         [{"producer_id": o.producer_id, "producer_epoch": o.producer_epoch, "first_offset": o.first_offset}
          for o in c.open_transactions],
     )  # fmt: skip
@@ -272,17 +272,30 @@ def cut_segment(task: CutTask, staging_url: str) -> None:
     writer.close(mtime)
 
 
-def _side_files(scanned: Scanned, cuts: dict[TopicPartition, PartitionCut], staging: Staging) -> None:
-    """Per partition: producer snapshots at or below the new end, the leader epochs that start
-    below it, its other files as they are; the root checkpoints lowered to each new end."""
+def _side_files(
+    scanned: Scanned, cuts: dict[TopicPartition, PartitionCut], staging: Staging, log: Log
+) -> None:
+    """Per partition: the producer snapshots a truncation keeps and, where the log was cut, one at
+    its new end (producers_at_end); the leader epochs that start below the end; its other files as
+    they are; the root checkpoints lowered to each new end."""
     copies = []
+    starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
     for part in scanned.listing.partitions:
-        end = cuts[part.tp].end
-        staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
-        for info in part.snapshots:
-            if int(info.name.split(".", 1)[0]) <= end:
-                copies.append(CopyTask(scanned.url, info.path, posixpath.join(part.tp.dir_name, info.name),
-                                       info.mtime_ms, info.size))  # fmt: skip
+        cut = cuts[part.tp]
+        end = cut.end
+        directory = posixpath.join(staging.path, part.tp.dir_name)
+        staging.storage.makedirs(directory)
+        log_start = max([starts.get(part.tp, 0), *(f.base_offset for f in part.segments[:1])])
+        ours = cut.end < cut.before  # the log was cut: its producer state at the end is written
+        for info in kept_snapshots(part, log_start, end):
+            if not (ours and snapshot_offset(info.name) == end):
+                target = posixpath.join(part.tp.dir_name, info.name)
+                copies.append(CopyTask(scanned.url, info.path, target, info.mtime_ms, info.size))
+        if ours:
+            state = state_at_end(scanned.storage, part, scanned.segments[part.tp], cut, log_start, log)
+            staging.storage.write_atomic(
+                posixpath.join(directory, snapshot_name(end)), write_snapshot(state.values())
+            )
         for info in part.other_files:
             target = posixpath.join(part.tp.dir_name, info.name)
             if info.name == LEADER_EPOCH_CHECKPOINT:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from segment_io.index import AbortedTxn
+from segment_io.producer_snapshot import producer_batches, replay
 from segment_io.segment.scan import BatchTable
 
 
@@ -38,6 +39,7 @@ class PartitionCut:
     segment an offset below the first segment leaves."""
 
     asked: int | None
+    before: int  # the log end offset before the cut
     end: int
     kept_batches: tuple[int | None, ...]
     empty_at: int | None
@@ -54,9 +56,9 @@ def cut_partition(
     these batch tables; `log_end`: its log end offset as it is."""
     if asked is None or asked >= log_end:
         whole: tuple[int | None, ...] = tuple(len(t) for t in tables)
-        return PartitionCut(asked, log_end, whole, None, _open(tables, whole))
+        return PartitionCut(asked, log_end, log_end, whole, None, _open(tables, whole))
     if not bases or asked < bases[0]:
-        return PartitionCut(asked, asked, tuple(None for _ in bases), asked, ())
+        return PartitionCut(asked, log_end, asked, tuple(None for _ in bases), asked, ())
     floor = int(np.searchsorted(np.asarray(bases), asked, side="right")) - 1
     kept_list: list[int | None] = []
     end = asked
@@ -70,25 +72,18 @@ def cut_partition(
         else:
             kept_list.append(None)
     kept = tuple(kept_list)
-    return PartitionCut(asked, end, kept, None, _open(tables, kept))
+    return PartitionCut(asked, log_end, end, kept, None, _open(tables, kept))
 
 
 def _open(tables: Sequence[BatchTable], kept: tuple[int | None, ...]) -> tuple[OpenTransaction, ...]:
     """The transactions whose data is kept and whose marker is not: per producer, transactional
-    data since its last marker."""
-    first: dict[int, tuple[int, int]] = {}
-    for table, n in zip(tables, kept, strict=True):
-        if not n:
-            continue
-        rows = np.flatnonzero(table.is_transactional[:n])
-        control = table.is_control[rows]
-        for row, is_marker in zip(rows.tolist(), control.tolist(), strict=True):
-            pid = int(table.producer_id[row])
-            if is_marker:
-                first.pop(pid, None)
-            elif pid not in first:
-                first[pid] = (int(table.producer_epoch[row]), int(table.base_offset[row]))
-    return tuple(OpenTransaction(pid, epoch, offset) for pid, (epoch, offset) in sorted(first.items()))
+    data after its last marker (the broker's producer state replayed over the kept batches)."""
+    state = replay({}, producer_batches(tables, [np.arange(n or 0) for n in kept]))
+    return tuple(
+        OpenTransaction(e.producer_id, e.epoch, e.txn_first_offset)
+        for e in sorted(state.values(), key=lambda e: e.producer_id)
+        if e.txn_first_offset >= 0
+    )
 
 
 def kept_txns(entries: Sequence[AbortedTxn], end: int) -> list[AbortedTxn]:

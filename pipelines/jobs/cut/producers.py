@@ -1,0 +1,74 @@
+"""The producer snapshot a cut log ends with: the broker's producer state at the new end, so that a
+broker loading the log knows every producer and every transaction the cut left open (Kafka,
+finding a cleanly stopped log without a snapshot at its end, rebuilds producer state only from its
+last two segments, and would take an older open transaction for finished)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pipelines.jobs.cut.plan import PartitionCut
+from pipelines.log.scan import ScannedSegment
+from segment_io.errors import CorruptCheckpoint
+from segment_io.layout import PartitionListing
+from segment_io.producer_snapshot import (
+    ProducerEntry,
+    coordinator_epochs,
+    producer_batches,
+    read_snapshot,
+    replay,
+    snapshot_offset,
+)
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import Storage
+
+
+def kept_snapshots(part: PartitionListing, log_start: int, end: int) -> list[Any]:
+    """The source's snapshots a truncation keeps: above the log start, at or below the new end."""
+    return [info for info in part.snapshots if log_start < snapshot_offset(info.name) <= end]
+
+
+def state_at_end(
+    storage: Storage,
+    part: PartitionListing,
+    segments: list[ScannedSegment],
+    cut: PartitionCut,
+    log_start: int,
+    log: Callable[[str], Any],
+) -> dict[int, ProducerEntry]:
+    """The producer state at the cut's end: the latest readable snapshot the cut keeps (a corrupt
+    one is passed over, as the broker does), carried over the kept batches after it."""
+    state: dict[int, ProducerEntry] = {}
+    since = log_start
+    for info in sorted(kept_snapshots(part, log_start, cut.end), key=lambda i: -snapshot_offset(i.name)):
+        try:
+            state = read_snapshot(storage.read(info.path), info.path)
+        except CorruptCheckpoint as exc:
+            log(f"segpipe: warning: {exc}; an older snapshot or the log itself is used instead")
+            continue
+        since = snapshot_offset(info.name)
+        break
+    # The kept batches from the snapshot's offset on are replayed over it.
+    rows = [
+        np.flatnonzero(s.table.last_offset[: n or 0] >= since)
+        for s, n in zip(segments, cut.kept_batches, strict=True)
+    ]
+    epochs = [_marker_epochs(storage, f.log.path, f.base_offset, s, r)
+              for f, s, r in zip(part.segments, segments, rows, strict=True)]  # fmt: skip
+    return replay(state, producer_batches([s.table for s in segments], rows, epochs))
+
+
+def _marker_epochs(
+    storage: Storage, path: str, base: int, segment: ScannedSegment, rows: np.ndarray
+) -> np.ndarray:
+    """Per batch of the segment, the coordinator epoch of a marker among `rows` (−1 elsewhere)."""
+    table = segment.table
+    out = np.full(len(table), -1, dtype=np.int64)
+    markers = rows[table.is_control[rows] & (table.magic[rows] == 2)]
+    if len(markers):
+        framed = SegmentReader(storage, path, base).frame(markers)
+        out[markers[framed.record_batch]] = coordinator_epochs(framed)
+    return out

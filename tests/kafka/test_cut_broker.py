@@ -1,0 +1,127 @@
+"""A cut against Kafka's own broker. Kafka truncates a log itself when it recovers one whose batch
+is corrupt: every batch from that one on goes, later segments with it. The samples restored into
+a broker, a batch at the cut corrupted in each partition and the broker restarted uncleanly, what
+its recovery leaves is byte for byte what `segpipe cut` writes. Then the cut output restored into
+the broker loads without recovery, ends where the cut ended it, and serves exactly the records
+below the cut: all of them read_uncommitted; read_committed, the committed ones below the first
+transaction the cut left open (the last stable offset stops there)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from segment_io.layout import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT
+from tests.helpers import run_segpipe
+from tests.kafka.broker import Broker
+from tests.kafka.test_restore import aborted, consumed, dumped, expected, offsets, topic_configs
+
+pytestmark = pytest.mark.kafka
+TOPICS = {"orders": 2, "clicks": 1}
+NAMES = sorted(f"{t}-{p}" for t, n in TOPICS.items() for p in range(n))
+ALL_TOPICS = {**TOPICS, "legacy-users": 1}  # the samples' topics (restored whole, then left alone)
+
+
+def open_transaction_cut(sample_dir: Path) -> int:
+    """An offset of orders-0 where a transaction is open: its COMMIT or ABORT marker's."""
+    proc = run_segpipe("dump", str(sample_dir), "--topic", "orders", "--partition", "0", "--batches")
+    batches = [json.loads(line) for line in proc.stdout.splitlines()]
+    markers = [b for b in batches if b["is_control"] and b["base_offset"] > 1000]
+    return int(markers[0]["base_offset"])
+
+
+def corrupt_from(log_dir: Path, name: str, offset: int) -> None:
+    """Flip a CRC byte of the partition's first batch that ends at or above `offset`."""
+    for log in sorted((log_dir / name).glob("*.log")):
+        data = bytearray(log.read_bytes())
+        pos = 0
+        while pos + 61 <= len(data):
+            size = int.from_bytes(data[pos + 8 : pos + 12], "big")
+            last = int.from_bytes(data[pos : pos + 8], "big") + int.from_bytes(
+                data[pos + 23 : pos + 27], "big"
+            )
+            if last >= offset:
+                data[pos + 17] ^= 0xFF
+                log.write_bytes(bytes(data))
+                return
+            pos += 12 + size
+    raise AssertionError(f"{name}: no batch ends at or above {offset}")
+
+
+def logs_of(root: Path, name: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / name).glob("*")) if p.suffix in (".log", ".index")}
+
+
+def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
+    kafka_jars: Path, sample_dir: Path, tmp_path: Path
+) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    until = open_transaction_cut(sample_dir)
+    out = tmp_path / "cut"
+    proc = run_segpipe("cut", str(sample_dir), str(out), "--until-offset", str(until), "--topic", "orders",
+                       "--topic", "clicks")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = {
+        p["partition"]: p for p in json.loads((out / "_segpipe" / "report.json").read_text())["partitions"]
+    }
+    assert report["orders-0"]["open_transactions"], "the cut leaves a transaction open"
+    broker = Broker(tmp_path / "kafka")
+    try:
+        broker.start()
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics(
+            [NewTopic(t, n, 1, topic_configs=topic_configs(t)) for t, n in sorted(ALL_TOPICS.items())]
+        )
+        admin.close()
+        deadline = time.monotonic() + 60
+        while not all((broker.log_dir / name / "partition.metadata").exists() for name in NAMES):
+            assert time.monotonic() < deadline, "the broker did not create the partitions"
+            time.sleep(0.1)  # bounded: until the broker made every partition directory
+        broker.stop()
+        # Kafka's own truncation: the samples, a corrupt batch at the cut, an unclean restart.
+        restored = run_segpipe("restore-kafka", str(sample_dir), str(broker.log_dir), "--backup",
+                               str(tmp_path / "backup-1"))  # fmt: skip
+        assert restored.returncode == 0, restored.stderr
+        for name in NAMES:
+            corrupt_from(broker.log_dir, name, until)
+        (broker.log_dir / CLEAN_SHUTDOWN).unlink(missing_ok=True)
+        checkpoint = broker.log_dir / RECOVERY_CHECKPOINT
+        lines = checkpoint.read_text().splitlines()
+        kept = [line for line in lines[2:] if f"{line.split()[0]}-{line.split()[1]}" not in NAMES]
+        checkpoint.write_text("\n".join([lines[0], str(len(kept)), *kept]) + "\n")  # recover ours from 0
+        broker.start()
+        assert all(broker.log_lines(f"partition={name},") for name in NAMES)
+        broker.stop()
+        for name in NAMES:
+            assert logs_of(broker.log_dir, name) == logs_of(out, name), name
+        # The cut log restored: loaded as it is, served as the cut left it.
+        restored = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup",
+                               str(tmp_path / "backup-2"))  # fmt: skip
+        assert restored.returncode == 0, restored.stderr
+        seen = len(broker.server_log.read_text(errors="replace").splitlines())
+        broker.start()
+        lines = broker.server_log.read_text(errors="replace").splitlines()[seen:]
+        ours = [line for line in lines if any(f"partition={name}," in line for name in NAMES)]
+        # The message, not the directory's name; loading our producer snapshot is routine ("Producer
+        # state recovery took ..."), recovering a segment or truncating is not.
+        said = [line.rsplit("] ", 1)[-1].lower() for line in ours]
+        problems = ("recovering", "truncat", "corrupt", "invalid")
+        assert [line for line in said if any(w in line for w in problems)] == []
+        starts, ends = offsets(broker, NAMES)
+        rows = dumped(out)
+        for name in NAMES:
+            end = report[name]["log_end_offset"]
+            assert (starts[name], ends[name]) == (0, end), name
+            topic, _, number = name.rpartition("-")
+            got = consumed(broker, topic, int(number), "read_uncommitted", end)
+            assert got == expected(rows.get(name, []), set()), name
+            stable = min([t["first_offset"] for t in report[name]["open_transactions"]], default=end)
+            below = [r for r in rows.get(name, []) if r["offset"] < stable]
+            got = consumed(broker, topic, int(number), "read_committed", stable)
+            assert got == expected(below, aborted(rows.get(name, []))), name
+    finally:
+        broker.kill()
