@@ -172,3 +172,20 @@ def test_a_kill_loses_nothing(src: Path, cut: Path, tmp_path: Path, stage: str) 
     assert {k: v for k, v in files_of(tmp_path / "out").items() if "_segpipe" not in k} == {
         k: v for k, v in files_of(cut).items() if "_segpipe" not in k
     }
+
+
+def test_the_readme_cut_example_runs(tmp_path: Path) -> None:
+    """The README's cut commands as written (their /tmp paths moved into the test's own), all but
+    the restore into a broker's directory (tests/kafka/test_cut_broker.py restores one)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### The log as it was") :]
+    [block] = re.findall(r"```sh\n(.*?)```", section[: section.index("### Job files")], re.DOTALL)
+    commands = [line.split("  #")[0].split() for line in block.splitlines() if line.startswith("segpipe ")]
+    assert [c[1] for c in commands] == ["inspect", "cut", "clean", "restore-kafka"]
+    for command in commands[:3]:
+        args = [a.replace("/tmp/", f"{tmp_path}/") for a in command[1:]]
+        proc = run_segpipe(*args)
+        assert proc.returncode == 0, (command, proc.stderr)
+    assert (tmp_path / "as-it-was-cleaned" / "_segpipe" / "manifest.json").exists()
