@@ -217,3 +217,16 @@ def files_of(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and META_DIR not in p.parts
     }
+
+
+def dumped(path: Path) -> dict[str, list[dict]]:  # type: ignore[type-arg]
+    """`segpipe dump` of a log directory, per partition directory name."""
+    import json
+
+    proc = run_segpipe("dump", str(path))
+    assert proc.returncode == 0, proc.stderr
+    rows: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+    for line in proc.stdout.splitlines():
+        row = json.loads(line)
+        rows.setdefault(f"{row['topic']}-{row['partition']}", []).append(row)
+    return rows

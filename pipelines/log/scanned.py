@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.log.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
 from pipelines.runtime.tasks import run_packed
@@ -15,6 +15,9 @@ from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
 from segment_io.segment.scan import SegmentScan, check_segment_ranges
 from segment_io.storage import Storage, open_storage
 from segment_io.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from pipelines.runtime.harness import JobRun
 
 Log = Callable[[str], Any]
 # Tasks per core for the scan (and copies): a few per core balance the cores; each more costs a
@@ -96,6 +99,31 @@ def scan_log(
     kept = tuple(p for p in listing.partitions if p.tp not in skipped)
     listing = replace(listing, partitions=kept, checkpoints=without(listing.checkpoints, set(skipped)))
     return Scanned(storage, url, listing, tasks, segments, skipped)
+
+
+def scan_stage(
+    run: JobRun, src: str, log: Log, on_corrupt: str, topics: Callable[[str], bool] | None
+) -> Scanned:
+    """The scan stage of a job's `run` (its timer, its Spark): SRC scanned, each partition left out
+    for bad data said in the log (`on_corrupt` skip-partition; fail raises), then a stop point."""
+    from pipelines.runtime.faults import fault_point
+    from pipelines.runtime.session import raise_if_stopped
+
+    with run.timer.stage("scan"):
+        scanned = scan_log(run.spark, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)
+    for item in skipped_docs(scanned):
+        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
+    fault_point("after-scan")
+    raise_if_stopped()
+    return scanned
+
+
+def skipped_docs(scanned: Scanned) -> list[dict[str, Any]]:
+    """The partitions left out for bad data, as reports name them (file and byte)."""
+    return [
+        {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
+        for tp, exc in sorted(scanned.skipped.items())
+    ]
 
 
 def without(

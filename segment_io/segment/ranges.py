@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from segment_io.errors import CorruptIndex
-from segment_io.format.constants import V2_HEADER_SIZE
+from segment_io.format.constants import LOG_OVERHEAD, V2_HEADER_SIZE
 from segment_io.index import lookup_offset, read_offset_index, read_time_index
 from segment_io.layout import SegmentFiles
 from segment_io.segment.scan import BatchTable
@@ -127,7 +127,8 @@ def segment_window(
         return Window(0, size, size)
     try:
         entries = _offset_entries(storage, files, next_base)
-        start, claimed = 0, None
+        # The first offset a record of the range can have.
+        targets = [] if want.from_offset is None else [want.from_offset]
         if want.from_time is not None:
             times, relative = _time_entries(storage, files)
             if len(times) and int(times[-1]) < want.from_time:
@@ -136,20 +137,23 @@ def segment_window(
             # older than the range lets the read begin past O.
             older = int(np.searchsorted(times, want.from_time, side="left")) - 1
             if older >= 0:
-                start, claimed = _entry_at(entries, base, base + int(relative[older]) + 1)
-        if want.from_offset is not None:
-            at, offset = _entry_at(entries, base, want.from_offset)
-            if at > start:
-                start, claimed = at, offset
-        end, end_claimed = size, None
+                targets.append(base + int(relative[older]) + 1)
+        start = 0
+        if targets:
+            target = max(targets)
+            position, claimed = _entry_at(entries, base, target)
+            if claimed is not None:
+                batch = _batch_at(storage, files, position, claimed)
+                # The batch there ends at `claimed`: below the target, it holds nothing wanted.
+                start = position if claimed >= target else position + batch.size
+        end = size
         if want.to_offset is not None:
-            # The batch of the first entry above the range ends above it, so whatever follows it
-            # (from the next entry's position on) is past the range.
-            after = int(np.searchsorted(entries[:, 0], want.to_offset - base, side="right")) + 1
-            if after < len(entries):
-                end, end_claimed = int(entries[after, 1]), base + int(entries[after, 0])
-        _check_batch_at(storage, files, start, claimed)
-        _check_batch_at(storage, files, end, end_claimed)
+            above = int(np.searchsorted(entries[:, 0], want.to_offset - base, side="right"))
+            if above < len(entries):
+                position = int(entries[above, 1])
+                batch = _batch_at(storage, files, position, base + int(entries[above, 0]))
+                # That batch ends above the range: it holds some of it only if it begins in it.
+                end = position if batch.base_offset > want.to_offset else position + batch.size
     except CorruptIndex as exc:
         return Window(0, size, size, note=str(exc))
     # What comes before `start` is too old or too low, what begins at `end` too high.
@@ -194,24 +198,26 @@ def _time_entries(storage: Storage, files: SegmentFiles) -> tuple[np.ndarray, np
     return times, relative
 
 
-def _check_batch_at(storage: Storage, files: SegmentFiles, position: int, last_offset: int | None) -> None:
-    """The batch at `position` ends at the offset the index claims for it (a header read)."""
-    if last_offset is None:
-        return
+@dataclass(frozen=True)
+class _Header:
+    base_offset: int  # −1 where the header does not say (a legacy wrapper's first inner offset)
+    size: int  # the whole batch, its length field included
+
+
+def _batch_at(storage: Storage, files: SegmentFiles, position: int, last_offset: int) -> _Header:
+    """The header of the batch at `position`, which the index says ends at `last_offset`; a
+    header that says otherwise (or none there) raises CorruptIndex."""
     header = storage.read(files.log.path, position, position + V2_HEADER_SIZE)
-    legacy = len(header) > 16 and header[16] < 2
-    if len(header) < (17 if legacy else 27) or header[16] > 2 or _header_last_offset(header) != last_offset:
+    magic = header[16] if len(header) > 16 else -1
+    whole = len(header) >= (27 if magic == 2 else 17)
+    offset = int.from_bytes(header[0:8], "big", signed=True) if whole else -1
+    last = offset + int.from_bytes(header[23:27], "big", signed=True) if magic == 2 and whole else offset
+    if not whole or magic not in (0, 1, 2) or last != last_offset:
         raise CorruptIndex(
             files.index.path if files.index else files.log.path,
             None,
             f"no batch ending at offset {last_offset} at byte {position} of {files.log.path}",
         )
-
-
-def _header_last_offset(header: bytes) -> int:
-    """The last offset a batch header states: magic 2, base offset + last offset delta; a legacy
-    entry's offset (a wrapper's is its last inner record's)."""
-    offset = int.from_bytes(header[0:8], "big", signed=True)
-    if header[16] == 2:
-        return offset + int.from_bytes(header[23:27], "big", signed=True)
-    return offset
+    # A legacy entry's offset is its last record's (a wrapper's first one is not in its header).
+    base_offset = offset if magic == 2 else -1
+    return _Header(base_offset, LOG_OVERHEAD + int.from_bytes(header[8:12], "big", signed=True))

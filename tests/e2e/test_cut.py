@@ -10,12 +10,11 @@ import json
 import shutil
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from segment_io.producer_snapshot import read_snapshot
-from tests.helpers import files_of, run_segpipe
+from tests.helpers import dumped, files_of, run_segpipe
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,16 +32,6 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "orders-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 1200\n2 1600\n")
     (root / "log-start-offset-checkpoint").write_text("0\n2\norders 0 0\nclicks 0 0\n")
     return root
-
-
-def dumped(path: Path) -> dict[str, list[dict[str, Any]]]:
-    proc = run_segpipe("dump", str(path))
-    assert proc.returncode == 0, proc.stderr
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for line in proc.stdout.splitlines():
-        row = json.loads(line)
-        rows.setdefault(f"{row['topic']}-{row['partition']}", []).append(row)
-    return rows
 
 
 def checkpoint(path: Path) -> dict[str, int]:
@@ -181,7 +170,7 @@ def test_the_readme_cut_example_runs(tmp_path: Path) -> None:
 
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### The log as it was") :]
-    [block] = re.findall(r"```sh\n(.*?)```", section[: section.index("### Job files")], re.DOTALL)
+    [block] = re.findall(r"```sh\n(.*?)```", section[: section.index("\n### ")], re.DOTALL)
     commands = [line.split("  #")[0].split() for line in block.splitlines() if line.startswith("segpipe ")]
     assert [c[1] for c in commands] == ["inspect", "cut", "clean", "restore-kafka"]
     for command in commands[:3]:

@@ -343,7 +343,7 @@ def test_the_readme_erase_example_runs(tmp_path: Path) -> None:
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("### Erasing keys") :]
-    [block] = re.findall(r"```sh\n(.*?)```", section[: section.index("### Job files")], re.DOTALL)
+    [block] = re.findall(r"```sh\n(.*?)```", section[: section.index("\n### ")], re.DOTALL)
     for line in block.strip().splitlines():
         line = line.replace("/tmp/", f"{tmp_path}/")
         if line.startswith("printf"):

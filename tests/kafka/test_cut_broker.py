@@ -9,15 +9,14 @@ transaction the cut left open (the last stable offset stops there)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from segment_io.layout import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT
-from tests.helpers import run_segpipe
+from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import Broker
-from tests.kafka.test_restore import aborted, consumed, dumped, expected, offsets, topic_configs
+from tests.kafka.test_restore import aborted, consumed, create_topics, expected, offsets
 
 pytestmark = pytest.mark.kafka
 TOPICS = {"orders": 2, "clicks": 1}
@@ -58,8 +57,6 @@ def logs_of(root: Path, name: str) -> dict[str, bytes]:
 def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
     kafka_jars: Path, sample_dir: Path, tmp_path: Path
 ) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     until = open_transaction_cut(sample_dir)
     out = tmp_path / "cut"
     proc = run_segpipe("cut", str(sample_dir), str(out), "--until-offset", str(until), "--topic", "orders",
@@ -72,15 +69,7 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
     broker = Broker(tmp_path / "kafka")
     try:
         broker.start()
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        admin.create_topics(
-            [NewTopic(t, n, 1, topic_configs=topic_configs(t)) for t, n in sorted(ALL_TOPICS.items())]
-        )
-        admin.close()
-        deadline = time.monotonic() + 60
-        while not all((broker.log_dir / name / "partition.metadata").exists() for name in NAMES):
-            assert time.monotonic() < deadline, "the broker did not create the partitions"
-            time.sleep(0.1)  # bounded: until the broker made every partition directory
+        create_topics(broker, ALL_TOPICS)
         broker.stop()
         # Kafka's own truncation: the samples, a corrupt batch at the cut, an unclean restart.
         restored = run_segpipe("restore-kafka", str(sample_dir), str(broker.log_dir), "--backup",

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_segpipe
+from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import Broker
-from tests.kafka.test_restore import aborted, consumed, dumped, expected, offsets, topic_configs
+from tests.kafka.test_restore import aborted, consumed, create_topics, expected, offsets
 
 pytestmark = pytest.mark.kafka
 KEYS = [b"k0000000001", b"k0000000002", b"k0000000009"]
@@ -22,8 +21,6 @@ TOPICS = {"orders": 2, "clicks": 1}
 
 
 def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, tmp_path: Path) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     (tmp_path / "keys.txt").write_bytes(b"".join(k + b"\n" for k in KEYS))
     out = tmp_path / "out"
     flags = ["--topic", "orders", "--topic", "clicks"]
@@ -37,15 +34,7 @@ def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, 
     broker = Broker(tmp_path / "kafka")
     try:
         broker.start()
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        admin.create_topics(
-            [NewTopic(t, n, 1, topic_configs=topic_configs(t)) for t, n in sorted(TOPICS.items())]
-        )
-        admin.close()
-        deadline = time.monotonic() + 60
-        while not all((broker.log_dir / name / "partition.metadata").exists() for name in names):
-            assert time.monotonic() < deadline, "the broker did not create the partitions"
-            time.sleep(0.1)  # bounded: until the broker made every partition directory
+        create_topics(broker, TOPICS)
         broker.stop()
         restored = run_segpipe(
             "restore-kafka", str(out), str(broker.log_dir), "--backup", str(tmp_path / "backup")

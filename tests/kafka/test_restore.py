@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import run_segpipe
+from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import Broker
 
 pytestmark = pytest.mark.kafka
@@ -32,15 +32,21 @@ def topic_configs(topic: str) -> dict[str, str]:
     return {k: str(v) for k, v in merged.items() if not k.startswith("segpipe.") and k not in NOT_ON_A_TOPIC}
 
 
-def dumped(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """`segpipe dump` of the output, per partition directory."""
-    proc = run_segpipe("dump", str(out))
-    assert proc.returncode == 0, proc.stderr
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for line in proc.stdout.splitlines():
-        row = json.loads(line)
-        rows.setdefault(f"{row['topic']}-{row['partition']}", []).append(row)
-    return rows
+def create_topics(broker: Broker, topics: dict[str, int]) -> None:
+    """The samples' topics (name -> partitions) on the running `broker`, with their Kafka configs,
+    once the broker has made every partition directory (a bounded wait)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics(
+        [NewTopic(t, n, 1, topic_configs=topic_configs(t)) for t, n in sorted(topics.items())]
+    )
+    admin.close()
+    names = [f"{t}-{p}" for t, n in topics.items() for p in range(n)]
+    deadline = time.monotonic() + 60
+    while not all((broker.log_dir / name / "partition.metadata").exists() for name in names):
+        assert time.monotonic() < deadline, "the broker did not create the partitions"
+        time.sleep(0.1)  # bounded: until the broker made every partition directory
 
 
 def aborted(rows: list[dict[str, Any]]) -> set[int]:
@@ -113,8 +119,6 @@ def expected(rows: list[dict[str, Any]], skip: set[int]) -> list[dict[str, Any]]
 
 
 def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path, tmp_path: Path) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     out = tmp_path / "out"
     proc = run_segpipe(
         "clean", str(sample_dir), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW_MS)
@@ -130,15 +134,7 @@ def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path
     broker = Broker(tmp_path / "kafka")
     try:
         broker.start()
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        admin.create_topics(
-            [NewTopic(t, n, 1, topic_configs=topic_configs(t)) for t, n in sorted(topics.items())]
-        )
-        admin.close()
-        deadline = time.monotonic() + 60
-        while not all((broker.log_dir / name / "partition.metadata").exists() for name in partitions):
-            assert time.monotonic() < deadline, "the broker did not create the partitions"
-            time.sleep(0.1)  # bounded: until the broker made every partition directory
+        create_topics(broker, topics)
         backup = tmp_path / "backup"
         refused = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup", str(backup))
         assert refused.returncode == 2 and "is running" in refused.stderr, refused.stderr

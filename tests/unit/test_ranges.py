@@ -8,11 +8,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from segment_io.format.constants import DEFAULT_INDEX_INTERVAL_BYTES
 from segment_io.generate import TopicSpec, generate_log_dir
 from segment_io.layout import PartitionListing, list_log_dir
 from segment_io.segment.arrow import RECORD_SCHEMA
@@ -198,3 +200,28 @@ def test_offset_for_time_with_ties_out_of_order_times_and_an_empty_segment(tmp_p
                 at,
                 start,
             )
+
+
+def test_one_offset_reads_one_index_and_one_batch(log: Path) -> None:
+    """A lookup of one offset: the segments around it unread, and in its own a window of about one
+    index interval, in which only the batch with that offset is decoded (where batches are larger
+    than the interval, as in the bench set, the window is that batch alone)."""
+    storage, _ = open_storage(str(log))
+    part = next(p for p in partitions(log) if p.tp.topic == "created")
+    whole, _, _ = read(log, None, windowed=False)
+    offsets = [o for o, t in zip(whole.column("offset").to_pylist(), whole.column("topic").to_pylist(), strict=True)
+               if t == "created"]  # fmt: skip
+    for offset in offsets[:: len(offsets) // 25]:
+        want = RecordRange(from_offset=offset, to_offset=offset)
+        windows = [
+            segment_window(
+                storage, f, part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None, want
+            )
+            for i, f in enumerate(part.segments)
+        ]
+        [(files, window)] = [(f, w) for f, w in zip(part.segments, windows, strict=True) if w is not None]
+        assert window is not None and window.note is None
+        table = SegmentReader(storage, files.log.path, files.base_offset, window).scan().table
+        [decoded] = np.flatnonzero(want.batch_mask(table))
+        assert table.base_offset[decoded] <= offset <= table.last_offset[decoded]
+        assert window.end - window.start <= 2 * DEFAULT_INDEX_INTERVAL_BYTES + int(table.size.max()), offset

@@ -24,7 +24,7 @@ from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
-from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_linkable, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
@@ -36,10 +36,8 @@ from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.harness import JobRun, job_run, staged_output
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, run_packed, spark_packs
-from segment_io.errors import SegmentError
 from segment_io.layout import META_DIR, list_log_dir
 from segment_io.storage import open_storage
-from segment_io.topic_partition import TopicPartition
 
 # The modules this job's tasks run: Python workers start with them imported.
 WORKER_MODULES = (
@@ -111,19 +109,8 @@ def _clean(
 ) -> RunReport:
     spark, now, timer = run.spark, run.now, run.timer
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
-    with timer.stage("scan"):
-        scanned = scan_log(
-            spark,
-            request.src,
-            log,
-            skip_corrupt=request.on_corrupt == "skip-partition",
-            topics=request.topics,
-        )
-    skipped = [_skipped(tp, exc) for tp, exc in sorted(scanned.skipped.items())]
-    for item in skipped:
-        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
-    fault_point("after-scan")
-    raise_if_stopped()
+    scanned = scan_stage(run, request.src, log, request.on_corrupt, request.topics)
+    skipped = skipped_docs(scanned)
     if request.topics is None:  # with a selection, the caller checks against the whole of SRC
         request.config.require_topics(
             {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped},
@@ -201,10 +188,6 @@ def _clean(
         log(p.cleaner_line())
     log(report.totals_line())
     return report
-
-
-def _skipped(tp: TopicPartition, exc: SegmentError) -> dict[str, Any]:
-    return {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
 
 
 def _write_report(report: RunReport, report_path: str | None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from pipelines.jobs.cut.plan import PartitionCut, cut_partition, kept_epochs, kept_txns, lowered
 from pipelines.jobs.cut.producers import kept_snapshots, state_at_end
 from pipelines.jobs.cut.request import CutRequest
-from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_new_file
@@ -119,22 +119,8 @@ def run_cut(spark: Any, request: CutRequest, log: Log = print) -> CutReport:
 
 def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
     timer = run.timer
-    with timer.stage("scan"):
-        scanned = scan_log(
-            run.spark,
-            request.src,
-            log,
-            skip_corrupt=request.on_corrupt == "skip-partition",
-            topics=request.topics,
-        )
-    skipped = [
-        {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
-        for tp, exc in sorted(scanned.skipped.items())
-    ]
-    for item in skipped:
-        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
-    fault_point("after-scan")
-    raise_if_stopped()
+    scanned = scan_stage(run, request.src, log, request.on_corrupt, request.topics)
+    skipped = skipped_docs(scanned)
     with timer.stage("plan"):
         cuts = _plan(scanned, request)
     report = CutReport(request.src, request.dst, request.until_offset, request.until_time, request.dry_run)

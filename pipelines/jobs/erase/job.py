@@ -14,7 +14,7 @@ from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
 from pipelines.jobs.erase.plan import retain_empty
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure, erase_segment
-from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_log
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
 from pipelines.output.destination import require_destination, require_new_file
@@ -65,22 +65,8 @@ def _erase(
     gate: Gate | None,
 ) -> EraseReport:
     timer = run.timer
-    with timer.stage("scan"):
-        scanned = scan_log(
-            run.spark,
-            request.src,
-            log,
-            skip_corrupt=request.on_corrupt == "skip-partition",
-            topics=request.topics,
-        )
-    skipped = [
-        {"partition": str(tp), "path": exc.path, "position": exc.position, "error": str(exc)}
-        for tp, exc in sorted(scanned.skipped.items())
-    ]
-    for item in skipped:
-        log(f"segpipe: skipped partition {item['partition']}: {item['error']}")
-    fault_point("after-scan")
-    raise_if_stopped()
+    scanned = scan_stage(run, request.src, log, request.on_corrupt, request.topics)
+    skipped = skipped_docs(scanned)
     names = [str(p.tp) for p in scanned.listing.partitions]
     tasks = _tasks(scanned)
     digests = keys.digests()
