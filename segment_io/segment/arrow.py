@@ -61,8 +61,11 @@ def framed_to_arrow(
     data = s.data
 
     def per_record(batch_values: np.ndarray) -> np.ndarray:
-        """Broadcast a batch-table column to the records of each selected batch."""
-        return np.repeat(batch_values[s.batch_index], s.count)
+        """Broadcast a batch-table column to the records (of any subset: Framed.take) framed."""
+        return batch_values[s.batch_index][framed.record_batch]
+
+    def per_section(values: np.ndarray) -> np.ndarray:
+        return values[framed.record_batch]
 
     header_total = int(framed.header_count.sum())
     hk_start = np.empty(header_total, dtype=np.int64)
@@ -81,24 +84,24 @@ def framed_to_arrow(
     attrs = table.attributes[s.batch_index]
     # Labels by timestamp type + 1; codecs above zstd never get past the scan.
     ts_type = table.timestamp_type[s.batch_index] + 1
-    has_horizon = np.repeat((magic == 2) & ((attrs & DELETE_HORIZON_MASK) != 0), s.count)
+    has_horizon = per_section((magic == 2) & ((attrs & DELETE_HORIZON_MASK) != 0))
     columns = [
         _strings((topic,), np.zeros(n, dtype=np.int64)),
         pa.array(np.full(n, partition, dtype=np.int32)),
         pa.array(framed.offset),
         pa.array(framed.timestamp),
-        _strings(TIMESTAMP_TYPE_LABELS, np.repeat(ts_type, s.count)),
+        _strings(TIMESTAMP_TYPE_LABELS, per_section(ts_type)),
         rec.binary_array(data, framed.key_start, framed.key_len),
         rec.binary_array(data, framed.value_start, framed.value_len),
         headers,
         pa.array(np.full(n, segment_base_offset, dtype=np.int64)),
         pa.array(per_record(table.position)),
-        pa.array(np.repeat(s.first_offset, s.count)),
+        pa.array(per_section(s.first_offset)),
         pa.array(per_record(table.last_offset)),
-        pa.array(np.repeat(magic.astype(np.int8), s.count)),
-        _strings(CODEC_LABELS, np.repeat(attrs & CODEC_MASK, s.count)),
-        pa.array(np.repeat((magic == 2) & ((attrs & TRANSACTIONAL_MASK) != 0), s.count)),
-        pa.array(np.repeat((magic == 2) & ((attrs & CONTROL_MASK) != 0), s.count)),
+        pa.array(per_section(magic.astype(np.int8))),
+        _strings(CODEC_LABELS, per_section(attrs & CODEC_MASK)),
+        pa.array(per_section((magic == 2) & ((attrs & TRANSACTIONAL_MASK) != 0))),
+        pa.array(per_section((magic == 2) & ((attrs & CONTROL_MASK) != 0))),
         pa.array(per_record(table.producer_id)),
         pa.array(per_record(table.producer_epoch).astype(np.int16)),
         pa.array(per_record(table.base_sequence).astype(np.int32)),

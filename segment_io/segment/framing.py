@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -34,6 +34,11 @@ class Framed:
 
     def __len__(self) -> int:
         return int(self.offset.shape[0])
+
+    def take(self, rows: np.ndarray) -> Framed:
+        """Only the records `rows` (the sections, and the bytes they point into, shared)."""
+        picked = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "sections"}
+        return Framed(self.sections, **picked)
 
 
 def frame_records(path: str, table: BatchTable, sections: Sections) -> Framed:

@@ -70,6 +70,19 @@ class RecordRange:
             mask &= ~table.log_append_time | (table.max_timestamp <= self.to_time)
         return mask
 
+    def record_mask(self, offsets: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
+        """Which records (their offsets and timestamps) are inside."""
+        mask = np.ones(len(offsets), dtype=np.bool_)
+        for value, column, above in (
+            (self.from_offset, offsets, True),
+            (self.to_offset, offsets, False),
+            (self.from_time, timestamps, True),
+            (self.to_time, timestamps, False),
+        ):
+            if value is not None:
+                mask &= (column >= value) if above else (column <= value)
+        return mask
+
     def row_mask(self, rows: pa.RecordBatch) -> pa.Array | None:
         """Which records of `rows` (the one record schema) are inside; None: all of them."""
         bounds = (

@@ -82,5 +82,10 @@ class SegmentReader:
                 index = index[chosen[index]]
                 if len(index) == 0:
                     continue
-            rows = framed_to_arrow(self.frame(index), table, topic, partition, self.base_offset)
-            yield rows if want is None else want.filter(rows)
+            framed = self.frame(index)
+            if chosen is not None:  # records outside the range never become Arrow rows
+                assert want is not None
+                framed = framed.take(np.flatnonzero(want.record_mask(framed.offset, framed.timestamp)))
+                if len(framed) == 0:
+                    continue
+            yield framed_to_arrow(framed, table, topic, partition, self.base_offset)
