@@ -98,8 +98,14 @@ def _refuse_before_spark(job: JobFile) -> None:
 
 
 def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:
-    from pipelines.run.runner import clean_request, erase_request, unit_name
+    from pipelines.run.runner import clean_request, cut_request, erase_request, unit_name
 
+    if unit == ("cut",):
+        with spark_run(args, "pipelines.jobs.cut.job") as sc:
+            from pipelines.jobs.cut.job import run_cut
+
+            run_cut(sc, cut_request(job, dry_run=True), console.say)
+        return EXIT_OK
     if unit == ("erase",):
         with spark_run(args, "pipelines.jobs.erase.job") as sc:
             from pipelines.jobs.erase.job import run_erase

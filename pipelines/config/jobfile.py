@@ -23,15 +23,19 @@ from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.config.selection import TopicSelection
 from pipelines.errors import ConfigError
 
-# The steps a job may name, in the only order they can run: erasure takes listed keys out first
+# The steps a job may name, in the only order they can run: a cut takes the log back to a moment
+# first (Kafka's truncation comes before its cleaning), erasure takes listed keys out next
 # (what a clean keeps must not bring them back), retention and compaction make the output (one
 # pass over the data when both are named: Kafka applies both in one cleaning cycle), validation
 # proves it before tiering moves it, expiry deletes what tiering left unreferenced.
-STEPS = ("erase", "retention", "compact", "validate", "tier", "expire")
+STEPS = ("cut", "erase", "retention", "compact", "validate", "tier", "expire")
+WRITING_STEPS = ("cut", "erase", "retention", "compact")
 CLEAN_STEPS = ("retention", "compact")
 RUN_PLACEHOLDER = "{run}"
-# Where an erase followed by a clean writes, beside the output (kept: validate proves both from it).
+# Where an erase followed by a clean writes, beside the output (kept: validate proves both from it);
+# likewise a cut followed by an erase or a clean.
 ERASED_SUFFIX = ".erased"
+CUT_SUFFIX = ".cut"
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,13 @@ JOB_KEYS: tuple[Key, ...] = (
     Key("source", "path or URL", "the log directory the job reads; no step modifies it",
         required=True),
     Key("steps", "list", f"what runs, in this order: any of {', '.join(STEPS)}", required=True),
-    Key("output", "path or URL", "where erase/retention/compact write the log directory (absent or "
-        f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name; erase followed by retention or compact "
-        f"writes `<output>{ERASED_SUFFIX}`, which they read. Needed by erase, retention and compact"),
+    Key("output", "path or URL", "where cut/erase/retention/compact write the log directory (absent or "
+        f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name; a cut followed by another of them "
+        f"writes `<output>{CUT_SUFFIX}`, an erase followed by retention or compact "
+        f"`<output>{ERASED_SUFFIX}`, which the next reads. Needed by cut, erase, retention and compact"),
     Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
+    Key("cut", "map", "where the cut step cuts each partition (keys below). Needed by cut"),
     Key("erase", "map", "what the erase step removes (keys below). Needed by erase"),
     Key("suites", "list", "great-expectations suite files (JSON, as GE saves them; paths or URLs) the "
         "validate step also runs over the records of the topics each names. Needs validate"),
@@ -65,6 +71,11 @@ JOB_KEYS: tuple[Key, ...] = (
         "else beside the remote tier, else beside the source"),
     Key("spark", "map", "how steps run on Spark (keys below)"),
     Key("airflow", "map", "how the maintenance DAG schedules the job (keys below)"),
+)  # fmt: skip
+CUT_KEYS: tuple[Key, ...] = (
+    Key("until_offset", "integer ≥ 0", "keep each partition's batches that end below this offset"),
+    Key("until_time", "epoch ms or ISO-8601", "cut each partition at its first record at or after this time "
+        "(Kafka's ListOffsets); one of until_offset and until_time"),
 )  # fmt: skip
 ERASE_KEYS: tuple[Key, ...] = (
     Key("keys", "path or URL", "the key list: one key per line, or a Parquet or CSV file with a `key` column",
@@ -84,6 +95,12 @@ AIRFLOW_KEYS: tuple[Key, ...] = (
     Key("retry_delay_minutes", "integer ≥ 0", "wait before a retry (default: 5)"),
     Key("timeout_minutes", "integer ≥ 1", "a step task's time-out (default: 120)"),
 )
+
+
+@dataclass(frozen=True)
+class CutSettings:
+    until_offset: int | None = None
+    until_time: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +146,7 @@ class JobFile:
     digest: str  # of what the job does (not of comments or layout): a state file belongs to one
     suites: tuple[str, ...] = ()  # the operator's suite files the validate step runs
     erase: EraseSettings | None = None
+    cut: CutSettings | None = None
 
     @property
     def cleans(self) -> bool:
@@ -139,9 +157,25 @@ class JobFile:
         return "erase" in self.steps
 
     @property
+    def cuts(self) -> bool:
+        return "cut" in self.steps
+
+    @property
     def log_dir(self) -> str:
         """The log directory validate and tier work on: the output, or else the source."""
-        return self.output if (self.cleans or self.erases) and self.output else self.source
+        writes = any(s in WRITING_STEPS for s in self.steps)
+        return self.output if writes and self.output else self.source
+
+    @property
+    def cut_dir(self) -> str:
+        """Where the cut step writes: the output, or beside it where an erase or a clean follows."""
+        assert self.output is not None
+        return self.output + CUT_SUFFIX if (self.erases or self.cleans) else self.output
+
+    @property
+    def erase_source(self) -> str:
+        """What the erase step reads: the cut log where the job cuts first, else the source."""
+        return self.cut_dir if self.cuts else self.source
 
     @property
     def erased_dir(self) -> str:
@@ -151,8 +185,8 @@ class JobFile:
 
     @property
     def clean_source(self) -> str:
-        """What the clean steps read: the erased log where the job erases first, else the source."""
-        return self.erased_dir if self.erases else self.source
+        """What the clean steps read: what the step before them wrote (erase, cut), else the source."""
+        return self.erased_dir if self.erases else self.erase_source
 
     @property
     def selection(self) -> TopicSelection | None:
@@ -389,14 +423,19 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     assert source is not None
     if check_source and not _exists(source):
         raise items["source"].refuse(f"source {source}: no such log directory")
-    cleans = any(s in CLEAN_STEPS for s in steps)
-    writes = cleans or "erase" in steps
+    writes = any(s in WRITING_STEPS for s in steps)
     if writes and output is None:
         raise items["steps"].refuse(
-            "erase, retention and compact write a log directory: the job needs 'output'"
+            "cut, erase, retention and compact write a log directory: the job needs 'output'"
         )
     if not writes and output is not None:
-        raise items["output"].refuse("'output' is written only by erase, retention or compact (not in steps)")
+        raise items["output"].refuse(
+            "'output' is written only by cut, erase, retention or compact (not in steps)"
+        )
+    cut = _cut(items["cut"]) if "cut" in items else None
+    if ("cut" in steps) != (cut is not None):
+        where = items["steps"] if cut is None else items["cut"]
+        raise where.refuse("the cut step and the 'cut' map (where it cuts) go together")
     erase = _erase(items.get("erase"), base, check_source) if "erase" in items else None
     if ("erase" in steps) != (erase is not None):
         where = items["steps"] if erase is None else items["erase"]
@@ -406,7 +445,9 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
             raise items["steps"].refuse(f"step '{step}' works on a remote tier: the job needs 'remote'")
     topics = TopicSelection(tuple(items["topics"].strings("topics")) if "topics" in items else ())
     if not topics.everything and not writes:
-        raise items["topics"].refuse("topics selects what erase/retention/compact write; steps names none")
+        raise items["topics"].refuse(
+            "topics selects what cut/erase/retention/compact write; steps names none"
+        )
     suites = tuple(_resolve(s, base) for s in items["suites"].strings("suites")) if "suites" in items else ()
     if suites and "validate" not in steps:
         raise items["suites"].refuse("suites run in the validate step, which steps does not name")
@@ -430,12 +471,32 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         "configs": {"defaults": configs.defaults.to_kafka(),
                     "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())}},
         "now": now_ms, "suites": suites, "erase": None if erase is None else vars(erase),
+        **({} if cut is None else {"cut": vars(cut)}),
     }  # fmt: skip
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
     return JobFile(
         os.path.abspath(path), name, source, steps, output, remote, topics, configs, now_ms, state, spark,
-        airflow, digest, suites, erase,
+        airflow, digest, suites, erase, cut,
     )  # fmt: skip
+
+
+def _cut(node: _Node) -> CutSettings:
+    items = _section(node, CUT_KEYS, "cut")
+    if ("until_offset" in items) == ("until_time" in items):
+        raise node.refuse("cut: exactly one of until_offset and until_time")
+    if "until_offset" in items:
+        text = items["until_offset"].string("cut.until_offset")
+        if not text.isdigit():
+            raise items["until_offset"].refuse(f"cut.until_offset {text!r}: an offset (an integer ≥ 0)")
+        return CutSettings(until_offset=int(text))
+    from pipelines.clock import parse_time
+
+    try:
+        return CutSettings(
+            until_time=parse_time(items["until_time"].string("cut.until_time"), "cut.until_time")
+        )
+    except ConfigError as exc:
+        raise items["until_time"].refuse(str(exc)) from None
 
 
 def _erase(node: _Node | None, base: str, check_source: bool) -> EraseSettings:
@@ -459,6 +520,7 @@ def schema_table() -> list[str]:
     rows = ["| key | type | meaning |", "|---|---|---|"]
     for prefix, keys in (
         ("", JOB_KEYS),
+        ("cut.", CUT_KEYS),
         ("erase.", ERASE_KEYS),
         ("spark.", SPARK_KEYS),
         ("airflow.", AIRFLOW_KEYS),

@@ -22,6 +22,7 @@ from pipelines.runtime.faults import fault_point
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
     from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.jobs.cut.request import CutRequest
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.jobs.tier.request import TierRequest
     from pipelines.jobs.validate.request import ValidateRequest
@@ -89,13 +90,25 @@ def clean_request(
     )  # fmt: skip
 
 
+def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
+    """The cut step of `job`: its source into its cut log directory, the job's topics only."""
+    from pipelines.jobs.cut.request import CutRequest
+
+    assert job.cut is not None
+    return CutRequest(
+        src=job.source, dst=job.cut_dir, until_offset=job.cut.until_offset, until_time=job.cut.until_time,
+        topics=job.selection, dry_run=dry_run,
+    )  # fmt: skip
+
+
 def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
-    """The erase step of `job`: its source into its erased log directory, the job's topics only."""
+    """The erase step of `job`: its source (or what its cut step wrote) into its erased log
+    directory, the job's topics only."""
     from pipelines.jobs.erase.request import EraseRequest
 
     assert job.erase is not None
     return EraseRequest(
-        src=job.source, dst=job.erased_dir, keys=job.erase.keys, key_format=job.erase.key_format,
+        src=job.erase_source, dst=job.erased_dir, keys=job.erase.keys, key_format=job.erase.key_format,
         header_names=job.erase.also_in_headers, topics=job.selection, dry_run=dry_run,
     )  # fmt: skip
 
@@ -127,6 +140,8 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
 
 
 def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+    if unit == ("cut",):
+        return _cut(spark, job, log)
     if unit == ("erase",):
         return _erase(spark, job, log)
     if unit[0] in CLEAN_STEPS:
@@ -136,6 +151,32 @@ def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], 
     if unit == ("tier",):
         return _tier(spark, job, state, log)
     return _expire(job, state, log)
+
+
+def _cut(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
+    from pipelines.jobs.cut.job import run_cut
+    from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, published_manifest
+
+    request = cut_request(job)
+    published = published_manifest(request.dst)
+    # Published by this step before the run stopped: the same source and the same moment.
+    if (
+        published is not None
+        and published.get(MANIFEST_JOB) == CUT_JOB
+        and (published.get("src"), published.get("until_offset"), published.get("until_time"))
+        == (request.src, request.until_offset, request.until_time)
+    ):
+        log(f"segpipe: step cut: {request.dst} was published by this run before it stopped")
+        return {"adopted": True, "run_id": published.get("run_id")}
+    report = run_cut(spark, request, log)
+    return {
+        "run_id": report.run_id,
+        "partitions": {
+            p.partition: {"log_end_offset": p.log_end_offset, "records_removed": p.records_removed,
+                          "open_transactions": len(p.open_transactions)}
+            for p in report.partitions or []
+        },
+    }  # fmt: skip
 
 
 def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
@@ -212,7 +253,8 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
 
 
 def _erasure_problems(spark: Any, job: JobFile, log: Log) -> list[str]:
-    """The erase step's output proved against the source from the data (validate --erased)."""
+    """The erase step's output proved against what it read (the source, or the cut log) from the
+    data (validate --erased)."""
     from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
     from pipelines.jobs.erase.proof import failures, prove_erasure
 
@@ -221,11 +263,12 @@ def _erasure_problems(spark: Any, job: JobFile, log: Log) -> list[str]:
     names = (
         ErasedKeys.of([n.encode() for n in job.erase.also_in_headers]) if job.erase.also_in_headers else None
     )
-    problems = list(failures(prove_erasure(spark, job.erased_dir, job.source, keys, names, job.selection)))
+    read = job.erase_source
+    problems = list(failures(prove_erasure(spark, job.erased_dir, read, keys, names, job.selection)))
     for line in problems:
         log(f"segpipe: erasure proof failed: {line}")
     if not problems:
-        log(f"segpipe: erasure proved: {job.erased_dir} is {job.source} minus exactly the listed records")
+        log(f"segpipe: erasure proved: {job.erased_dir} is {read} minus exactly the listed records")
     return problems
 
 

@@ -97,3 +97,35 @@ def test_a_job_erases_then_compacts_and_validates_both(tmp_path: Path, sample_di
             rows = read_log(root, part)
             assert rows and not any(r["key"] in (b"k0000000001", b"k0000000002") for r in rows)
     assert not (tmp_path / "out" / "legacy-users-0").exists()  # the job's topics only
+
+
+def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir: Path) -> None:
+    """steps: [cut, compact, validate]: the cut writes `<output>.cut`, the compaction reads it, and
+    the output is byte for byte what `segpipe cut` then `segpipe clean` write."""
+    from tests.helpers import files_of
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: as-it-was\nsource: {sample_dir}\noutput: out\nsteps: [cut, compact, validate]\n"
+        "now: 2023-11-23T00:40:00Z\ncut: {until_time: 2023-11-18T09:33:20Z}\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    proc = run_segpipe("run", str(job), "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    assert records["cut"]["partitions"]["orders-0"]["records_removed"] > 0
+    by_hand = run_segpipe(
+        "cut", str(sample_dir), str(tmp_path / "cut"), "--until-time", "2023-11-18T09:33:20Z"
+    )
+    assert by_hand.returncode == 0, by_hand.stderr
+    config = tmp_path / "compact.yaml"
+    config.write_text("defaults:\n  cleanup.policy: compact\n")
+    clean = run_segpipe("clean", str(tmp_path / "cut"), str(tmp_path / "clean"), "--config", str(config),
+                        "--now", "2023-11-23T00:40:00Z")  # fmt: skip
+    assert clean.returncode == 0, clean.stderr
+
+    def log_files(root: Path) -> dict[str, bytes]:
+        return {k: v for k, v in files_of(root).items() if not k.startswith("_segpipe")}
+
+    assert log_files(tmp_path / "out.cut") == log_files(tmp_path / "cut")
+    assert log_files(tmp_path / "out") == log_files(tmp_path / "clean")

@@ -190,3 +190,39 @@ def test_an_erase_step_goes_first_and_needs_its_key_list(tmp_path: Path) -> None
     ]:
         with pytest.raises(ConfigError, match=reason):
             load_job_file(str(_job(tmp_path, bad)))
+
+
+def test_a_cut_step_writes_beside_the_output_where_a_later_step_reads_it(tmp_path: Path) -> None:
+    base = f"name: j\nsource: {tmp_path}\noutput: out\n"
+    path = tmp_path / "job.yaml"
+    path.write_text(base + "steps: [cut, erase, compact]\ncut: {until_time: 2026-11-20T09:12:00Z}\n"
+                    "erase: {keys: keys.txt}\n")  # fmt: skip
+    (tmp_path / "keys.txt").write_text("k\n")
+    job = load_job_file(str(path), check_source=False)
+    assert job.cut is not None and job.cut.until_time == 1_795_165_920_000
+    assert (job.cut_dir, job.erase_source, job.erased_dir, job.clean_source) == (
+        str(tmp_path / "out.cut"), str(tmp_path / "out.cut"), str(tmp_path / "out.erased"),
+        str(tmp_path / "out.erased"),
+    )  # fmt: skip
+    path.write_text(base + "steps: [cut]\ncut: {until_offset: 1500}\n")
+    alone = load_job_file(str(path), check_source=False)
+    assert (alone.cut_dir, alone.log_dir) == (str(tmp_path / "out"), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("steps: [cut]\n", "the cut step and the 'cut' map"),
+        ("steps: [compact]\ncut: {until_offset: 5}\n", "the cut step and the 'cut' map"),
+        ("steps: [cut]\ncut: {}\n", "exactly one of until_offset and until_time"),
+        ("steps: [cut]\ncut: {until_offset: 5, until_time: 2026-11-20}\n", "exactly one of"),
+        ("steps: [cut]\ncut: {until_offset: -5}\n", "an offset"),
+        ("steps: [cut]\ncut: {until_time: soon}\n", "ISO-8601"),
+        ("steps: [compact, cut]\ncut: {until_offset: 5}\n", "order"),
+    ],
+)
+def test_a_cut_step_is_refused_where_it_cannot_run(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(f"name: j\nsource: {tmp_path}\noutput: out\n" + text)
+    with pytest.raises(ConfigError, match=reason):
+        load_job_file(str(path), check_source=False)
