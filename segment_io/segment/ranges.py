@@ -4,7 +4,7 @@ that can hold them, found through its sparse indexes as Kafka's own lookups find
 
 The windows are sound, never a guess: offsets grow along a log, so an offset range is cut on
 both sides; timestamps need not (CreateTime records come in any order), so a time range only
-moves the start past what the time index proves to be older, and skips a segment whose largest
+moves the start past what the time index proves to be older, and skips a rolled segment whose largest
 timestamp is older. Every record read is still checked against the range (`row_mask`)."""
 
 from __future__ import annotations
@@ -144,8 +144,11 @@ def segment_window(
         targets = [] if want.from_offset is None else [want.from_offset]
         if want.from_time is not None:
             times, relative = _time_entries(storage, files)
-            if len(times) and int(times[-1]) < want.from_time:
-                return None  # the segment's largest timestamp (the last entry) is older
+            # A rolled segment's last entry is its largest timestamp (Kafka appends it when the
+            # segment stops being active, and judges retention by it). The active segment's may
+            # lag behind its last batches: it is never skipped by time.
+            if next_base is not None and len(times) and int(times[-1]) < want.from_time:
+                return None
             # An entry (T, O): no record at or below offset O is newer than T. The last entry
             # older than the range lets the read begin past O.
             older = int(np.searchsorted(times, want.from_time, side="left")) - 1

@@ -225,3 +225,23 @@ def test_one_offset_reads_one_index_and_one_batch(log: Path) -> None:
         [decoded] = np.flatnonzero(want.batch_mask(table))
         assert table.base_offset[decoded] <= offset <= table.last_offset[decoded]
         assert window.end - window.start <= 2 * DEFAULT_INDEX_INTERVAL_BYTES + int(table.size.max()), offset
+
+
+def test_the_active_segments_time_index_is_not_taken_for_its_largest_timestamp(
+    log: Path, tmp_path: Path
+) -> None:
+    """The last segment's time index without its final entries (a broker stopped before it
+    appended them): a time range beyond what the index holds still finds that segment's records."""
+    copy = tmp_path / "log"
+    shutil.copytree(log, copy)
+    last = next(p for p in partitions(copy) if p.tp.topic == "created").segments[-1]
+    assert last.timeindex is not None
+    timeindex = Path(last.timeindex.path)
+    entries = timeindex.read_bytes()
+    assert len(entries) >= 24
+    timeindex.write_bytes(entries[:12])  # only the first entry left
+    stale = int.from_bytes(entries[:8], "big")
+    want = RecordRange(from_time=stale + 1)
+    got, _, _ = read(copy, want, windowed=True)
+    expected = read(log, want, windowed=False)[0]
+    assert len(expected) and rows(got) == rows(expected)
