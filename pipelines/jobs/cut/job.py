@@ -272,8 +272,8 @@ def _side_files(
         directory = posixpath.join(staging.path, part.tp.dir_name)
         staging.storage.makedirs(directory)
         log_start = max([starts.get(part.tp, 0), *(f.base_offset for f in part.segments[:1])])
-        ours = cut.end < cut.before  # the log was cut: its producer state at the end is written
-        for info in kept_snapshots(part, log_start, end):
+        ours = cut.end < cut.before  # the log was cut (a partition not cut keeps its files as they are)
+        for info in kept_snapshots(part, log_start, end) if ours else part.snapshots:
             if not (ours and snapshot_offset(info.name) == end):
                 target = posixpath.join(part.tp.dir_name, info.name)
                 copies.append(CopyTask(scanned.url, info.path, target, info.mtime_ms, info.size))
@@ -284,7 +284,7 @@ def _side_files(
             )
         for info in part.other_files:
             target = posixpath.join(part.tp.dir_name, info.name)
-            if info.name == LEADER_EPOCH_CHECKPOINT:
+            if ours and info.name == LEADER_EPOCH_CHECKPOINT:
                 entries = parse_leader_epoch_checkpoint(scanned.storage.read(info.path), info.path)
                 staging.storage.write_atomic(
                     posixpath.join(staging.path, target),
