@@ -20,10 +20,10 @@ demo: venv
 		--config conf/samples.yaml --now-ms 1700700000000 --master "local[2]"
 	.venv/bin/segpipe inspect out/samples-cleaned
 
-# Two test files at a time (pytest-xdist; a file's tests stay together, with the servers its
-# fixtures start): measured 13.5 min for the whole suite on 2 cores, against about 19 one by one.
+# Three test files at a time on 2 cores (pytest-xdist; a file's tests stay together, with the servers
+# its fixtures start): much of a server test's time is waiting for a JVM or a server to start.
 test: venv
-	.venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	.venv/bin/python -m pytest -q -n 3 --dist loadfile
 
 lint: venv
 	.venv/bin/ruff check .

@@ -48,17 +48,3 @@ def seaweed_env() -> Iterator[dict[str, str]]:
 
     with seaweedfs() as url, aws_endpoint(url) as env:
         yield env
-
-
-# The order test files are handed to the two xdist workers (`make test`: --dist loadfile
-# --no-loadscope-reorder): those that start servers or clusters take the longest, so they go first
-# and the many short files fill in at the end, instead of one long file starting last.
-FIRST_MARKS = ("cluster", "airflow", "connect", "s3", "kafka", "e2e", "spark")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        marks = {m.name for m in item.iter_markers()}
-        return next((i for i, name in enumerate(FIRST_MARKS) if name in marks), len(FIRST_MARKS))
-
-    items.sort(key=rank)  # stable: a file's tests stay together and in order
