@@ -5,7 +5,7 @@ that can hold them, found through its sparse indexes as Kafka's own lookups find
 The windows are sound, never a guess: offsets grow along a log, so an offset range is cut on
 both sides; timestamps need not (CreateTime records come in any order), so a time range only
 moves the start past what the time index proves to be older, and skips a rolled segment whose largest
-timestamp is older. Every record read is still checked against the range (`row_mask`)."""
+timestamp is older. Every record read is still checked against the range (`record_mask`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from segment_io.errors import CorruptIndex
 from segment_io.format.constants import LOG_OVERHEAD, V2_HEADER_SIZE
@@ -83,24 +82,11 @@ class RecordRange:
                 mask &= (column >= value) if above else (column <= value)
         return mask
 
-    def row_mask(self, rows: pa.RecordBatch) -> pa.Array | None:
-        """Which records of `rows` (the one record schema) are inside; None: all of them."""
-        bounds = (
-            (self.from_offset, "offset", pc.greater_equal),
-            (self.to_offset, "offset", pc.less_equal),
-            (self.from_time, "timestamp", pc.greater_equal),
-            (self.to_time, "timestamp", pc.less_equal),
-        )
-        mask = None
-        for value, column, compare in bounds:
-            if value is not None:
-                test = compare(rows.column(column), value)
-                mask = test if mask is None else pc.and_(mask, test)
-        return mask
-
     def filter(self, rows: pa.RecordBatch) -> pa.RecordBatch:
-        mask = self.row_mask(rows)
-        return rows if mask is None else rows.filter(mask)
+        """The records of `rows` (the one record schema) inside the range."""
+        offsets = rows.column("offset").to_numpy(zero_copy_only=False)
+        timestamps = rows.column("timestamp").to_numpy(zero_copy_only=False)
+        return rows.filter(pa.array(self.record_mask(offsets, timestamps)))
 
 
 def _tighter(pick: Callable[[int, int], int], a: int | None, b: int | None) -> int | None:

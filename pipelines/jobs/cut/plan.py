@@ -45,9 +45,6 @@ class PartitionCut:
     empty_at: int | None
     open_transactions: tuple[OpenTransaction, ...]
 
-    def is_whole(self, i: int, batches: int) -> bool:
-        return self.kept_batches[i] == batches
-
 
 def cut_partition(
     bases: Sequence[int], tables: Sequence[BatchTable], asked: int | None, log_end: int

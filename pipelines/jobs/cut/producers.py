@@ -24,9 +24,10 @@ from segment_io.producer_snapshot import (
 )
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Storage
+from segment_io.storage.base import FileInfo
 
 
-def kept_snapshots(part: PartitionListing, log_start: int, end: int) -> list[Any]:
+def kept_snapshots(part: PartitionListing, log_start: int, end: int) -> list[FileInfo]:
     """The source's snapshots a truncation keeps: above the log start, at or below the new end."""
     return [info for info in part.snapshots if log_start < snapshot_offset(info.name) <= end]
 
