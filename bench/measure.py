@@ -27,6 +27,8 @@ def _kind(pid: int) -> str:
         return "jvm"
     if b"pyspark.daemon" in text or b"pyspark.worker" in text:
         return "python workers"
+    if b"multiprocessing.forkserver" in text:  # the driver's own worker processes
+        return "local workers"
     return "driver (python)"
 
 

@@ -12,6 +12,7 @@ from pipelines.cli.spark_args import (
     add_now_argument,
     add_spark_arguments,
     add_suite_argument,
+    local_master_cores,
     now_from,
     spark_on_demand,
     spark_run,
@@ -127,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
     validating = VALIDATION_MODULES if args.validate else ()
     # Spark starts with the run where compaction may need it (its JVM starting while the job's
     # modules load); otherwise only if a stage turns out to need it (runtime.session.LazySpark).
-    needed = spark_likely(src, config, topics, args.select, bool(suites))
-    with spark_on_demand(args, needed, "pipelines.jobs.clean", *validating) as spark:
+    needed, local = spark_likely(src, config, topics, args.select, bool(suites), local_master_cores(args))
+    with spark_on_demand(args, needed, "pipelines.jobs.clean", *validating, local_likely=local) as spark:
         from pipelines.jobs.clean import CleanRequest, run_clean
 
         request = CleanRequest(
@@ -146,21 +147,30 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 
-def spark_likely(src_url: str, config: JobConfig, topics: list[str], select: str, suites: bool) -> bool:
-    """Whether a clean will likely need Spark, known before its scan: SRC is not on a local disk,
-    or larger than the driver's threads take, or a kept topic is compacted (not `--select kafka`,
-    which may choose none) and SRC is too large to be compacted in the driver, or an operator
-    suite gates the output. A wrong guess only costs time: Spark starts where a stage needs it."""
+def spark_likely(
+    src_url: str, config: JobConfig, topics: list[str], select: str, suites: bool, cores: int | None
+) -> tuple[bool, bool]:
+    """Whether a clean will likely need Spark, and whether it will likely compact in the driver's
+    own processes (`cores`: a local master's, else None), known before its scan. Spark: SRC is
+    not on a local disk, or larger than the driver's threads take, or a kept topic is compacted
+    (not `--select kafka`, which may choose none) and SRC is too large to be compacted in the
+    driver's threads while no local process can take each partition (the master is not local,
+    or a partition holds more than a core's share of the compacted bytes), or an operator suite
+    gates the output. A wrong guess only costs time: Spark starts where a stage needs it."""
     from pipelines.runtime.tasks import DRIVER_BYTES, driver_work, fits_driver_compaction
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
 
     storage, path = open_storage(src_url)
-    size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
+    partitions = list_log_dir(storage, path).partitions if storage.near else []
+    size = sum(p.size for p in partitions)
     if not storage.near or not driver_work() or size > DRIVER_BYTES:
-        return True
-    compacted = any(config.for_topic(t).compact for t in topics) and select != "kafka"
-    return (compacted and not fits_driver_compaction(True, size)) or suites
+        return True, False
+    compacted = [p.size for p in partitions if p.tp.topic in topics and config.for_topic(p.tp.topic).compact]
+    if not compacted or select == "kafka" or fits_driver_compaction(True, size):
+        return suites, False
+    local = cores is not None and max(compacted) * cores <= sum(compacted)
+    return suites or not local, local
 
 
 def source_topics(

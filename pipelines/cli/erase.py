@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
+from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
 
@@ -105,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
         require_new_file(args.report)
     storage, path = open_storage(args.src)
     size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
-    needed = args.in_place or not storage.near or not driver_work() or size > DRIVER_COMPACT_BYTES
-    with spark_on_demand(args, needed, "pipelines.jobs.erase.job") as spark:
+    large = not driver_work() or size > DRIVER_COMPACT_BYTES  # too large for the driver's threads
+    local = storage.near and not args.in_place and large and local_master_cores(args) is not None
+    needed = args.in_place or not storage.near or (large and not local)
+    with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:
         from pipelines.jobs.erase.in_place import erase_in_place
         from pipelines.jobs.erase.job import run_erase
         from pipelines.jobs.erase.request import EraseRequest

@@ -88,26 +88,41 @@ def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
         yield spark
 
 
-@contextmanager
-def spark_on_demand(args: argparse.Namespace, needed: bool, *job_modules: str) -> Iterator[Any]:
-    """A LazySpark over spark_run's session: started at first use, or at once where the run will
-    `need` it (the JVM then starts while `job_modules` are imported). The master and Spark
-    settings are checked before anything starts either way, and Ctrl-C and SIGTERM stop the run
-    from the start."""
-    from pipelines.runtime.session import (
-        LazySpark,
-        check_master,
-        interrupt_cancels_jobs,
-        remote_url,
-        spark_settings,
-    )  # fmt: skip
+def local_master_cores(args: argparse.Namespace) -> int | None:
+    """The cores of the run's master where it is local and work may run in the driver's own
+    processes (runtime.local_workers), else None (the settings are checked on the way)."""
+    from pipelines.runtime.local_workers import local_cores
+    from pipelines.runtime.session import remote_url, spark_settings
+    from pipelines.runtime.tasks import driver_work
 
-    spark_settings(args.conf)
-    remote_url(args.master, args.spark_remote)
+    settings = spark_settings(args.conf)
+    cores = local_cores(args.master, settings, remote_url(args.master, args.spark_remote))
+    return cores if driver_work() else None
+
+
+@contextmanager
+def spark_on_demand(
+    args: argparse.Namespace, needed: bool, *job_modules: str, local_likely: bool = False
+) -> Iterator[Any]:
+    """A LazySpark over spark_run's session: started at first use, or at once where the run will
+    `need` it (the JVM then starts while `job_modules` are imported). With a local master it
+    carries the driver's own worker processes (runtime.local_workers), started at once where
+    the run will likely use them (`local_likely`). The master and Spark settings are checked
+    before anything starts either way, and Ctrl-C and SIGTERM stop the run from the start."""
+    from pipelines.runtime.local_workers import LocalWorkers
+    from pipelines.runtime.session import LazySpark, check_master, interrupt_cancels_jobs
+
+    cores = local_master_cores(args)
     check_master(args.master)
+    # The processes preload the job's own module (the first named): its tasks' modules come with it.
+    local = LocalWorkers(cores, job_modules[:1]) if cores else None
     with ExitStack() as stack:
-        lazy = LazySpark(lambda: stack.enter_context(spark_run(args, *job_modules)))
+        if local is not None:
+            stack.callback(local.close)
+        lazy = LazySpark(lambda: stack.enter_context(spark_run(args, *job_modules)), local)
         interrupt_cancels_jobs(lazy)
         if needed:
             lazy.session()
+        elif local_likely and local is not None:
+            local.start()
         yield lazy

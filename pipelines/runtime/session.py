@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pipelines.errors import ConfigError, Terminated
+from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 
 # segpipe's JVM only moves bytes between Python workers and shuffle files: code from the quick
@@ -264,8 +265,10 @@ class LazySpark:
     plan with nothing for Spark to do, never pays for a JVM (seconds). `start` returns a
     SparkSession (classic or Spark Connect) or a SparkContext (its session is made then)."""
 
-    def __init__(self, start: Callable[[], Any]) -> None:
+    def __init__(self, start: Callable[[], Any], local: LocalWorkers | None = None) -> None:
         self._start: Callable[[], Any] | None = start
+        # Processes of the driver's machine doing a local master's work without Spark's start.
+        self.local = local
         self._spark: Any = None
         self._hooks: list[Callable[[Any], Any]] = []
 

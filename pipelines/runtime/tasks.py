@@ -40,7 +40,7 @@ def spark_packs(spark: Any, items: Sequence[T], sizes: list[int], tasks_per_core
     """`items` in packs for Spark tasks: `tasks_per_core` per core of the session (`spark`: a
     LazySpark). The bytes count towards the stage under way (its progress line's MB)."""
     progress.add_bytes(sum(sizes))
-    return [[items[i] for i in pack] for pack in packs(sizes, spark.parallelism() * tasks_per_core)]
+    return _packed(items, sizes, spark.parallelism() * tasks_per_core)
 
 
 def on_workers(spark: Any, chosen: list[list[T]], work: Callable[[list[T]], Iterable[R]]) -> list[R]:
@@ -100,20 +100,29 @@ def run_packed(
 ) -> list[R]:
     """`work` over packs of `items`, every result in item order: in the driver's threads where
     the files are near and the total is at most `driver_bytes` (DRIVER_BYTES for work that mostly
-    reads; DRIVER_COMPACT_BYTES for work that decodes every record), else as Spark tasks."""
+    reads; DRIVER_COMPACT_BYTES for work that decodes every record); else, over near files with
+    a local master, in the driver's own processes (runtime.local_workers); else as Spark tasks."""
     if not items:
         return []
     if driver_work() and near and sum(sizes) <= driver_bytes:
         progress.add_bytes(sum(sizes))
         threads = driver_threads()
-        chosen = packs(sizes, threads * 2)
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
-            done = pool.map(lambda pack: list(work(pack)), [[items[i] for i in pack] for pack in chosen])
+            done = pool.map(lambda pack: list(work(pack)), _packed(items, sizes, threads * 2))
             return [r for results in done for r in results]
     from pipelines.runtime.session import LazySpark
 
     lazy = LazySpark.of(spark)
+    if near and lazy.local is not None:
+        progress.add_bytes(sum(sizes))
+        parts = lazy.local.cores * tasks_per_core
+        in_processes = lazy.local.map(lambda pack: list(work(pack)), _packed(items, sizes, parts))
+        return [r for results in in_processes for r in results]
     return on_workers(lazy, spark_packs(lazy, items, sizes, tasks_per_core), work)
+
+
+def _packed(items: Sequence[T], sizes: list[int], parts: int) -> list[list[T]]:
+    return [[items[i] for i in pack] for pack in packs(sizes, parts)]
 
 
 # Work that turns records into rows (one per record) runs in the driver's threads, its rows kept

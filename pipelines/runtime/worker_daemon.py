@@ -17,9 +17,9 @@ import os
 import sys
 from collections.abc import Callable
 from socket import socket
-from typing import Any
 
 PRELOAD_ENV = "SEGPIPE_WORKER_PRELOAD"  # comma-separated module names
+BACKEND_MODULE = "pipelines.runtime.numba_backend"
 
 
 def _threads() -> int | None:
@@ -30,20 +30,13 @@ def _threads() -> int | None:
         return None
 
 
-def _sum(values: Any) -> Any:
-    return values.sum()
-
-
 def _preload(modules: list[str]) -> None:
     import importlib
 
-    import numpy as np
     import pyspark.worker  # noqa: F401
-    from numba import njit
 
-    for name in modules:
+    for name in [*modules, BACKEND_MODULE]:  # numba's back end too, once for all
         importlib.import_module(name)
-    njit(cache=True, nogil=True)(_sum)(np.ones(1, dtype=np.int64))  # numba's back end, once for all
     # PySpark's worker loop runs a full gc.collect() after every task; with numba and pyarrow
     # loaded that walks a few hundred thousand objects (tens of ms per task). What is loaded
     # here lives as long as the process: frozen, the collector no longer walks it.

@@ -11,6 +11,7 @@ import pytest
 from pipelines import clean
 from pipelines.config import JobConfig, load_job_config
 from pipelines.runtime import tasks
+from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.session import LazySpark
 from tests.helpers import files_of
 
@@ -69,3 +70,23 @@ def test_a_small_compaction_runs_in_the_driver_and_a_larger_one_starts_spark(  #
     clean(LazySpark(start), str(sample_dir), str(lazy), config, now_ms=NOW, log=quiet)
     assert started == [True]
     assert files_of(lazy) == files_of(in_driver)
+
+
+def test_a_larger_compaction_with_a_local_master_runs_in_the_drivers_processes(  # type: ignore[no-untyped-def]
+    spark, sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Too large for the driver's threads, with a local master: the driver's own processes
+    compact each partition (runtime.local_workers), no Spark; the same bytes as Spark's."""
+    config = load_job_config("conf/samples.yaml")
+    monkeypatch.setattr(tasks, "DRIVER_COMPACT_BYTES", 1000)
+    on_spark, in_processes = tmp_path / "on-spark", tmp_path / "in-processes"
+    clean(spark, str(sample_dir), str(on_spark), config, now_ms=NOW, log=quiet)
+    workers = LocalWorkers(1, ["pipelines.jobs.clean"])
+    try:
+        report = clean(
+            LazySpark(no_spark, workers), str(sample_dir), str(in_processes), config, now_ms=NOW, log=quiet
+        )
+    finally:
+        workers.close()
+    assert report.total("removed_superseded") > 0  # it did compact
+    assert files_of(in_processes) == files_of(on_spark)

@@ -34,6 +34,7 @@ from pipelines.output.staging import Staging
 from pipelines.runtime import dataflow
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, run_packed, spark_packs
 from segment_io.layout import META_DIR, list_log_dir
@@ -252,6 +253,12 @@ def _compact(
         in_driver = alone_partitions(key_tasks, gids, 1)
         if len(in_driver) == len(gids):  # every partition fits one task: no Spark at all
             return _compact_in_driver(list(in_driver.values()), groups, bounds, ctx)
+    if near and spark.local is not None:
+        # A local master's cores, in the driver's own processes, where every partition fits one
+        # of them: the same tasks, without Spark's start.
+        in_processes = alone_partitions(key_tasks, gids, spark.local.cores)
+        if len(in_processes) == len(gids):
+            return _compact_in_processes(spark.local, list(in_processes.values()), groups, bounds, ctx)
     # A partition that fits a task is compacted inside one (nothing shuffled); the others take
     # the bucketed path, where a partition's key map spreads over every core.
     alone = alone_partitions(key_tasks, gids, spark.parallelism())
@@ -291,6 +298,21 @@ def _compact_in_driver(
             for stats in pool.map(lambda w: list(compact_alone(w, groups, bounds, ctx)), works)
             for s in stats
         ]
+
+
+def _compact_in_processes(
+    local: LocalWorkers,
+    works: list[AlonePartition],
+    groups: dict[int, GroupPlan],
+    bounds: GroupBounds,
+    ctx: RewriteContext,
+) -> list[GroupStats]:
+    """Each partition inside one of the driver's worker processes, largest first (each carries
+    the plans of its own groups only)."""
+    works = sorted(works, key=lambda w: -w.size)
+    items = [(w, {g: groups[g] for g in w.gids}) for w in works]
+    done = local.map(lambda item: list(compact_alone(item[0], item[1], bounds, ctx)), items)
+    return [s for stats in done for s in stats]
 
 
 def _key_map(spark: LazySpark, key_tasks: list[KeyTask], bounds: GroupBounds, bucketed: list[int]) -> Any:

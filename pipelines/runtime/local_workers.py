@@ -1,0 +1,117 @@
+"""Worker processes on the driver's own machine, for a run whose Spark master is local.
+
+A local master runs its tasks on this machine's cores anyway; for work over files on a local
+disk, processes of the driver's own do the same work without what Spark costs before its first
+task (the JVM, the SQL engine, Python workers: about 5 s, measured on the 4 GB bench set). The
+processes fork from a server that has the job's modules loaded (multiprocessing's forkserver:
+forking from the driver itself, which has threads, is not safe), one per core of the master.
+
+A work function travels pickled by PySpark's cloudpickle, as it would to a Spark task; results
+and typed errors come back pickled. A stop (SIGINT, SIGTERM) kills the processes and waits for
+them before it propagates, so nothing they write lands after the run removes its staging; a
+process that dies (killed, out of memory) fails the run (BrokenProcessPool) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from typing import TypeVar
+
+from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# local, local[N], local[*], local[N,F] and local[*,F] (F: task retries): a master on this machine.
+_LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\])?")
+# Spark's own default master where none is named (runtime.session._conf).
+DEFAULT_MASTER_ENV = "SEGPIPE_MASTER"
+
+
+def local_cores(master: str | None, settings: dict[str, str], remote: str | None) -> int | None:
+    """The cores of the run's master if it is local (this machine), else None: a Spark Connect
+    server, a cluster, or a driver spark-submit launched (its master is the submitter's)."""
+    if remote or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    chosen = master or settings.get("spark.master") or os.environ.get(DEFAULT_MASTER_ENV, "local[*]")
+    match = _LOCAL_MASTER.fullmatch(chosen.strip())
+    if match is None:
+        return None
+    cores = match.group(1)
+    if cores is None:
+        return 1
+    return (os.cpu_count() or 1) if cores == "*" else max(1, int(cores))
+
+
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C reaches the whole process group; the driver alone decides to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _call(pickled: bytes) -> bytes:
+    """In a worker: the work and its item, unpickled, run, and the result pickled back."""
+    from pyspark import cloudpickle
+
+    work, item = cloudpickle.loads(pickled)
+    return cloudpickle.dumps(work(item))
+
+
+class LocalWorkers:
+    """A pool of `cores` processes forked from a server that imported `modules`; started at first
+    use or by `start` (early: the server imports while the driver scans)."""
+
+    def __init__(self, cores: int, modules: Sequence[str]) -> None:
+        self.cores = cores
+        self._modules = list(modules)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        if self._pool is None:
+            hold_to_one_thread()  # the server forks the processes: it must hold one thread
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([*self._modules, BACKEND_MODULE])
+            self._pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
+            # The server and the processes start now, in the background of the caller's work.
+            self._pool.submit(os.getpid)
+
+    def map(self, work: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """`work(item)` for every item in the processes, the results in item order. The first
+        error raised by a work item is raised here (the rest are cancelled); a stop kills the
+        processes first."""
+        from pyspark import cloudpickle
+
+        self.start()
+        assert self._pool is not None
+        futures: list[Future[bytes]] = [self._pool.submit(_call, cloudpickle.dumps((work, i))) for i in items]
+        try:
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                if future in done and future.exception() is not None:
+                    raise future.exception()  # type: ignore[misc]
+            return [cloudpickle.loads(f.result()) for f in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """Kill the processes and wait for them (a stopped or failed run: nothing of theirs may
+        land after this); a later `map` starts new ones."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # The executor has no public way to end its processes at once (Python 3.14 adds one).
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,100 @@
+"""The driver's own worker processes (runtime.local_workers): which masters they stand in for,
+results in order, typed errors back, and a failed run leaves no process of theirs running."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines.runtime.local_workers import LocalWorkers, local_cores
+from segment_io.errors import CrcMismatch
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def workers() -> Iterator[LocalWorkers]:
+    local = LocalWorkers(2, ["segment_io.errors"])
+    yield local
+    local.close()
+
+
+@pytest.mark.parametrize(
+    ("master", "settings", "remote", "cores"),
+    [
+        (None, {}, None, os.cpu_count()),  # Spark's default here: local[*]
+        ("local", {}, None, 1),
+        ("local[3]", {}, None, 3),
+        ("local[*]", {}, None, os.cpu_count()),
+        ("local[2,4]", {}, None, 2),  # with task retries
+        (None, {"spark.master": "local[5]"}, None, 5),
+        ("spark://127.0.0.1:7077", {}, None, None),  # a cluster's cores are elsewhere
+        (None, {"spark.master": "yarn"}, None, None),
+        (None, {}, "sc://127.0.0.1:15002", None),  # Spark Connect: the server's
+        ("local-cluster[2,1,1024]", {}, None, None),
+    ],
+)
+def test_only_a_local_master_is_stood_in_for(
+    master: str | None,
+    settings: dict[str, str],
+    remote: str | None,
+    cores: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("SEGPIPE_MASTER", raising=False)
+    assert local_cores(master, settings, remote) == cores
+
+
+def test_a_driver_spark_submit_launched_keeps_its_master(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")  # what spark-submit sets for its driver
+    assert local_cores("local[2]", {}, None) is None
+
+
+def test_results_come_back_in_item_order_from_other_processes(workers: LocalWorkers) -> None:
+    offset = 1000  # travels with the work, as a closure's state travels to a Spark task
+    results = workers.map(lambda i: (i + offset, os.getpid()), list(range(20)))
+    assert [r for r, _ in results] == list(range(1000, 1020))
+    assert os.getpid() not in {pid for _, pid in results}
+
+
+def test_a_typed_error_comes_back_as_itself(workers: LocalWorkers) -> None:
+    def fail(i: int) -> int:
+        if i == 3:
+            raise CrcMismatch("/data/orders-0/00000000000000000000.log", 4096, "stored 1, computed 2")
+        return i
+
+    with pytest.raises(CrcMismatch) as caught:
+        workers.map(fail, list(range(6)))
+    assert caught.value.path == "/data/orders-0/00000000000000000000.log"
+    assert caught.value.position == 4096
+    assert workers.map(lambda i: i * 2, [1, 2]) == [2, 4]  # new processes serve the next map
+
+
+def test_an_error_kills_the_work_still_running(workers: LocalWorkers, tmp_path: Path) -> None:
+    """One item fails while another waits forever (opening a pipe nobody writes): the map raises
+    at once, and the waiting process is gone when it does. The two meet at a second pipe first
+    (opening one end waits for the other), so the failure comes while the other item runs."""
+    pids, meet, never = tmp_path / "pids", tmp_path / "meet", tmp_path / "never-written"
+    pids.mkdir()
+    os.mkfifo(meet)
+    os.mkfifo(never)
+
+    def work(i: int) -> int:
+        (pids / str(os.getpid())).write_text(str(i))
+        if i == 1:
+            with open(meet, "rb"):
+                raise ValueError(f"item {i} failed")
+        with open(meet, "wb"), open(never, "rb") as waiting:
+            waiting.read()
+        return i
+
+    with pytest.raises(ValueError, match="item 1 failed"):
+        workers.map(work, [0, 1])
+    waiting = [int(p.name) for p in pids.iterdir() if p.read_text() == "0"]
+    assert len(waiting) == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(waiting[0], 0)
