@@ -14,10 +14,12 @@ process that dies (killed, out of memory) fails the run (BrokenProcessPool) inst
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
@@ -69,15 +71,36 @@ class LocalWorkers:
         self.cores = cores
         self._modules = list(modules)
         self._pool: ProcessPoolExecutor | None = None
+        self._starting: threading.Thread | None = None
 
     def start(self) -> None:
-        if self._pool is None:
-            hold_to_one_thread()  # the server forks the processes: it must hold one thread
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([*self._modules, BACKEND_MODULE])
-            self._pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
-            # The server and the processes start now, in the background of the caller's work.
-            self._pool.submit(os.getpid)
+        """Start the server and the processes in a background thread: the server's imports take
+        about a second, which the caller spends on its own work (the scan)."""
+        if self._pool is None and self._starting is None:
+            self._starting = threading.Thread(
+                target=self._try_start, name="segpipe-local-workers", daemon=True
+            )
+            self._starting.start()
+
+    def _try_start(self) -> None:
+        # A start that fails here is made again by the first map, which raises its error.
+        with contextlib.suppress(Exception):
+            self._start()
+
+    def _start(self) -> None:
+        hold_to_one_thread()  # the server forks the processes: it must hold one thread
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([*self._modules, BACKEND_MODULE])
+        pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
+        pool.submit(os.getpid).result()  # the server and the processes run from here on
+        self._pool = pool
+
+    def _started(self) -> ProcessPoolExecutor:
+        self._join_start()
+        if self._pool is None:  # not started, or the background start failed: started here
+            self._start()
+        assert self._pool is not None
+        return self._pool
 
     def map(self, work: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """`work(item)` for every item in the processes, the results in item order. The first
@@ -85,9 +108,8 @@ class LocalWorkers:
         processes first."""
         from pyspark import cloudpickle
 
-        self.start()
-        assert self._pool is not None
-        futures: list[Future[bytes]] = [self._pool.submit(_call, cloudpickle.dumps((work, i))) for i in items]
+        pool = self._started()
+        futures: list[Future[bytes]] = [pool.submit(_call, cloudpickle.dumps((work, i))) for i in items]
         try:
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for future in futures:
@@ -103,6 +125,7 @@ class LocalWorkers:
     def kill(self) -> None:
         """Kill the processes and wait for them (a stopped or failed run: nothing of theirs may
         land after this); a later `map` starts new ones."""
+        self._join_start()
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -112,6 +135,12 @@ class LocalWorkers:
         pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
+        self._join_start()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def _join_start(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.join()
