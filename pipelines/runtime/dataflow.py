@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -149,3 +149,43 @@ def routed(frame: Any, parts: int, work: Callable[[int, Iterator[Any]], Iterable
 def collected(frame: Any) -> list[tuple[int, Any]]:
     """Every (part, object) of a frame of items, in the driver (a null item is left out)."""
     return [(part, obj) for part, obj in _pairs(frame.toArrow().to_batches()) if obj is not None]
+
+
+class Flow(Protocol):
+    """A job's flow of pickled items between tasks: SparkFlow, or LocalFlow (the driver's own
+    processes). A frame is whatever the flow makes; only the flow reads it."""
+
+    def each(self, packs: Sequence[Any], work: Callable[[Any], Iterable[tuple[int, Any]]]) -> Any: ...
+
+    def routed(
+        self, frame: Any, parts: int, work: Callable[[int, Iterator[Any]], Iterable[tuple[int, Any]]]
+    ) -> Any: ...
+
+    def union(self, frames: Sequence[Any]) -> Any: ...
+
+    def collected(self, frame: Any) -> list[tuple[int, Any]]: ...
+
+
+class SparkFlow:
+    """The operations above over one session, as the object a job's flow is written against
+    (runtime.local_workers.LocalFlow runs the same flow in the driver's own processes)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    def each(self, packs: Sequence[P], work: Callable[[P], Iterable[tuple[int, Any]]]) -> Any:
+        return each(self.spark, packs, work)
+
+    def routed(
+        self, frame: Any, parts: int, work: Callable[[int, Iterator[Any]], Iterable[tuple[int, Any]]]
+    ) -> Any:
+        return routed(frame, parts, work)
+
+    def union(self, frames: Sequence[Any]) -> Any:
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def collected(self, frame: Any) -> list[tuple[int, Any]]:
+        return collected(frame)

@@ -17,12 +17,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import pickle
 import re
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
 
@@ -144,3 +145,46 @@ class LocalWorkers:
         starting, self._starting = self._starting, None
         if starting is not None:
             starting.join()
+
+
+# A frame of LocalFlow: (part, pickled object) pairs, held by the driver as bytes it never reads.
+LocalFrame = list[tuple[int, bytes]]
+
+
+def _pickled(pairs: Iterable[tuple[int, Any]]) -> LocalFrame:
+    return [(part, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)) for part, obj in pairs]
+
+
+class LocalFlow:
+    """runtime.dataflow's operations (each, routed, union, collected) over the driver's worker
+    processes: what one task yields comes back to the driver pickled and goes on, unread, to the
+    task of its part. Unlike Spark's shuffle it is held in the driver's memory, so a job routes
+    through it only what is bounded (jobs/clean: LOCAL_SHUFFLE_ROWS)."""
+
+    def __init__(self, local: LocalWorkers) -> None:
+        self.local = local
+
+    def each(self, packs: Sequence[T], work: Callable[[T], Iterable[tuple[int, Any]]]) -> LocalFrame:
+        done = self.local.map(lambda pack: _pickled(work(pack)), packs)
+        return [pair for pairs in done for pair in pairs]
+
+    def routed(
+        self, frame: LocalFrame, parts: int, work: Callable[[int, Iterator[Any]], Iterable[tuple[int, Any]]]
+    ) -> LocalFrame:
+        by_part: list[list[bytes]] = [[] for _ in range(parts)]
+        for part, data in frame:
+            by_part[part].append(data)
+
+        def run(part_items: tuple[int, list[bytes]]) -> LocalFrame:
+            part, items = part_items
+            return _pickled(work(part, (pickle.loads(data) for data in items)))
+
+        # Every part's task runs, also one no item is for (as dataflow.routed announces each part).
+        done = self.local.map(run, list(enumerate(by_part)))
+        return [pair for pairs in done for pair in pairs]
+
+    def union(self, frames: Sequence[LocalFrame]) -> LocalFrame:
+        return [pair for frame in frames for pair in frame]
+
+    def collected(self, frame: LocalFrame) -> list[tuple[int, Any]]:
+        return [(part, pickle.loads(data)) for part, data in frame]

@@ -10,6 +10,7 @@ import pytest
 
 from pipelines import clean
 from pipelines.config import JobConfig, load_job_config
+from pipelines.jobs.clean import alone
 from pipelines.runtime import tasks
 from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.session import LazySpark
@@ -72,16 +73,21 @@ def test_a_small_compaction_runs_in_the_driver_and_a_larger_one_starts_spark(  #
     assert files_of(lazy) == files_of(in_driver)
 
 
+@pytest.mark.parametrize("path", ["alone", "bucketed"])
 def test_a_larger_compaction_with_a_local_master_runs_in_the_drivers_processes(  # type: ignore[no-untyped-def]
-    spark, sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark, sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     """Too large for the driver's threads, with a local master: the driver's own processes
-    compact each partition (runtime.local_workers), no Spark; the same bytes as Spark's."""
+    compact (runtime.local_workers), each partition in one of them or, where partitions are
+    too large for one (made so here), through the key map routed between them; no Spark, and
+    the same bytes as Spark's."""
     config = load_job_config("conf/samples.yaml")
     monkeypatch.setattr(tasks, "DRIVER_COMPACT_BYTES", 1000)
+    if path == "bucketed":
+        monkeypatch.setattr(alone, "ALONE_ROWS", 10)
     on_spark, in_processes = tmp_path / "on-spark", tmp_path / "in-processes"
     clean(spark, str(sample_dir), str(on_spark), config, now_ms=NOW, log=quiet)
-    workers = LocalWorkers(1, ["pipelines.jobs.clean"])
+    workers = LocalWorkers(2, ["pipelines.jobs.clean"])
     try:
         report = clean(
             LazySpark(no_spark, workers), str(sample_dir), str(in_processes), config, now_ms=NOW, log=quiet

@@ -31,12 +31,13 @@ from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
-from pipelines.runtime import dataflow
+from pipelines.runtime import progress
+from pipelines.runtime.dataflow import Flow, SparkFlow
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.harness import JobRun, job_run, staged_output
-from pipelines.runtime.local_workers import LocalWorkers
+from pipelines.runtime.local_workers import LocalFlow
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
-from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, run_packed, spark_packs
+from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR, list_log_dir
 from segment_io.storage import open_storage
 
@@ -54,6 +55,10 @@ BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
 # Tasks per core for the key map's map side (as for the scan: a few per core balance the cores).
 MAP_TASKS_PER_CORE = 3
+# The driver's own processes compact a run of at most this many keyed records: what their key
+# map routes passes through the driver's memory (tens of bytes a record, with the keys), where
+# Spark's shuffle would spill to disk. Larger runs compact on Spark.
+LOCAL_SHUFFLE_ROWS = 16_000_000
 
 
 def clean(
@@ -234,10 +239,11 @@ def _compact(
     spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
 ) -> list[GroupStats]:
     """A small compaction of near files runs in the driver's threads, a partition per thread.
-    Otherwise, on Spark: partitions small enough are compacted inside one task each; the others
-    through the key map (map per few input segments → routed by key hash to a bucket's task →
-    reduce per bucket), then routed by output group to one rewrite task per group. One Spark job
-    runs both, as DataFrame operations (the same on Spark Connect)."""
+    Otherwise, on Spark or, for near files with a local master, in the driver's own processes:
+    partitions small enough are compacted inside one task each; the others through the key map
+    (map per few input segments → routed by key hash to a bucket's task → reduce per bucket),
+    then routed by output group to one rewrite task per group. One flow runs both, as DataFrame
+    operations on Spark (one job, the same on Spark Connect)."""
     groups: dict[int, GroupPlan] = {
         g.gid: g for plan in plans if plan.compaction is not None for g in plan.compaction.groups
     }
@@ -253,37 +259,33 @@ def _compact(
         in_driver = alone_partitions(key_tasks, gids, 1)
         if len(in_driver) == len(gids):  # every partition fits one task: no Spark at all
             return _compact_in_driver(list(in_driver.values()), groups, bounds, ctx)
-    if near and spark.local is not None:
-        # A local master's cores, in the driver's own processes, where every partition fits one
-        # of them: the same tasks, without Spark's start.
-        in_processes = alone_partitions(key_tasks, gids, spark.local.cores)
-        if len(in_processes) == len(gids):
-            return _compact_in_processes(spark.local, list(in_processes.values()), groups, bounds, ctx)
+    flow: Flow
+    if near and spark.local is not None and sum(t.records for t in key_tasks) <= LOCAL_SHUFFLE_ROWS:
+        flow, parallelism = LocalFlow(spark.local), spark.local.cores
+    else:
+        flow, parallelism = SparkFlow(spark.session()), spark.parallelism()
     # A partition that fits a task is compacted inside one (nothing shuffled); the others take
     # the bucketed path, where a partition's key map spreads over every core.
-    alone = alone_partitions(key_tasks, gids, spark.parallelism())
+    alone = alone_partitions(key_tasks, gids, parallelism)
     key_tasks = [t for t in key_tasks if t.tp not in alone]
     bucketed = sorted(g for tp, mine in gids.items() if tp not in alone for g in mine)
-    # The rewrite stage carries the plans of the bucketed groups only (a task's closure travels
-    # with it to every task).
-    plans_of = {g: groups[g] for g in bucketed}
-    session = spark.session()
     frames = []
     if alone:
         works = [alone[tp] for tp in sorted(alone, key=lambda tp: -alone[tp].size)]  # largest first
-        alone_plans = {g: groups[g] for tp in alone for g in gids[tp]}
-        frames.append(
-            dataflow.each(session, works, lambda w: _stats(compact_alone(w, alone_plans, bounds, ctx)))
-        )
+        # Each task carries the plans of its own partition's groups only.
+        items = [(w, {g: groups[g] for g in w.gids}) for w in works]
+        frames.append(flow.each(items, lambda i: _stats(compact_alone(i[0], i[1], bounds, ctx))))
     if bucketed:
-        per_group = _key_map(spark, key_tasks, bounds, bucketed)
+        # The rewrite stage carries the plans of the bucketed groups only (a task's closure
+        # travels with it to every task).
+        plans_of = {g: groups[g] for g in bucketed}
+        per_group = _key_map(flow, parallelism, key_tasks, bounds, bucketed)
         frames.append(
-            dataflow.routed(
+            flow.routed(
                 per_group, len(bucketed), lambda _, items: _stats(rewrite_groups(items, plans_of, ctx))
             )
         )
-    union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    return [stats for _, stats in dataflow.collected(union)]
+    return [stats for _, stats in flow.collected(flow.union(frames))]
 
 
 def _compact_in_driver(
@@ -300,41 +302,31 @@ def _compact_in_driver(
         ]
 
 
-def _compact_in_processes(
-    local: LocalWorkers,
-    works: list[AlonePartition],
-    groups: dict[int, GroupPlan],
+def _key_map(
+    flow: SparkFlow | LocalFlow,
+    parallelism: int,
+    key_tasks: list[KeyTask],
     bounds: GroupBounds,
-    ctx: RewriteContext,
-) -> list[GroupStats]:
-    """Each partition inside one of the driver's worker processes, largest first (each carries
-    the plans of its own groups only)."""
-    works = sorted(works, key=lambda w: -w.size)
-    items = [(w, {g: groups[g] for g in w.gids}) for w in works]
-    done = local.map(lambda item: list(compact_alone(item[0], item[1], bounds, ctx)), items)
-    return [s for stats in done for s in stats]
-
-
-def _key_map(spark: LazySpark, key_tasks: list[KeyTask], bounds: GroupBounds, bucketed: list[int]) -> Any:
+    bucketed: list[int],
+) -> Any:
     """A frame of what each output group of `bucketed` needs for its rewrite, as items for the
     group's slot (its place in `bucketed`): winning offsets, tombstones, null-key counts, and a
     `None` that announces the group, so that every group reaches its rewrite task, also one the
     key map sends nothing to (the reduce task of bucket `gid % buckets` announces it)."""
-    session = spark.session()
     slot = {gid: i for i, gid in enumerate(bucketed)}
     if not key_tasks:
-        return dataflow.each(session, [bucketed], lambda mine: ((slot[g], (g, None)) for g in mine))
-    buckets = _bucket_count(key_tasks, spark.parallelism())
-    chosen = spark_packs(spark, key_tasks, [t.files.size for t in key_tasks], MAP_TASKS_PER_CORE)
+        return flow.each([bucketed], lambda mine: ((slot[g], (g, None)) for g in mine))
+    buckets = _bucket_count(key_tasks, parallelism)
+    sizes = [t.files.size for t in key_tasks]
+    progress.add_bytes(sum(sizes))
+    chosen = [[key_tasks[i] for i in pack] for pack in packs(sizes, parallelism * MAP_TASKS_PER_CORE)]
 
     def reduce(bucket: int, items: Iterator[Any]) -> Iterator[tuple[int, Any]]:
         announce = [g for g in bucketed if g % buckets == bucket]
         for gid, item in reduce_keys(((bucket, item) for item in items), bounds, announce):
             yield slot[gid], (gid, item)
 
-    return dataflow.routed(
-        dataflow.each(session, chosen, lambda pack: map_keys(pack, buckets)), buckets, reduce
-    )
+    return flow.routed(flow.each(chosen, lambda pack: map_keys(pack, buckets)), buckets, reduce)
 
 
 def _stats(stats: Iterable[GroupStats]) -> Iterator[tuple[int, GroupStats]]:
