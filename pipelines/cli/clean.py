@@ -164,12 +164,12 @@ def spark_likely(
     storage, path = open_storage(src_url)
     partitions = list_log_dir(storage, path).partitions if storage.near else []
     size = sum(p.size for p in partitions)
-    if not storage.near or not driver_work() or size > DRIVER_BYTES:
+    local = cores is not None
+    if not storage.near or not driver_work() or (size > DRIVER_BYTES and not local):
         return True, False
     compacted = [p.size for p in partitions if p.tp.topic in topics and config.for_topic(p.tp.topic).compact]
     if not compacted or select == "kafka" or fits_driver_compaction(True, size):
-        return suites, False
-    local = cores is not None
+        return suites, size > DRIVER_BYTES  # a scan too large for the driver's threads: its processes
     return suites or not local, local
 
 

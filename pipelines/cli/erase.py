@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import JobConfig
     from pipelines.jobs.erase.keys import read_key_list
     from pipelines.output.destination import require_destination, require_new_file
-    from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_work
+    from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         require_new_file(args.report)
     storage, path = open_storage(args.src)
     size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
-    large = not driver_work() or size > DRIVER_COMPACT_BYTES  # too large for the driver's threads
+    large = not driver_threads_work() or size > DRIVER_COMPACT_BYTES  # not for the driver's threads
     local = storage.near and not args.in_place and large and local_master_cores(args) is not None
     needed = args.in_place or not storage.near or (large and not local)
     with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from pipelines.errors import ConfigError
 from pipelines.runtime import progress
 
 T = TypeVar("T")
@@ -69,19 +70,34 @@ DRIVER_BYTES = 8 * 10**9
 # Spark: measured on the 4 GB bench set, its compaction took 8.2 s in two driver threads (the
 # interpreter's lock) against 5.8 s in two warm Spark workers.
 DRIVER_COMPACT_BYTES = 64 * 2**20
-# SEGPIPE_DRIVER_WORK=off: every stage over files runs as Spark tasks, whatever their size (a
-# driver kept light on a shared host; tests of Spark's paths).
+# SEGPIPE_DRIVER_WORK: "on" (the default) as above; "processes": work over near files that a
+# local master would run goes to the driver's own processes however small (never its threads);
+# "off": every stage over files runs as Spark tasks, whatever their size (a driver kept light on
+# a shared host; tests of Spark's paths).
 DRIVER_WORK_ENV = "SEGPIPE_DRIVER_WORK"
+DRIVER_WORK_MODES = ("on", "processes", "off")
+
+
+def _driver_mode() -> str:
+    mode = os.environ.get(DRIVER_WORK_ENV, "on")
+    if mode not in DRIVER_WORK_MODES:
+        raise ConfigError(f"{DRIVER_WORK_ENV}={mode!r}: expected one of {', '.join(DRIVER_WORK_MODES)}")
+    return mode
 
 
 def driver_work() -> bool:
+    """Whether work over near files may run in the driver, in its threads or its processes."""
+    return _driver_mode() != "off"
+
+
+def driver_threads_work() -> bool:
     """Whether work over near files may run in the driver's threads (DRIVER_WORK_ENV)."""
-    return os.environ.get(DRIVER_WORK_ENV, "on") != "off"
+    return _driver_mode() == "on"
 
 
 def fits_driver_compaction(near: bool, size: int) -> bool:
     """Whether a compaction of `size` bytes of files runs in the driver (DRIVER_COMPACT_BYTES)."""
-    return driver_work() and near and size <= DRIVER_COMPACT_BYTES
+    return driver_threads_work() and near and size <= DRIVER_COMPACT_BYTES
 
 
 def driver_threads() -> int:
@@ -104,7 +120,7 @@ def run_packed(
     a local master, in the driver's own processes (runtime.local_workers); else as Spark tasks."""
     if not items:
         return []
-    if driver_work() and near and sum(sizes) <= driver_bytes:
+    if driver_threads_work() and near and sum(sizes) <= driver_bytes:
         progress.add_bytes(sum(sizes))
         threads = driver_threads()
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
@@ -135,7 +151,7 @@ DRIVER_ROW_BYTES = 64 * 2**20
 
 def fits_driver(near: bool, size: int) -> bool:
     """Whether rows made of `size` bytes of files are made in the driver (DRIVER_ROW_BYTES)."""
-    return driver_work() and near and size <= DRIVER_ROW_BYTES
+    return driver_threads_work() and near and size <= DRIVER_ROW_BYTES
 
 
 # Spark DDL type names of the flat schemas one_task_each makes, as Arrow types.

@@ -471,9 +471,9 @@ def test_a_run_without_stderr_still_runs(tmp_path: Path, sample_dir: Path) -> No
 
 def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     """A JVM told to start with a 1 KB heap fails at once: a retention-only run (plain and
-    --link), a --select kafka pass over a cleaned output and a small compaction (in the driver's
-    threads) finish with it anyway, byte-identical to the same runs with Spark; a compaction that
-    must run on Spark cannot."""
+    --link), a --select kafka pass over a cleaned output, a small compaction (in the driver's
+    threads) and one in the driver's processes (a local master's) finish with it anyway,
+    byte-identical to the same runs with Spark; a compaction that must run on Spark cannot."""
     bad_jvm = ["--conf", "spark.driver.memory=1k", "--now-ms", str(NOW)]
     samples, retention = str(ROOT / "data" / "samples"), ["--set", "cleanup.policy=delete"]
     for name, extra in (("copy", []), ("link", ["--link"])):
@@ -497,5 +497,13 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     small = run_segpipe("clean", samples, str(tmp_path / "in-driver"), *config, *bad_jvm)
     assert small.returncode == 0, small.stderr
     assert files_of(tmp_path / "in-driver") == files_of(tmp_path / "once")
+    # With a local master, what is too large for the driver's threads runs in its own processes
+    # (made so here: SEGPIPE_DRIVER_WORK=processes), the bucketed key map too; no JVM either.
+    processes = run_segpipe(
+        "clean", samples, str(tmp_path / "in-processes"), *config, "--master", "local[2]", *bad_jvm,
+        env={DRIVER_WORK_ENV: "processes"},
+    )  # fmt: skip
+    assert processes.returncode == 0, processes.stderr
+    assert files_of(tmp_path / "in-processes") == files_of(tmp_path / "once")
     refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=spark)
     assert refused.returncode != 0 and not (tmp_path / "needs-spark").exists()

@@ -37,6 +37,7 @@ KEYS = [b"k0000000001", b"k0000000002", b"k0000000007", b"k0000000120"]
 ABSENT = b"nobody-has-this-key"
 HEADER = "trace-id"
 PARTITIONS = ["orders-0", "orders-1", "events-0", "quiet-0"]
+NO_JVM = ("--conf", "spark.driver.memory=1k")  # a run that starts Spark fails with it
 
 
 @pytest.fixture(scope="module")
@@ -355,3 +356,21 @@ def test_the_readme_erase_example_runs(tmp_path: Path) -> None:
         proc = run_segpipe(*words[1:])
         assert proc.returncode == 0, line + "\n" + proc.stdout + proc.stderr
         assert "erasure proved" in proc.stdout
+
+
+def test_the_drivers_processes_write_the_same_bytes(
+    src: Path, erased: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """With a local master, an erase too large for the driver's threads runs in its own processes
+    (made so here by SEGPIPE_DRIVER_WORK=processes); a JVM that cannot start shows no Spark ran."""
+    out, work = erased
+    before = files_of(src)
+    processes = {DRIVER_WORK_ENV: "processes"}
+    proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", *NO_JVM, env=processes)
+    assert proc.returncode == 0, proc.stderr
+    assert files_of(tmp_path / "out") == files_of(out)
+    killed = run_segpipe("erase", str(src), str(tmp_path / "killed"), "--keys", str(work / "keys.hex"),
+                         "--key-format", "hex", "--also-in-headers", HEADER, env=processes,
+                         fault="mid-rewrite")  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr  # a task's kill point took the whole run
+    assert files_of(src) == before and not (tmp_path / "killed").exists()

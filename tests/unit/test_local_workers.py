@@ -4,11 +4,13 @@ results in order, typed errors back, and a failed run leaves no process of their
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pipelines.errors import Terminated
 from pipelines.runtime.local_workers import LocalWorkers, local_cores
 from segment_io.errors import CrcMismatch
 
@@ -98,3 +100,34 @@ def test_an_error_kills_the_work_still_running(workers: LocalWorkers, tmp_path: 
     assert len(waiting) == 1
     with pytest.raises(ProcessLookupError):
         os.kill(waiting[0], 0)
+
+
+def test_a_stop_kills_the_processes_before_it_propagates(
+    workers: LocalWorkers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop signal reaches the driver while an item runs (the item sends it, then waits forever):
+    the map ends with the stop's exception, and the item's process is gone when it does."""
+    driver, pids, never = os.getpid(), tmp_path / "pids", tmp_path / "never-written"
+    pids.mkdir()
+    os.mkfifo(never)
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGUSR1, stop)
+    try:
+
+        def work(i: int) -> int:
+            (pids / str(os.getpid())).write_text(str(i))
+            os.kill(driver, signal.SIGUSR1)
+            with open(never, "rb") as waiting:
+                waiting.read()
+            return i
+
+        with pytest.raises(Terminated):
+            workers.map(work, [0])
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    [pid] = [int(p.name) for p in pids.iterdir()]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
