@@ -154,9 +154,9 @@ def spark_likely(
     own processes (`cores`: a local master's, else None), known before its scan. Spark: SRC is
     not on a local disk, or larger than the driver's threads take, or a kept topic is compacted
     (not `--select kafka`, which may choose none) and SRC is too large to be compacted in the
-    driver's threads while the master is not local (its processes compact all but a run of more
-    keyed records than LOCAL_SHUFFLE_ROWS, unknown before the scan), or an operator suite gates
-    the output. A wrong guess only costs time: Spark starts where a stage needs it."""
+    driver's threads while the master is not local (a local master's compaction runs in the
+    driver's processes), or an operator suite gates the output. A wrong guess only costs time:
+    Spark starts where a stage needs it."""
     from pipelines.runtime.tasks import DRIVER_BYTES, driver_work, fits_driver_compaction
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage

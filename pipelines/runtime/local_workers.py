@@ -19,11 +19,17 @@ import multiprocessing
 import os
 import pickle
 import re
+import shutil
 import signal
+import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import numpy as np
 
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
 
@@ -147,44 +153,110 @@ class LocalWorkers:
             starting.join()
 
 
-# A frame of LocalFlow: (part, pickled object) pairs, held by the driver as bytes it never reads.
-LocalFrame = list[tuple[int, bytes]]
+@dataclass(frozen=True)
+class Spill:
+    """What one task of a LocalFlow yielded: its items pickled one after another in one file,
+    and per item its part, place and length (the driver holds these, never the items)."""
+
+    path: str
+    parts: np.ndarray  # int64
+    starts: np.ndarray
+    lengths: np.ndarray
 
 
-def _pickled(pairs: Iterable[tuple[int, Any]]) -> LocalFrame:
-    return [(part, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)) for part, obj in pairs]
+# A frame of LocalFlow: the spills of its tasks.
+LocalFrame = list[Spill]
+
+
+def _spill(pairs: Iterable[tuple[int, Any]], directory: str) -> Spill:
+    """In a worker: the (part, object) pairs written to a file of their own in `directory`."""
+    parts: list[int] = []
+    starts: list[int] = []
+    lengths: list[int] = []
+    path = os.path.join(directory, f"{uuid.uuid4().hex}.items")
+    with open(path, "wb") as out:
+        for part, obj in pairs:
+            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            parts.append(part)
+            starts.append(out.tell())
+            lengths.append(len(data))
+            out.write(data)
+    return Spill(path, np.array(parts, np.int64), np.array(starts, np.int64), np.array(lengths, np.int64))
+
+
+def _read(places: Sequence[tuple[str, int, int]]) -> Iterator[Any]:
+    """The objects at (file, start, length) places, one at a time."""
+    handles: dict[str, Any] = {}
+    try:
+        for path, start, length in places:
+            if path not in handles:
+                handles[path] = open(path, "rb")  # noqa: SIM115 (closed below, many at once)
+            handle = handles[path]
+            handle.seek(start)
+            yield pickle.loads(handle.read(length))
+    finally:
+        for handle in handles.values():
+            handle.close()
 
 
 class LocalFlow:
     """runtime.dataflow's operations (each, routed, union, collected) over the driver's worker
-    processes: what one task yields comes back to the driver pickled and goes on, unread, to the
-    task of its part. Unlike Spark's shuffle it is held in the driver's memory, so a job routes
-    through it only what is bounded (jobs/clean: LOCAL_SHUFFLE_ROWS)."""
+    processes. What a task yields is spilled to a file of its own under a directory of the flow
+    (the system's temporary directory: TMPDIR), as Spark's shuffle writes to its local dirs, and
+    read from there by the task of its part, so neither the driver nor a task holds more than
+    Spark's would. A frame is read once (routed or collected); its files go then, and the
+    directory when the flow closes."""
 
     def __init__(self, local: LocalWorkers) -> None:
         self.local = local
+        self.directory = tempfile.mkdtemp(prefix="segpipe-flow-")
+
+    def __enter__(self) -> LocalFlow:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def each(self, packs: Sequence[T], work: Callable[[T], Iterable[tuple[int, Any]]]) -> LocalFrame:
-        done = self.local.map(lambda pack: _pickled(work(pack)), packs)
-        return [pair for pairs in done for pair in pairs]
+        directory = self.directory
+        return self.local.map(lambda pack: _spill(work(pack), directory), packs)
 
     def routed(
         self, frame: LocalFrame, parts: int, work: Callable[[int, Iterator[Any]], Iterable[tuple[int, Any]]]
     ) -> LocalFrame:
-        by_part: list[list[bytes]] = [[] for _ in range(parts)]
-        for part, data in frame:
-            by_part[part].append(data)
+        by_part: list[list[tuple[str, int, int]]] = [[] for _ in range(parts)]
+        for spill in frame:
+            for part, start, length in zip(
+                spill.parts.tolist(), spill.starts.tolist(), spill.lengths.tolist(), strict=True
+            ):
+                by_part[part].append((spill.path, start, length))
+        directory = self.directory
 
-        def run(part_items: tuple[int, list[bytes]]) -> LocalFrame:
-            part, items = part_items
-            return _pickled(work(part, (pickle.loads(data) for data in items)))
+        def run(part_places: tuple[int, list[tuple[str, int, int]]]) -> Spill:
+            part, places = part_places
+            return _spill(work(part, _read(places)), directory)
 
         # Every part's task runs, also one no item is for (as dataflow.routed announces each part).
-        done = self.local.map(run, list(enumerate(by_part)))
-        return [pair for pairs in done for pair in pairs]
+        out = self.local.map(run, list(enumerate(by_part)))
+        _remove(frame)
+        return out
 
     def union(self, frames: Sequence[LocalFrame]) -> LocalFrame:
-        return [pair for frame in frames for pair in frame]
+        return [spill for frame in frames for spill in frame]
 
     def collected(self, frame: LocalFrame) -> list[tuple[int, Any]]:
-        return [(part, pickle.loads(data)) for part, data in frame]
+        places = [
+            (spill.path, start, length)
+            for spill in frame
+            for start, length in zip(spill.starts.tolist(), spill.lengths.tolist(), strict=True)
+        ]
+        parts = [part for spill in frame for part in spill.parts.tolist()]
+        out = list(zip(parts, _read(places), strict=True))
+        _remove(frame)
+        return out
+
+
+def _remove(frame: LocalFrame) -> None:
+    for spill in frame:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(spill.path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.errors import Terminated
-from pipelines.runtime.local_workers import LocalWorkers, local_cores
+from pipelines.runtime.local_workers import LocalFlow, LocalWorkers, local_cores
 from segment_io.errors import CrcMismatch
 
 pytestmark = pytest.mark.unit
@@ -131,3 +131,19 @@ def test_a_stop_kills_the_processes_before_it_propagates(
     [pid] = [int(p.name) for p in pids.iterdir()]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_local_flow_routes_every_item_to_its_parts_task_through_files(workers: LocalWorkers) -> None:
+    """Items go from the tasks that made them to the task of their part (every part's task runs,
+    one no item is for too), by way of files that are gone once read, the flow's directory
+    with the flow."""
+    with LocalFlow(workers) as flow:
+        made = flow.each([range(0, 50), range(50, 100)], lambda numbers: ((n % 4, n) for n in numbers))
+        assert all(os.path.exists(spill.path) for spill in made)
+        summed = flow.routed(made, 5, lambda part, items: [(part, (part, sorted(items)))])
+        assert not any(os.path.exists(spill.path) for spill in made)
+        got = dict(obj for _, obj in flow.collected(summed))
+        directory = flow.directory
+        assert os.listdir(directory) == []
+    assert got == {p: [n for n in range(100) if n % 4 == p] for p in range(4)} | {4: []}
+    assert not os.path.exists(directory)

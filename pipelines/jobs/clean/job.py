@@ -8,6 +8,7 @@ import json
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from functools import partial
 from typing import Any
 
@@ -55,10 +56,6 @@ BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
 # Tasks per core for the key map's map side (as for the scan: a few per core balance the cores).
 MAP_TASKS_PER_CORE = 3
-# The driver's own processes compact a run of at most this many keyed records: what their key
-# map routes passes through the driver's memory (tens of bytes a record, with the keys), where
-# Spark's shuffle would spill to disk. Larger runs compact on Spark.
-LOCAL_SHUFFLE_ROWS = 16_000_000
 
 
 def clean(
@@ -259,13 +256,27 @@ def _compact(
         in_driver = alone_partitions(key_tasks, gids, 1)
         if len(in_driver) == len(gids):  # every partition fits one task: no Spark at all
             return _compact_in_driver(list(in_driver.values()), groups, bounds, ctx)
-    flow: Flow
-    if near and spark.local is not None and sum(t.records for t in key_tasks) <= LOCAL_SHUFFLE_ROWS:
-        flow, parallelism = LocalFlow(spark.local), spark.local.cores
-    else:
-        flow, parallelism = SparkFlow(spark.session()), spark.parallelism()
-    # A partition that fits a task is compacted inside one (nothing shuffled); the others take
-    # the bucketed path, where a partition's key map spreads over every core.
+    with ExitStack() as stack:
+        flow: Flow
+        if near and spark.local is not None:
+            flow, parallelism = stack.enter_context(LocalFlow(spark.local)), spark.local.cores
+        else:
+            flow, parallelism = SparkFlow(spark.session()), spark.parallelism()
+        return _compact_flow(flow, parallelism, key_tasks, gids, groups, bounds, ctx)
+
+
+def _compact_flow(
+    flow: Flow,
+    parallelism: int,
+    key_tasks: list[KeyTask],
+    gids: dict[int, list[int]],
+    groups: dict[int, GroupPlan],
+    bounds: GroupBounds,
+    ctx: RewriteContext,
+) -> list[GroupStats]:
+    """The compaction over `flow` with `parallelism` tasks at once. A partition that fits a task
+    is compacted inside one (nothing shuffled); the others take the bucketed path, where a
+    partition's key map spreads over every core."""
     alone = alone_partitions(key_tasks, gids, parallelism)
     key_tasks = [t for t in key_tasks if t.tp not in alone]
     bucketed = sorted(g for tp, mine in gids.items() if tp not in alone for g in mine)
@@ -303,7 +314,7 @@ def _compact_in_driver(
 
 
 def _key_map(
-    flow: SparkFlow | LocalFlow,
+    flow: Flow,
     parallelism: int,
     key_tasks: list[KeyTask],
     bounds: GroupBounds,
