@@ -126,6 +126,45 @@ def _rehash(slots: np.ndarray, e_hash: np.ndarray, n: int) -> None:
         slots[s] = e
 
 
+@njit(cache=True, nogil=True)
+def _partition(
+    bucket: np.ndarray, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, buckets: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows laid out bucket by bucket, each bucket's rows in their order (a stable counting sort
+    in one sequential pass: every bucket is written at its own cursor, which keeps the writes
+    near each other, where a sort and a gather read keys from scattered places). Returns the
+    order (row i of the result is row order[i]), each result row's key start in the new key
+    buffer, that buffer, and the bucket edges (bucket b is rows edges[b]:edges[b + 1])."""
+    n = bucket.shape[0]
+    edges = np.zeros(buckets + 1, dtype=np.int64)
+    byte_edges = np.zeros(buckets + 1, dtype=np.int64)
+    for i in range(n):
+        edges[bucket[i] + 1] += 1
+        byte_edges[bucket[i] + 1] += max(lengths[i], 0)
+    for b in range(buckets):
+        edges[b + 1] += edges[b]
+        byte_edges[b + 1] += byte_edges[b]
+    row_at = edges[:-1].copy()
+    byte_at = byte_edges[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    out_starts = np.empty(n, dtype=np.int64)
+    out = np.empty(byte_edges[buckets], dtype=np.uint8)
+    for i in range(n):
+        b = bucket[i]
+        r = row_at[b]
+        row_at[b] = r + 1
+        order[r] = i
+        p = byte_at[b]
+        out_starts[r] = p
+        length = lengths[i]
+        if length > 0:
+            s = starts[i]
+            for j in range(length):
+                out[p + j] = data[s + j]
+            byte_at[b] = p + length
+    return order, out_starts, out, edges
+
+
 @dataclass(frozen=True)
 class KeyRows:
     """Rows of (partition, key, offset) as flat arrays; keys are `data[starts[i]:+lengths[i]]`."""
@@ -151,6 +190,29 @@ class KeyRows:
             key_offsets[:-1].astype(np.int64),
             lengths,
             self.offset[index],
+        )
+
+    def by_bucket(self, bucket: np.ndarray, buckets: int) -> tuple[KeyRows, np.ndarray]:
+        """The rows ordered by `bucket` (each row's, < `buckets`; stable), their keys packed in
+        that order, and the bucket edges: bucket b's rows are `slice(edges[b], edges[b + 1])`."""
+        order, starts, data, edges = _partition(bucket, self.data, self.starts, self.lengths, buckets)
+        rows = KeyRows(
+            self.tp[order], self.hash[order], data, starts, self.lengths[order], self.offset[order]
+        )
+        return rows, edges
+
+    def slice(self, lo: int, hi: int) -> KeyRows:
+        """Rows lo:hi of rows whose keys lie in row order (as `take` and `by_bucket` pack them),
+        with only their keys' bytes (views: pickled, they carry no more)."""
+        first = int(self.starts[lo]) if hi > lo else 0
+        end = int(self.starts[hi - 1] + max(int(self.lengths[hi - 1]), 0)) if hi > lo else 0
+        return KeyRows(
+            self.tp[lo:hi],
+            self.hash[lo:hi],
+            self.data[first:end],
+            self.starts[lo:hi] - first,
+            self.lengths[lo:hi],
+            self.offset[lo:hi],
         )
 
     @staticmethod

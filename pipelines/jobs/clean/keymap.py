@@ -153,12 +153,11 @@ def _bucketed(rows: KeyRows, buckets: int) -> Iterator[tuple[int, KeyRows]]:
     task before it writes them, so items must be small for a map task's memory to stay bounded."""
     if len(rows) == 0:
         return
-    bucket = (rows.hash >> np.uint64(32)) % np.uint64(buckets)
-    order = np.argsort(bucket, kind="stable")
-    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1, dtype=np.uint64))
+    bucket = ((rows.hash >> np.uint64(32)) % np.uint64(buckets)).astype(np.int64)
+    ordered, edges = rows.by_bucket(bucket, buckets)
     for b in range(buckets):
-        for lo in range(int(bounds[b]), int(bounds[b + 1]), ITEM_ROWS):
-            yield b, rows.take(order[lo : min(lo + ITEM_ROWS, int(bounds[b + 1]))])
+        for lo in range(int(edges[b]), int(edges[b + 1]), ITEM_ROWS):
+            yield b, ordered.slice(lo, min(lo + ITEM_ROWS, int(edges[b + 1])))
 
 
 @dataclass(frozen=True)
