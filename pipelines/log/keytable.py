@@ -128,13 +128,20 @@ def _rehash(slots: np.ndarray, e_hash: np.ndarray, n: int) -> None:
 
 @njit(cache=True, nogil=True)
 def _partition(
-    bucket: np.ndarray, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, buckets: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows laid out bucket by bucket, each bucket's rows in their order (a stable counting sort
-    in one sequential pass: every bucket is written at its own cursor, which keeps the writes
-    near each other, where a sort and a gather read keys from scattered places). Returns the
-    order (row i of the result is row order[i]), each result row's key start in the new key
-    buffer, that buffer, and the bucket edges (bucket b is rows edges[b]:edges[b + 1])."""
+    bucket: np.ndarray,
+    tp: np.ndarray,
+    hashes: np.ndarray,
+    data: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+    buckets: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows laid out bucket by bucket, each bucket's rows in their order: a stable counting sort
+    in one sequential pass over the rows, every bucket written at its own cursor (writes that
+    stay near each other, where a sort and gathers read rows from scattered places). Returns
+    the rows' partitions, hashes, key starts (in the new key buffer), key lengths and offsets,
+    that buffer, and the bucket edges (bucket b is rows edges[b]:edges[b + 1])."""
     n = bucket.shape[0]
     edges = np.zeros(buckets + 1, dtype=np.int64)
     byte_edges = np.zeros(buckets + 1, dtype=np.int64)
@@ -146,23 +153,29 @@ def _partition(
         byte_edges[b + 1] += byte_edges[b]
     row_at = edges[:-1].copy()
     byte_at = byte_edges[:-1].copy()
-    order = np.empty(n, dtype=np.int64)
+    out_tp = np.empty(n, dtype=tp.dtype)
+    out_hash = np.empty(n, dtype=hashes.dtype)
     out_starts = np.empty(n, dtype=np.int64)
+    out_lengths = np.empty(n, dtype=np.int64)
+    out_offsets = np.empty(n, dtype=np.int64)
     out = np.empty(byte_edges[buckets], dtype=np.uint8)
     for i in range(n):
         b = bucket[i]
         r = row_at[b]
         row_at[b] = r + 1
-        order[r] = i
         p = byte_at[b]
-        out_starts[r] = p
         length = lengths[i]
+        out_tp[r] = tp[i]
+        out_hash[r] = hashes[i]
+        out_starts[r] = p
+        out_lengths[r] = length
+        out_offsets[r] = offsets[i]
         if length > 0:
             s = starts[i]
             for j in range(length):
                 out[p + j] = data[s + j]
             byte_at[b] = p + length
-    return order, out_starts, out, edges
+    return out_tp, out_hash, out_starts, out_lengths, out_offsets, out, edges
 
 
 @dataclass(frozen=True)
@@ -195,11 +208,10 @@ class KeyRows:
     def by_bucket(self, bucket: np.ndarray, buckets: int) -> tuple[KeyRows, np.ndarray]:
         """The rows ordered by `bucket` (each row's, < `buckets`; stable), their keys packed in
         that order, and the bucket edges: bucket b's rows are `slice(edges[b], edges[b + 1])`."""
-        order, starts, data, edges = _partition(bucket, self.data, self.starts, self.lengths, buckets)
-        rows = KeyRows(
-            self.tp[order], self.hash[order], data, starts, self.lengths[order], self.offset[order]
+        tp, hashes, starts, lengths, offsets, data, edges = _partition(
+            bucket, self.tp, self.hash, self.data, self.starts, self.lengths, self.offset, buckets
         )
-        return rows, edges
+        return KeyRows(tp, hashes, data, starts, lengths, offsets), edges
 
     def slice(self, lo: int, hi: int) -> KeyRows:
         """Rows lo:hi of rows whose keys lie in row order (as `take` and `by_bucket` pack them),
