@@ -7,7 +7,13 @@ import json
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.spark_args import VALIDATION_MODULES, add_spark_arguments, spark_run
+from pipelines.cli.spark_args import (
+    VALIDATION_MODULES,
+    add_spark_arguments,
+    local_master_cores,
+    spark_on_demand,
+    spark_run,
+)
 from pipelines.config.jobfile import CLEAN_STEPS, STEPS, JobFile
 from pipelines.errors import EXIT_OK, ConfigError
 
@@ -64,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, job, state.now_ms, pending[0])
     validating = VALIDATION_MODULES if any("validate" in u for u in pending) else ()
-    with spark_run(args, "pipelines.run.runner", *validating) as sc:
+    # With a local master the steps' work over local files runs in the driver's own processes,
+    # and Spark starts only where a step needs it (a remote tier, an operator suite); otherwise
+    # it starts with the run.
+    local = local_master_cores(args) is not None
+    with spark_on_demand(args, not local, "pipelines.run.runner", *validating, local_likely=local) as sc:
         from pipelines.run.runner import run_units
 
         records = run_units(sc, job, state, units, console.say)
