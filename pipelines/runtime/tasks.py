@@ -67,8 +67,9 @@ DRIVER_BYTES = 8 * 10**9
 # A compaction of near files runs in the driver's threads when its compacted partitions hold at
 # most this many bytes (and each fits one task, clean.alone): Spark's start and its first job's
 # (the JVM, the SQL engine, Python workers) cost about 5 s, most of a small run. Larger runs go to
-# Spark: measured on the 4 GB bench set, its compaction took 8.2 s in two driver threads (the
-# interpreter's lock) against 5.8 s in two warm Spark workers.
+# the driver's processes where the master is local (local_workers), else to Spark: measured on the
+# 4 GB bench set, its compaction took 8.2 s in two driver threads (the interpreter's lock) against
+# 5.8 s in two warm Spark workers, and a process pool costs about a second to start.
 DRIVER_COMPACT_BYTES = 64 * 2**20
 # SEGPIPE_DRIVER_WORK: "on" (the default) as above; "processes": work over near files that a
 # local master would run goes to the driver's own processes however small (never its threads);
