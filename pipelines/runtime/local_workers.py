@@ -26,11 +26,13 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
+from pipelines.errors import EXIT_INTERNAL, SegpipeError
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
 
 T = TypeVar("T")
@@ -62,12 +64,17 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _call(pickled: bytes) -> bytes:
+def _call(work: bytes, item: bytes) -> bytes:
     """In a worker: the work and its item, unpickled, run, and the result pickled back."""
     from pyspark import cloudpickle
 
-    work, item = cloudpickle.loads(pickled)
-    return cloudpickle.dumps(work(item))
+    return cloudpickle.dumps(cloudpickle.loads(work)(cloudpickle.loads(item)))
+
+
+class WorkerLost(SegpipeError):
+    """A worker process of the driver ended without an answer (killed, or out of memory)."""
+
+    exit_code = EXIT_INTERNAL
 
 
 class LocalWorkers:
@@ -116,12 +123,20 @@ class LocalWorkers:
         from pyspark import cloudpickle
 
         pool = self._started()
-        futures: list[Future[bytes]] = [pool.submit(_call, cloudpickle.dumps((work, i))) for i in items]
+        pickled = cloudpickle.dumps(work)  # once: a closure may carry a plan or a key list
+        futures: list[Future[bytes]] = [pool.submit(_call, pickled, cloudpickle.dumps(i)) for i in items]
         try:
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for future in futures:
-                if future in done and future.exception() is not None:
-                    raise future.exception()  # type: ignore[misc]
+                error = future.exception() if future in done else None
+                if isinstance(error, BrokenProcessPool):
+                    raise WorkerLost(
+                        "a worker process of the driver ended without an answer (killed, or out of "
+                        "memory); nothing was published. SEGPIPE_DRIVER_WORK=off or a cluster's "
+                        "--master sends the work to Spark"
+                    ) from None
+                if error is not None:
+                    raise error
             return [cloudpickle.loads(f.result()) for f in futures]
         except BaseException:
             for future in futures:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.errors import Terminated
-from pipelines.runtime.local_workers import LocalFlow, LocalWorkers, local_cores
+from pipelines.runtime.local_workers import LocalFlow, LocalWorkers, WorkerLost, local_cores
 from segment_io.errors import CrcMismatch
 
 pytestmark = pytest.mark.unit
@@ -147,3 +147,18 @@ def test_a_local_flow_routes_every_item_to_its_parts_task_through_files(workers:
         assert os.listdir(directory) == []
     assert got == {p: [n for n in range(100) if n % 4 == p] for p in range(4)} | {4: []}
     assert not os.path.exists(directory)
+
+
+def test_a_process_that_dies_fails_the_map_with_a_typed_error(workers: LocalWorkers) -> None:
+    """A worker killed mid-item (as the kernel's OOM killer would) is a WorkerLost error naming
+    what happened, never a hang; the next map gets new processes."""
+
+    def die(i: int) -> int:
+        if i == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+    with pytest.raises(WorkerLost, match="ended without an answer") as caught:
+        workers.map(die, list(range(4)))
+    assert caught.value.exit_code == 70
+    assert workers.map(lambda i: i + 1, [1, 2]) == [2, 3]
