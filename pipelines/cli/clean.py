@@ -15,7 +15,7 @@ from pipelines.cli.spark_args import (
     local_master_cores,
     now_from,
     spark_on_demand,
-    spark_run,
+    workers_for,
 )
 from pipelines.config import JobConfig
 from pipelines.config.selection import TopicSelection
@@ -150,13 +150,13 @@ def run(args: argparse.Namespace) -> int:
 def spark_likely(
     src_url: str, config: JobConfig, topics: list[str], select: str, suites: bool, cores: int | None
 ) -> tuple[bool, bool]:
-    """Whether a clean will likely need Spark, and whether it will likely compact in the driver's
-    own processes (`cores`: a local master's, else None), known before its scan. Spark: SRC is
-    not on a local disk, or larger than the driver's threads take, or a kept topic is compacted
-    (not `--select kafka`, which may choose none) and SRC is too large to be compacted in the
-    driver's threads while the master is not local (a local master's compaction runs in the
-    driver's processes), or an operator suite gates the output. A wrong guess only costs time:
-    Spark starts where a stage needs it."""
+    """Whether a clean will likely need Spark, and whether it will likely work in the driver's
+    own processes (`cores`: a local master's, else None), known before its scan. With a local
+    master, Spark only for an operator suite; the processes where SRC is not on a local disk, or
+    larger than the driver's threads take, or a kept topic is compacted (not `--select kafka`,
+    which may choose none) and SRC is too large to be compacted in the driver's threads. With
+    any other master, Spark in those cases. A wrong guess only costs time: Spark starts where a
+    stage needs it."""
     from pipelines.runtime.tasks import DRIVER_BYTES, driver_work, fits_driver_compaction
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
@@ -164,13 +164,15 @@ def spark_likely(
     storage, path = open_storage(src_url)
     partitions = list_log_dir(storage, path).partitions if storage.near else []
     size = sum(p.size for p in partitions)
+    compacted = any(p.tp.topic in topics and config.for_topic(p.tp.topic).compact for p in partitions)
+    heavy = (
+        not storage.near
+        or not driver_work()
+        or size > DRIVER_BYTES
+        or (compacted and select != "kafka" and not fits_driver_compaction(True, size))
+    )
     local = cores is not None
-    if not storage.near or not driver_work() or (size > DRIVER_BYTES and not local):
-        return True, False
-    compacted = [p.size for p in partitions if p.tp.topic in topics and config.for_topic(p.tp.topic).compact]
-    if not compacted or select == "kafka" or fits_driver_compaction(True, size):
-        return suites, size > DRIVER_BYTES  # a scan too large for the driver's threads: its processes
-    return suites or not local, local
+    return suites or (heavy and not local), heavy and local
 
 
 def source_topics(
@@ -210,7 +212,7 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
     now_ms = now_from(args)
     if args.report:
         require_new_file(args.report)
-    with spark_run(args, "pipelines.jobs.clean") as sc:
+    with workers_for(args, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean.in_place import clean_in_place
 
         report = clean_in_place(

@@ -105,9 +105,11 @@ def run(args: argparse.Namespace) -> int:
         require_new_file(args.report)
     storage, path = open_storage(args.src)
     size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
-    large = not driver_threads_work() or size > DRIVER_COMPACT_BYTES  # not for the driver's threads
-    local = storage.near and not args.in_place and large and local_master_cores(args) is not None
-    needed = args.in_place or not storage.near or (large and not local)
+    # Work too large for the driver's threads, or over an object store: a local master's goes to
+    # the driver's processes, any other master's to Spark.
+    heavy = args.in_place or not storage.near or not driver_threads_work() or size > DRIVER_COMPACT_BYTES
+    local = heavy and local_master_cores(args) is not None
+    needed = heavy and not local
     with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:
         from pipelines.jobs.erase.in_place import erase_in_place
         from pipelines.jobs.erase.job import run_erase

@@ -10,9 +10,8 @@ from pipelines.cli import console
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_spark_arguments,
-    local_master_cores,
     spark_on_demand,
-    spark_run,
+    workers_for,
 )
 from pipelines.config.jobfile import CLEAN_STEPS, STEPS, JobFile
 from pipelines.errors import EXIT_OK, ConfigError
@@ -70,11 +69,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, job, state.now_ms, pending[0])
     validating = VALIDATION_MODULES if any("validate" in u for u in pending) else ()
-    # With a local master the steps' work over local files runs in the driver's own processes,
-    # and Spark starts only where a step needs it (a remote tier, an operator suite); otherwise
-    # it starts with the run.
-    local = local_master_cores(args) is not None
-    with spark_on_demand(args, not local, "pipelines.run.runner", *validating, local_likely=local) as sc:
+    # With a local master the steps' work runs in the driver's own processes, and Spark starts
+    # only where a step needs it (an operator suite); otherwise it starts with the run.
+    with workers_for(args, "pipelines.run.runner", *validating) as sc:
         from pipelines.run.runner import run_units
 
         records = run_units(sc, job, state, units, console.say)
@@ -111,13 +108,13 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
     from pipelines.run.runner import clean_request, cut_request, erase_request, unit_name
 
     if unit == ("cut",):
-        with spark_run(args, "pipelines.jobs.cut.job") as sc:
+        with spark_on_demand(args, False, "pipelines.jobs.cut.job") as sc:
             from pipelines.jobs.cut.job import run_cut
 
             run_cut(sc, cut_request(job, dry_run=True), console.say)
         return EXIT_OK
     if unit == ("erase",):
-        with spark_run(args, "pipelines.jobs.erase.job") as sc:
+        with spark_on_demand(args, False, "pipelines.jobs.erase.job") as sc:
             from pipelines.jobs.erase.job import run_erase
 
             run_erase(sc, erase_request(job, dry_run=True), console.say)
@@ -125,7 +122,7 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
     if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
         return EXIT_OK
-    with spark_run(args, "pipelines.jobs.clean") as sc:
+    with spark_on_demand(args, False, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean import run_clean
 
         run_clean(sc, clean_request(job, unit, now_ms, dry_run=True), console.say)

@@ -126,3 +126,14 @@ def spark_on_demand(
         elif local_likely and local is not None:
             local.start()
         yield lazy
+
+
+@contextmanager
+def workers_for(args: argparse.Namespace, *job_modules: str, spark_needed: bool = False) -> Iterator[Any]:
+    """spark_on_demand for a run whose stages all have work: with a local master they run in
+    the driver's own processes, started at once, and Spark starts only for what needs it (an
+    operator suite: `spark_needed`, or a stage found to need it); with any other master Spark
+    starts with the run."""
+    local = local_master_cores(args) is not None
+    with spark_on_demand(args, spark_needed or not local, *job_modules, local_likely=local) as spark:
+        yield spark

@@ -12,7 +12,7 @@ from pipelines.cli.spark_args import (
     add_now_argument,
     add_spark_arguments,
     now_from,
-    spark_run,
+    workers_for,
 )
 from pipelines.errors import EXIT_OK, ConfigError
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         console.say(note)
     if args.report:
         require_new_file(args.report)
-    with spark_run(args, "pipelines.jobs.tier") as sc:
+    with workers_for(args, "pipelines.jobs.tier") as sc:
         from pipelines.jobs.tier import TierRequest, run_tier
 
         request = TierRequest(
@@ -143,7 +143,7 @@ def run_restore(args: argparse.Namespace) -> int:
     require_destination(args.remote, args.dst)
     if args.local:
         _refuse_before_spark(args.local)
-    with spark_run(args, "pipelines.jobs.tier.restore") as spark:
+    with workers_for(args, "pipelines.jobs.tier.restore") as spark:
         from pipelines.jobs.tier.request import RestoreRequest
         from pipelines.jobs.tier.restore import run_restore as restore_job
 

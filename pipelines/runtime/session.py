@@ -306,7 +306,8 @@ class LazySpark:
         return self._spark
 
     def parallelism(self) -> int:
-        return parallelism(self.session())
+        """Tasks at once: the driver's processes where they do the work, else Spark's cores."""
+        return self.local.cores if self.local is not None else parallelism(self.session())
 
 
 def session_of(spark: Any) -> Any:

@@ -45,10 +45,17 @@ def spark_packs(spark: Any, items: Sequence[T], sizes: list[int], tasks_per_core
 
 
 def on_workers(spark: Any, chosen: list[list[T]], work: Callable[[list[T]], Iterable[R]]) -> list[R]:
-    """`work` over each pack as a Spark task of its own (`spark`: a LazySpark), every result in
-    pack order."""
+    """`work` over each pack as a task of its own, every result in pack order: in the driver's
+    own processes where the master is local (`spark`: a LazySpark carrying them), else as Spark
+    tasks. A local master's Spark workers would be processes of this machine too; the driver's
+    own cost no JVM and no Python worker start (seconds, most of a small run)."""
     from pipelines.runtime import dataflow
+    from pipelines.runtime.session import LazySpark
 
+    local = LazySpark.of(spark).local
+    if local is not None:
+        done = local.map(lambda pack: list(work(pack)), chosen)
+        return [r for results in done for r in results]
     indexed = list(enumerate(chosen))
     frame = dataflow.each(spark.session(), indexed, lambda p: ((p[0], r) for r in work(p[1])))
     # One task's results are in its order; the packs are put back in theirs.
@@ -60,7 +67,7 @@ def on_workers(spark: Any, chosen: list[list[T]], work: Callable[[list[T]], Iter
 # header-only run. Measured on the 4 GB bench set (2 cores, warm page cache): its scan took 0.74 s
 # in one driver thread and 0.9 s as a stage of driver threads, against 3.1 s as Spark tasks; a
 # retention-only run went from 10.9-11.6 s to 7.6-8.1 s whole process. Files on object storage
-# are always read by the workers: their bytes never pass through the driver.
+# are always read by workers (Spark's, or a local master's processes), never in the driver's threads.
 DRIVER_BYTES = 8 * 10**9
 
 
@@ -117,8 +124,8 @@ def run_packed(
 ) -> list[R]:
     """`work` over packs of `items`, every result in item order: in the driver's threads where
     the files are near and the total is at most `driver_bytes` (DRIVER_BYTES for work that mostly
-    reads; DRIVER_COMPACT_BYTES for work that decodes every record); else, over near files with
-    a local master, in the driver's own processes (runtime.local_workers); else as Spark tasks."""
+    reads; DRIVER_COMPACT_BYTES for work that decodes every record); else with a local master in
+    the driver's own processes (runtime.local_workers); else as Spark tasks."""
     if not items:
         return []
     if driver_threads_work() and near and sum(sizes) <= driver_bytes:
@@ -130,11 +137,6 @@ def run_packed(
     from pipelines.runtime.session import LazySpark
 
     lazy = LazySpark.of(spark)
-    if near and lazy.local is not None:
-        progress.add_bytes(sum(sizes))
-        parts = lazy.local.cores * tasks_per_core
-        in_processes = lazy.local.map(lambda pack: list(work(pack)), _packed(items, sizes, parts))
-        return [r for results in in_processes for r in results]
     return on_workers(lazy, spark_packs(lazy, items, sizes, tasks_per_core), work)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.runtime.tasks import DRIVER_WORK_ENV
 from segment_io.errors import ManifestConflict
 from segment_io.remote.tier import RemoteTier
 from segment_io.topic_partition import TopicPartition
@@ -163,3 +164,38 @@ def test_a_tier_run_killed_after_its_commit_is_finished_by_the_next(
     # The other kill points (mid-upload, before the commit, mid-release, mid in-place clean) run
     # against SeaweedFS (test_tier_seaweedfs.py).
     killed_run_is_finished_by_the_next("after-commit", s3_env, sample_dir, tmp_path)
+
+
+def test_a_local_masters_remote_work_starts_no_jvm(
+    s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """With a local master, tier, clean --in-place, erase --in-place and restore over S3 run in
+    the driver's own processes: given a JVM that cannot start (a 1 KB heap) they finish anyway,
+    and leave the bytes the same runs leave on Spark, which cannot run with that JVM."""
+    bad_jvm = ["--conf", "spark.driver.memory=1k"]
+    on_spark = {**s3_env, DRIVER_WORK_ENV: "off"}
+    compact = ["--set", "cleanup.policy=compact", "--set", "retention.ms=-1", "--now", NOW]
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes(b"k0000000001\nk0000000042\n")
+    restored = {}
+    for name, env, extra in (("processes", s3_env, bad_jvm), ("spark", on_spark, [])):
+        log = tmp_path / name / "log"
+        shutil.copytree(sample_dir, log)
+        remote = bucket(s3_env, f"no-jvm-{name}")
+        for command in (
+            ("tier", str(log), remote, *RELEASE),
+            ("clean", remote, "--in-place", *compact),
+            ("erase", remote, "--in-place", "--keys", str(keys)),
+        ):
+            proc = run_segpipe(*command, "--master", "local[2]", *extra, env=env)
+            assert proc.returncode == 0, f"{name} {command[0]}: {proc.stderr[-3000:]}"
+        # Both tiers are read back the same way: in the driver's processes, without a JVM.
+        out = tmp_path / name / "restored"
+        proc = run_segpipe("restore", remote, str(out), "--local", str(log), *bad_jvm, env=s3_env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        restored[name] = tree(out)
+    assert restored["processes"] == restored["spark"] and len(restored["spark"]) > 8
+    refused = run_segpipe(
+        "restore", bucket(s3_env, "no-jvm-spark"), str(tmp_path / "never"), *bad_jvm, env=on_spark
+    )
+    assert refused.returncode != 0 and not (tmp_path / "never").exists()

@@ -258,7 +258,7 @@ def _compact(
             return _compact_in_driver(list(in_driver.values()), groups, bounds, ctx)
     with ExitStack() as stack:
         flow: Flow
-        if near and spark.local is not None:
+        if spark.local is not None:  # a local master: its processes, near files or not
             flow, parallelism = stack.enter_context(LocalFlow(spark.local)), spark.local.cores
         else:
             flow, parallelism = SparkFlow(spark.session()), spark.parallelism()
