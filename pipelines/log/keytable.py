@@ -7,6 +7,7 @@ merged. Numba kernels do the probing; the Python side only sizes the arrays (no 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from segment_io.buffers import grow
 from segment_io.format.records import gather
 
 EMPTY = -1
+ITEM_ROWS = 8192  # rows per shuffle item (KeyRows.bucketed)
 
 
 @njit(cache=True, nogil=True)
@@ -212,6 +214,19 @@ class KeyRows:
             bucket, self.tp, self.hash, self.data, self.starts, self.lengths, self.offset, buckets
         )
         return KeyRows(tp, hashes, data, starts, lengths, offsets), edges
+
+    def bucketed(self, buckets: int) -> Iterator[tuple[int, KeyRows]]:
+        """The rows split by bucket, from the hash's high half (the low half places keys in a
+        table), in pieces of at most ITEM_ROWS: PySpark's shuffle writer holds up to a few hundred
+        items of a task before it writes them, so items must be small for a map task's memory to
+        stay bounded."""
+        if len(self) == 0:
+            return
+        bucket = ((self.hash >> np.uint64(32)) % np.uint64(buckets)).astype(np.int64)
+        ordered, edges = self.by_bucket(bucket, buckets)
+        for b in range(buckets):
+            for lo in range(int(edges[b]), int(edges[b + 1]), ITEM_ROWS):
+                yield b, ordered.slice(lo, min(lo + ITEM_ROWS, int(edges[b + 1])))
 
     def slice(self, lo: int, hi: int) -> KeyRows:
         """Rows lo:hi of rows whose keys lie in row order (as `take` and `by_bucket` pack them),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
@@ -189,3 +190,18 @@ class SparkFlow:
 
     def collected(self, frame: Any) -> list[tuple[int, Any]]:
         return collected(frame)
+
+
+@contextmanager
+def flow_of(spark: Any) -> Iterator[tuple[Flow, int]]:
+    """A run's flow and how many of its tasks run at once: the driver's own processes where the
+    master is local (`spark`: a LazySpark carrying them), else Spark (started here)."""
+    from pipelines.runtime.local_workers import LocalFlow
+    from pipelines.runtime.session import LazySpark
+
+    lazy = LazySpark.of(spark)
+    if lazy.local is not None:
+        with LocalFlow(lazy.local) as flow:
+            yield flow, lazy.local.cores
+    else:
+        yield SparkFlow(lazy.session()), lazy.parallelism()

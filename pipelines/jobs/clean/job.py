@@ -8,7 +8,6 @@ import json
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from functools import partial
 from typing import Any
 
@@ -33,10 +32,9 @@ from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import Staging
 from pipelines.runtime import progress
-from pipelines.runtime.dataflow import Flow, SparkFlow
+from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.faults import fault_point, is_armed
 from pipelines.runtime.harness import JobRun, job_run, staged_output
-from pipelines.runtime.local_workers import LocalFlow
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR, list_log_dir
@@ -256,12 +254,7 @@ def _compact(
         in_driver = alone_partitions(key_tasks, gids, 1)
         if len(in_driver) == len(gids):  # every partition fits one task: no Spark at all
             return _compact_in_driver(list(in_driver.values()), groups, bounds, ctx)
-    with ExitStack() as stack:
-        flow: Flow
-        if spark.local is not None:  # a local master: its processes, near files or not
-            flow, parallelism = stack.enter_context(LocalFlow(spark.local)), spark.local.cores
-        else:
-            flow, parallelism = SparkFlow(spark.session()), spark.parallelism()
+    with flow_of(spark) as (flow, parallelism):
         return _compact_flow(flow, parallelism, key_tasks, gids, groups, bounds, ctx)
 
 

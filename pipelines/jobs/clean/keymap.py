@@ -29,7 +29,6 @@ from segment_io.storage import open_storage
 FLUSH_ROWS = 2_000_000
 # A map task checks after this many dirty rows whether deduplicating them pays (extract_keys).
 DEDUPE_PROBE_ROWS = 262_144
-ITEM_ROWS = 8192  # rows per shuffle item (see _bucketed)
 
 
 @dataclass(frozen=True)
@@ -139,25 +138,12 @@ def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock
     null-key counts routed to the bucket of their group (counts pass through to the rewrite)."""
     null_keys: dict[int, int] = {}
     for dirty, clean in extract_keys(tasks, null_keys):
-        for b, rows in _bucketed(dirty, buckets):
+        for b, rows in dirty.bucketed(buckets):
             yield b, KeyBlock(rows, dirty=True)
-        for b, rows in _bucketed(clean, buckets):
+        for b, rows in clean.bucketed(buckets):
             yield b, KeyBlock(rows, dirty=False)
     for gid, count in sorted(null_keys.items()):
         yield gid % buckets, NullKeys(gid, count)
-
-
-def _bucketed(rows: KeyRows, buckets: int) -> Iterator[tuple[int, KeyRows]]:
-    """Rows split by bucket, from the hash's high half (the low half places keys in a table), in
-    pieces of at most ITEM_ROWS: PySpark's shuffle writer holds up to a few hundred items of a
-    task before it writes them, so items must be small for a map task's memory to stay bounded."""
-    if len(rows) == 0:
-        return
-    bucket = ((rows.hash >> np.uint64(32)) % np.uint64(buckets)).astype(np.int64)
-    ordered, edges = rows.by_bucket(bucket, buckets)
-    for b in range(buckets):
-        for lo in range(int(edges[b]), int(edges[b + 1]), ITEM_ROWS):
-            yield b, ordered.slice(lo, min(lo + ITEM_ROWS, int(edges[b + 1])))
 
 
 @dataclass(frozen=True)
