@@ -79,7 +79,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
-    from pipelines.jobs.erase.keys import read_key_list
+    from pipelines.jobs.erase.key_list import checked_key_list
     from pipelines.output.destination import require_destination, require_new_file
     from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
     from segment_io.layout import list_log_dir
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
     selection, _ = source_topics(log_url(args.src), JobConfig(), tuple(args.topic), args.src)
-    read_key_list(args.keys, args.key_format)
+    checked_key_list(args.keys, args.key_format)
     if args.dst is not None:
         require_destination(args.src, args.dst)
     if args.report:
@@ -130,12 +130,13 @@ def erasure_gate(
 ) -> Callable[[str, Any], None]:
     """The proof of an erased output against SRC (of the `topics` selected), raising
     ValidationFailed: erase --validate's gate, and validate --erased."""
+    from pipelines.jobs.erase.key_list import KeyList
     from pipelines.jobs.erase.keys import ErasedKeys
     from pipelines.jobs.erase.proof import failures, prove_erasure
 
     names = ErasedKeys.of([n.encode() for n in header_names]) if header_names else None
 
-    def gate(staged_url: str, keys: ErasedKeys) -> None:
+    def gate(staged_url: str, keys: ErasedKeys | KeyList) -> None:
         verdicts = prove_erasure(spark, staged_url, src, keys, names, topics)
         problems = list(failures(verdicts))
         for line in problems:

@@ -99,9 +99,9 @@ def _refuse_before_spark(job: JobFile) -> None:
     if job.cleans or job.erases:
         source_topics(job.source, job.configs, job.topics.patterns)
     if job.erase is not None:
-        from pipelines.jobs.erase.keys import read_key_list
+        from pipelines.jobs.erase.key_list import checked_key_list
 
-        read_key_list(job.erase.keys, job.erase.key_format)
+        checked_key_list(job.erase.keys, job.erase.key_format)
 
 
 def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:

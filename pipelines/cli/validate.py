@@ -92,13 +92,13 @@ def _prove_erasure(args: argparse.Namespace, url: str) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
-    from pipelines.jobs.erase.keys import read_key_list
+    from pipelines.jobs.erase.key_list import checked_key_list
 
     if not args.against or args.remote or args.suite:
         raise ConfigError(
             "--erased proves an erase against its source: give --against SRC (no --remote, --suite)"
         )
-    keys = read_key_list(args.erased, args.key_format)
+    keys = checked_key_list(args.erased, args.key_format)
     selection, _ = source_topics(args.against, JobConfig(), tuple(args.topic))
     topics = None if selection.everything else selection
     with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:

@@ -255,11 +255,12 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
 def _erasure_problems(spark: Any, job: JobFile, log: Log) -> list[str]:
     """The erase step's output proved against what it read (the source, or the cut log) from the
     data (validate --erased)."""
-    from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
+    from pipelines.jobs.erase.key_list import checked_key_list
+    from pipelines.jobs.erase.keys import ErasedKeys
     from pipelines.jobs.erase.proof import failures, prove_erasure
 
     assert job.erase is not None
-    keys = read_key_list(job.erase.keys, job.erase.key_format)
+    keys = checked_key_list(job.erase.keys, job.erase.key_format)
     names = (
         ErasedKeys.of([n.encode() for n in job.erase.also_in_headers]) if job.erase.also_in_headers else None
     )

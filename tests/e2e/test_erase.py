@@ -17,6 +17,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
+from pipelines.jobs.erase.key_list import KEY_BROADCAST_ENV
 from pipelines.runtime.tasks import DRIVER_WORK_ENV
 from segment_io.generate import TopicSpec, generate_log_dir
 from segment_io.storage import open_storage
@@ -38,6 +39,7 @@ ABSENT = b"nobody-has-this-key"
 HEADER = "trace-id"
 PARTITIONS = ["orders-0", "orders-1", "events-0", "quiet-0"]
 NO_JVM = ("--conf", "spark.driver.memory=1k")  # a run that starts Spark fails with it
+JOINED = {KEY_BROADCAST_ENV: "0"}  # every key list is joined with the records' keys
 
 
 @pytest.fixture(scope="module")
@@ -280,18 +282,64 @@ def test_dry_run_counts_and_writes_nothing(src: Path, erased: tuple[Path, Path],
     assert "would erase" in proc.stdout
 
 
+@pytest.mark.parametrize("joined", [False, True], ids=["broadcast", "joined"])
 def test_a_million_keys_from_parquet(
-    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path, joined: bool
 ) -> None:
+    """A million keys read whole and handed to every task, or joined with the records' keys."""
     out, _ = erased
     many = [f"absent-{i:07d}".encode() for i in range(1_000_000)] + keys
-    pq.write_table(pa.table({"key": pa.array(many, pa.binary())}), tmp_path / "keys.parquet")
+    pq.write_table(
+        pa.table({"key": pa.array(many, pa.binary())}), tmp_path / "keys.parquet", row_group_size=100_000
+    )
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(tmp_path / "keys.parquet"),
-                       "--also-in-headers", HEADER)  # fmt: skip
+                       "--also-in-headers", HEADER, env=JOINED if joined else None)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
     assert report["keys_listed"] == len(many) and len(report["not_found"]) == 1_000_001
     assert files_of(tmp_path / "out") == files_of(out)
+
+
+def by_digest(report: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    return sorted(report["erased"], key=lambda item: item["digest"]), sorted(report["not_found"])
+
+
+@pytest.mark.parametrize("where", ["processes", "spark"])
+def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path, where: str
+) -> None:
+    """A key list joined with the records' keys (SEGPIPE_KEY_BROADCAST_BYTES=0: every list is;
+    a larger list than its limit is) over the driver's processes or Spark: the same bytes, the same
+    evidence (keys in another order: by digest here), and a proof over the same join that passes
+    on the output and fails on the source itself."""
+    out, work = erased
+    flow = {DRIVER_WORK_ENV: "processes"} if where == "processes" else {DRIVER_WORK_ENV: "off"}
+    no_jvm = NO_JVM if where == "processes" else ()
+    report = tmp_path / "report.json"
+    proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", "--validate",
+                 "--report", str(report), *no_jvm, env={**JOINED, **flow})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "segpipe: erasure proved" in proc.stdout
+    assert files_of(tmp_path / "out") == files_of(out)
+    joined = json.loads(report.read_text())
+    whole = json.loads((work / "report.json").read_text())
+    assert by_digest(joined) == by_digest(whole)
+    assert (joined["keys_listed"], joined["partitions"]) == (whole["keys_listed"], whole["partitions"])
+    if where == "spark":
+        return
+    proof = (
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        "--against",
+        str(src),
+        "--master",
+        "local[2]",
+    )
+    unerased = run_segpipe("validate", str(src), "--erased", str(work / "keys.hex"), *proof, *no_jvm,
+                           env={**JOINED, **flow})  # fmt: skip
+    assert unerased.returncode == 1 and "records still carry a listed key" in unerased.stdout, unerased.stdout
 
 
 def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipelines.errors import ConfigError
-from pipelines.jobs.erase.keys import ErasedKeys, matched_entries, read_key_list
+from pipelines.jobs.erase.key_list import KeyList, read_key_list
+from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
 from pipelines.jobs.erase.plan import retain_empty
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import open_storage
@@ -61,6 +66,63 @@ def test_bad_lists_are_refused_with_where(tmp_path: Path) -> None:
         read_key_list(str(tmp_path / "nokey.parquet"))
     with pytest.raises(ConfigError, match="no such file"):
         read_key_list(str(tmp_path / "absent.txt"))
+
+
+def parts_read(keys: KeyList, count: int) -> list[bytes]:
+    return [k for part in keys.parts(count) for array in part.read() for k in array.to_pylist()]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.binary(min_size=0, max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=60),
+    crlf=st.booleans(),
+    final_newline=st.booleans(),
+    count=st.integers(1, 9),
+    read_bytes=st.integers(1, 64),
+)
+def test_a_line_list_read_in_parts_is_the_list_read_whole(
+    tmp_path: Path, lines: list[bytes], crlf: bool, final_newline: bool, count: int, read_bytes: int
+) -> None:
+    """Parts split the file at any byte, each read a few bytes at a time: every line is read once,
+    by the part it starts in, blank lines skipped and CRLF endings taken off, as read whole."""
+    lines = [line.removesuffix(b"\r") for line in lines]
+    raw = (b"\r\n" if crlf else b"\n").join(lines) + (b"\n" if final_newline and lines else b"")
+    path = tmp_path / "keys.txt"
+    path.write_bytes(raw)
+    whole = [line for line in raw.split(b"\n") if line.removesuffix(b"\r")]
+    whole = [line.removesuffix(b"\r") for line in whole]
+    keys = KeyList.open(str(path))
+    keys = dataclasses.replace(keys, size=keys.size_on_disk)
+    parts = [dataclasses.replace(p, lo=lo, hi=hi) for p, (lo, hi) in zip(
+        keys.parts(1) * count, _cuts(len(raw), count), strict=True)]  # fmt: skip
+    import pipelines.jobs.erase.key_list as key_list
+
+    saved = key_list.LINE_READ_BYTES
+    key_list.LINE_READ_BYTES = read_bytes
+    try:
+        got = [k for part in parts for array in part.read() for k in array.to_pylist()]
+    finally:
+        key_list.LINE_READ_BYTES = saved
+    assert got == whole
+
+
+def _cuts(size: int, count: int) -> list[tuple[int, int]]:
+    bounds = [size * i // count for i in range(count + 1)]
+    return list(itertools.pairwise(bounds))
+
+
+def test_parquet_and_csv_lists_read_in_parts_as_whole(tmp_path: Path) -> None:
+    keys = [f"user-{i}".encode() for i in range(1000)]
+    pq.write_table(pa.table({"key": pa.array(keys, pa.binary())}), tmp_path / "k.parquet", row_group_size=128)
+    parquet = KeyList.open(str(tmp_path / "k.parquet"))
+    assert parquet.row_groups == 8 and parquet.size >= sum(map(len, keys))
+    assert len(parquet.parts(3)) == 3 and parts_read(parquet, 3) == keys
+    (tmp_path / "k.csv").write_text("id,key\n" + "".join(f"{i},{k.decode()}\n" for i, k in enumerate(keys)))
+    assert parts_read(KeyList.open(str(tmp_path / "k.csv")), 4) == keys
+    hexed = tmp_path / "k.hex"
+    hexed.write_text("00ff\nzz\n")
+    with pytest.raises(ConfigError, match="at byte 5: not hex"):
+        parts_read(KeyList.open(str(hexed), "hex"), 1)
 
 
 def test_digests_are_sha256_of_the_key_bytes() -> None:

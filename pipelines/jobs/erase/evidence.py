@@ -4,6 +4,7 @@ ranges; the keys found nowhere; per partition, the totals; the run's identity.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,12 +105,18 @@ def partition_totals(names: list[str], results: list[SegmentErasure]) -> list[Pa
 
 
 def key_evidence(
-    names: list[str], digests: list[str], results: list[SegmentErasure]
+    names: list[str],
+    digests: Sequence[str] | Mapping[int, str],
+    results: list[SegmentErasure],
+    not_found: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per listed key that matched (in list order): its digest, the records removed, and per
-    partition the count and the first and last offset removed; then the digests of the others."""
+    """Per listed key that matched (by entry: list order, or key id where the list was joined):
+    its digest, the records removed, and per partition the count and the first and last offset
+    removed; then the digests of the others (`not_found`, or those of `digests` not matched)."""
     if not any(len(r.entries) for r in results):
-        return [], list(digests)
+        return [], not_found if not_found is not None else list(
+            digests.values() if isinstance(digests, Mapping) else digests
+        )
     entry = np.concatenate([r.entries for r in results])
     part = np.concatenate([np.full(len(r.entries), r.partition, np.int64) for r in results])
     count = np.concatenate([r.counts for r in results])
@@ -134,5 +141,7 @@ def key_evidence(
         item["partitions"].append(
             {"partition": names[p], "records": n, "first_offset": lo, "last_offset": hi}
         )
-    not_found = [d for e, d in enumerate(digests) if e not in found]
+    if not_found is None:
+        listed = digests.items() if isinstance(digests, Mapping) else enumerate(digests)
+        not_found = [d for e, d in listed if e not in found]
     return [found[e] for e in sorted(found)], not_found

@@ -6,11 +6,14 @@ only read (and a running broker's log directory refused); DST appears complete o
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
-from pipelines.jobs.erase.keys import ErasedKeys, read_key_list
+from pipelines.jobs.erase.join import run_joined
+from pipelines.jobs.erase.key_list import KeyList, checked_key_list
+from pipelines.jobs.erase.keys import ErasedKeys
 from pipelines.jobs.erase.plan import retain_empty
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure, erase_segment
@@ -37,8 +40,9 @@ def erase(spark: Any, src: str, dst: str, keys: str, log: Log = print, **options
     return run_erase(spark, EraseRequest(src=src, dst=dst, keys=keys, **options), log)
 
 
-# erase --validate: called with the staged output's URL and the keys; raising publishes nothing.
-Gate = Callable[[str, ErasedKeys], None]
+# erase --validate: called with the staged output's URL and the keys (read, or the list to join);
+# raising publishes nothing.
+Gate = Callable[[str, ErasedKeys | KeyList], None]
 
 
 def run_erase(spark: Any, request: EraseRequest, log: Log = print, gate: Gate | None = None) -> EraseReport:
@@ -47,7 +51,7 @@ def run_erase(spark: Any, request: EraseRequest, log: Log = print, gate: Gate | 
     require_destination(request.src, request.dst)
     if request.report_path:
         require_new_file(request.report_path)
-    keys = read_key_list(request.keys, request.key_format)
+    keys = checked_key_list(request.keys, request.key_format)
     header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
     src_storage, src_path = open_storage(request.src)
     # An archive has no writer: every segment is erased from, the active one too. A log directory
@@ -59,7 +63,7 @@ def run_erase(spark: Any, request: EraseRequest, log: Log = print, gate: Gate | 
 def _erase(
     run: JobRun,
     request: EraseRequest,
-    keys: ErasedKeys,
+    keys: ErasedKeys | KeyList,
     header_names: ErasedKeys | None,
     log: Log,
     gate: Gate | None,
@@ -69,14 +73,13 @@ def _erase(
     skipped = skipped_docs(scanned)
     names = [str(p.tp) for p in scanned.listing.partitions]
     tasks = _tasks(scanned)
-    digests = keys.digests()
     report = EraseReport(
-        request.src, request.dst, "dry-run", len(keys), request.dry_run, request.header_names, skipped=skipped
+        request.src, request.dst, "dry-run", 0, request.dry_run, request.header_names, skipped=skipped
     )
     if request.dry_run:
         with timer.stage("erase"):
-            results = _run_tasks(run, scanned, tasks, EraseContext(keys, header_names, None))
-        _fill(report, names, digests, results, timer.total, timer.seconds)
+            erased = _erase_all(run, scanned, tasks, keys, header_names, None)
+        _fill(report, names, erased, timer.total, timer.seconds)
         _write_report(report, request.report_path)
         log(report.totals_line())
         return report
@@ -84,11 +87,11 @@ def _erase(
     report.run_id = staging.run_id
     with staged_output(run, staging):
         with timer.stage("erase"):
-            results = _run_tasks(run, scanned, tasks, EraseContext(keys, header_names, staging.url))
+            erased = _erase_all(run, scanned, tasks, keys, header_names, staging.url)
         raise_if_stopped()
         with timer.stage("copy"):
             _copy_side_files(scanned, staging)
-        _fill(report, names, digests, results, timer.total, timer.seconds)
+        _fill(report, names, erased, timer.total, timer.seconds)
         staging.write_meta("report.json", report.to_dict())
         if gate is not None:
             with timer.stage("validate"):
@@ -99,7 +102,7 @@ def _erase(
         with publishing():
             staging.publish(
                 {"run_id": staging.run_id, "src": request.src, MANIFEST_JOB: ERASE_JOB,
-                 "keys_file": request.keys, "keys_listed": len(keys),
+                 "keys_file": request.keys, "keys_listed": report.keys_listed,
                  "header_names": list(request.header_names), "partitions": names,
                  "skipped": skipped, INVENTORY: outputs}
             )  # fmt: skip
@@ -120,15 +123,43 @@ def _tasks(scanned: Scanned) -> list[EraseTask]:
     return tasks
 
 
-def _run_tasks(
-    run: JobRun, scanned: Scanned, tasks: list[EraseTask], ctx: EraseContext
-) -> list[SegmentErasure]:
-    """The tasks in the driver's threads where a small local log allows it (as clean's small
-    compactions: every record is decoded), else as Spark tasks, a few per core."""
-    return run_packed(
-        run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
-        lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
+@dataclass(frozen=True)
+class _Erased:
+    """What the erase tasks did, and what is known of the listed keys: how many there are, the
+    digest of each by entry (or, for a joined list, of each found, by key id), and for a joined
+    list the digests of those found nowhere."""
+
+    results: list[SegmentErasure]
+    listed: int
+    digests: Sequence[str] | Mapping[int, str]
+    not_found: list[str] | None
+
+
+def _erase_all(
+    run: JobRun,
+    scanned: Scanned,
+    tasks: list[EraseTask],
+    keys: ErasedKeys | KeyList,
+    header_names: ErasedKeys | None,
+    staging_url: str | None,
+) -> _Erased:
+    """Every segment's erase: each task matching its records against the keys itself (a list read
+    whole), or handed its listed records by the key join (a list too large for that). The tasks
+    run in the driver's threads where a small local log allows it (as clean's small compactions:
+    every record is decoded), else in a local master's processes or as Spark tasks."""
+    if isinstance(keys, ErasedKeys):
+        ctx = EraseContext(keys, header_names, staging_url)
+        results = run_packed(
+            run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
+            lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
+        )  # fmt: skip
+        return _Erased(results, len(keys), keys.digests(), None)
+    ctx = EraseContext(None, header_names, staging_url)
+    results, joined = run_joined(
+        run.spark, keys, header_names, tasks, lambda t: [(t.url, t.files)], [t.files.size for t in tasks],
+        SCAN_TASKS_PER_CORE, lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
     )  # fmt: skip
+    return _Erased(results, joined.listed, joined.found, joined.not_found)
 
 
 def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
@@ -150,13 +181,13 @@ def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
 def _fill(
     report: EraseReport,
     names: list[str],
-    digests: list[str],
-    results: list[SegmentErasure],
+    erased: _Erased,
     seconds_total: float,
     seconds_by_stage: dict[str, float],
 ) -> None:
-    report.partitions = partition_totals(names, results)
-    report.erased, report.not_found = key_evidence(names, digests, results)
+    report.keys_listed = erased.listed
+    report.partitions = partition_totals(names, erased.results)
+    report.erased, report.not_found = key_evidence(names, erased.digests, erased.results, erased.not_found)
     report.seconds_total, report.seconds_by_stage = seconds_total, seconds_by_stage
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pipelines.jobs.erase.join import ListedRecords, run_joined
+from pipelines.jobs.erase.key_list import KeyList
 from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
@@ -34,6 +36,10 @@ class PairTask:
     out_url: str
     src: SegmentFiles
     out: SegmentFiles
+    # Each side's records carrying a listed key, found by the key join (jobs/erase/join.py);
+    # None: the task matches them against the proof's keys itself.
+    src_listed: ListedRecords | None = None
+    out_listed: ListedRecords | None = None
 
 
 @dataclass(frozen=True)
@@ -53,20 +59,28 @@ class ErasureVerdict:
 
 @dataclass(frozen=True)
 class _Proof:
-    keys: ErasedKeys
+    keys: ErasedKeys | None  # None: the key join found each side's listed records
     header_names: ErasedKeys | None
+
+    def listed(self, framed: Framed, joined: ListedRecords | None) -> np.ndarray:
+        """Whether each framed record carries a listed key (or a listed value in a named header)."""
+        if joined is not None:
+            return joined.entries_of(framed.offset) >= 0
+        assert self.keys is not None
+        return matched_entries(framed, self.keys, self.header_names) >= 0
 
 
 def prove_erasure(
     spark: object,
     out_url: str,
     src_url: str,
-    keys: ErasedKeys,
+    keys: ErasedKeys | KeyList,
     header_names: ErasedKeys | None,
     topics: Callable[[str], bool] | None = None,
 ) -> list[ErasureVerdict]:
     """One verdict per partition of SRC (of the `topics` selected: erase --topic) or OUT; a
-    partition in one only is a problem."""
+    partition in one only is a problem. A key list too large to hand every task is joined with
+    both sides' records (jobs/erase/join.py)."""
     out_storage, out_path = open_storage(log_url(out_url))  # either may be a remote tier
     src_storage, src_path = open_storage(log_url(src_url))
     out_listing = list_log_dir(out_storage, out_path, allow_incomplete=True)
@@ -76,12 +90,24 @@ def prove_erasure(
             src_listing, partitions=tuple(p for p in src_listing.partitions if topics(p.tp.topic))
         )
     verdicts, tasks = _pair(out_listing, src_listing, out_storage.url(out_path), src_storage.url(src_path))
-    proof = _Proof(keys, header_names)
-    near = out_storage.near and src_storage.near
-    results = run_packed(
-        spark, tasks, [t.src.size + t.out.size for t in tasks], SCAN_TASKS_PER_CORE,
-        lambda pack: [compare_pair(t, proof) for t in pack], near, DRIVER_COMPACT_BYTES,
-    )  # fmt: skip
+    if isinstance(keys, KeyList) and keys.broadcast:
+        keys = keys.read()
+    sizes = [t.src.size + t.out.size for t in tasks]
+    results: list[ErasureVerdict]
+    if isinstance(keys, ErasedKeys):
+        proof = _Proof(keys, header_names)
+        near = out_storage.near and src_storage.near
+        results = run_packed(
+            spark, tasks, sizes, SCAN_TASKS_PER_CORE,
+            lambda pack: [compare_pair(t, proof) for t in pack], near, DRIVER_COMPACT_BYTES,
+        )  # fmt: skip
+    else:
+        joined = _Proof(None, header_names)
+        results, _ = run_joined(
+            spark, keys, header_names, tasks, lambda t: [(t.src_url, t.src), (t.out_url, t.out)], sizes,
+            SCAN_TASKS_PER_CORE,
+            lambda t, listed: compare_pair(replace(t, src_listed=listed[0], out_listed=listed[1]), joined),
+        )  # fmt: skip
     by_partition: dict[str, list[ErasureVerdict]] = {}
     for r in results:
         by_partition.setdefault(r.partition, []).append(r)
@@ -151,8 +177,8 @@ def compare_pair(task: PairTask, proof: _Proof) -> ErasureVerdict:
         of = out.frame(out_index, out_arena)
         src_control = st.is_control[index][sf.record_batch]
         out_control = ot.is_control[out_index][of.record_batch]
-        gone = (matched_entries(sf, proof.keys, proof.header_names) >= 0) & ~src_control
-        listed_left += int(((matched_entries(of, proof.keys, proof.header_names) >= 0) & ~out_control).sum())
+        gone = proof.listed(sf, task.src_listed) & ~src_control
+        listed_left += int((proof.listed(of, task.out_listed) & ~out_control).sum())
         erased += int(gone.sum())
         problem = _records_differ(sf, np.flatnonzero(~gone), of)
         if problem:

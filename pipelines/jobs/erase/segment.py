@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipelines.jobs.erase.join import ListedRecords
 from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
 from pipelines.log.batch_writer import BatchRetention, InputSegment, OutputSegment, WriteCounts, write_chunk
 from pipelines.output.copy import run_copies, segment_copies
@@ -25,7 +26,7 @@ from pipelines.runtime.faults import fault_point
 from segment_io.errors import UnsupportedErasure
 from segment_io.format.compression import CompressionLevels
 from segment_io.layout import SegmentFiles
-from segment_io.segment.framing import chunk_batches
+from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.sections import Arena
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
@@ -45,6 +46,16 @@ class EraseTask:
     url: str
     files: SegmentFiles
     retain_empty: np.ndarray  # bool, per batch
+    # The records carrying a listed key, found by the key join (jobs/erase/join.py); None: the
+    # task matches them against the context's keys itself.
+    listed: ListedRecords | None = None
+
+    def matched(self, framed: Framed, ctx: EraseContext) -> np.ndarray:
+        """Per framed record, the key entry (or id) of the listed key it carries, else EMPTY."""
+        if self.listed is not None:
+            return self.listed.entries_of(framed.offset)
+        assert ctx.keys is not None
+        return matched_entries(framed, ctx.keys, ctx.header_names)
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,7 @@ class SegmentErasure:
 class EraseContext:
     """What every erase task shares."""
 
-    keys: ErasedKeys
+    keys: ErasedKeys | None  # None: every task's listed records come from the key join
     header_names: ErasedKeys | None
     staging_url: str | None  # None: a dry run
 
@@ -98,7 +109,7 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
         whole = whole_batches[index]
         framed = reader.frame(index[~whole], arena)
         records_in += len(framed)
-        matched = matched_entries(framed, ctx.keys, ctx.header_names)
+        matched = task.matched(framed, ctx)
         hit = np.flatnonzero(matched >= 0)
         if len(hit):
             offsets.append(framed.offset[hit].copy())
@@ -128,7 +139,7 @@ def _refuse_legacy(task: EraseTask, reader: SegmentReader, legacy: np.ndarray, c
     if len(legacy) == 0:
         return 0
     framed = reader.frame(legacy)
-    hit = np.flatnonzero(matched_entries(framed, ctx.keys, ctx.header_names) >= 0)
+    hit = np.flatnonzero(task.matched(framed, ctx) >= 0)
     if len(hit):
         batch = int(legacy[framed.record_batch[hit[0]]])
         table = reader.scan().table

@@ -1,0 +1,330 @@
+"""An erase's key list file: checked before anything runs, then read whole (a list small enough to
+travel with every task) or in parts, each read by a task of the key join (jobs/erase/join.py).
+
+A list file is one key per line (`--key-format` utf8, hex or base64; blank lines are skipped and a
+line ending may be CRLF), or a Parquet or CSV file with a `key` column (a binary column holds the
+keys' bytes; a string column is read in the key format). A line belongs to the part in which it
+starts, so parts split a file anywhere and still read every line once."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import itertools
+import os
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipelines.config.key_formats import KEY_FORMATS
+from pipelines.errors import ConfigError
+from pipelines.jobs.erase.keys import ErasedKeys
+from segment_io.format.records import gather
+from segment_io.storage import open_storage
+from segment_io.storage.base import Storage
+
+KEY_COLUMN = "key"
+# A key list of up to this many bytes (its file, or a Parquet key column's uncompressed bytes) is
+# read whole and travels with every task; a larger one is joined with the records' keys through
+# the run's flow, so no task and not the driver holds more than its share (jobs/erase/join.py).
+# SEGPIPE_KEY_BROADCAST_BYTES sets another limit (0: every list is joined).
+KEY_BROADCAST_BYTES = 256 * 2**20
+KEY_BROADCAST_ENV = "SEGPIPE_KEY_BROADCAST_BYTES"
+
+
+def key_broadcast_bytes() -> int:
+    """The limit above, or the environment's."""
+    value = os.environ.get(KEY_BROADCAST_ENV)
+    if value is None:
+        return KEY_BROADCAST_BYTES
+    if not value.isdigit():
+        raise ConfigError(f"{KEY_BROADCAST_ENV}={value!r}: expected a number of bytes (0 or more)")
+    return int(value)
+
+
+# Parts of a line list read at most this many bytes at once (a task's memory stays bounded).
+LINE_READ_BYTES = 64 * 2**20
+
+LINES, PARQUET, CSV = "lines", "parquet", "csv"
+
+
+@dataclass(frozen=True)
+class KeyList:
+    """A key list file, checked: it exists, its key format is known, a Parquet or CSV file has a
+    `key` column. `size`: what its keys weigh, as KEY_BROADCAST_BYTES counts it."""
+
+    url: str
+    key_format: str
+    kind: str
+    size: int
+    size_on_disk: int
+    row_groups: int  # a Parquet file's (0 for the others)
+
+    @classmethod
+    def open(cls, url: str, key_format: str = "utf8") -> KeyList:
+        if key_format not in KEY_FORMATS:
+            raise ConfigError(f"--key-format {key_format!r}: expected one of {', '.join(KEY_FORMATS)}")
+        storage, path = open_storage(url)
+        listed = {f.name: f for f in storage.list(posixpath.dirname(path))} if storage.is_file(path) else {}
+        info = listed.get(posixpath.basename(path))
+        if info is None:
+            raise ConfigError(f"--keys {url}: no such file")
+        lowered = path.lower()
+        if lowered.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            try:  # only the footer is read
+                meta = pq.ParquetFile(StorageFile(storage, path, info.size)).metadata
+            except (pa.ArrowException, OSError) as exc:
+                raise ConfigError(f"--keys {url}: not a Parquet file: {exc}") from None
+            names = meta.schema.names
+            if KEY_COLUMN not in names:
+                raise ConfigError(f"--keys {url}: no {KEY_COLUMN!r} column (it has {', '.join(names)})")
+            column = names.index(KEY_COLUMN)
+            size = sum(
+                meta.row_group(g).column(column).total_uncompressed_size for g in range(meta.num_row_groups)
+            )
+            return cls(url, key_format, PARQUET, size, info.size, meta.num_row_groups)
+        kind = CSV if lowered.endswith(".csv") else LINES
+        return cls(url, key_format, kind, info.size, info.size, 0)
+
+    @property
+    def broadcast(self) -> bool:
+        """Whether the list is read whole and handed to every task (else it is joined)."""
+        return self.size <= key_broadcast_bytes()
+
+    def read(self) -> ErasedKeys:
+        """The whole list's distinct keys; an empty list is refused."""
+        storage, path = open_storage(self.url)
+        raw = storage.read(path)
+        if self.kind == PARQUET:
+            keys = _column_keys(_parquet_column(raw, self.url), self.url, self.key_format)
+        elif self.kind == CSV:
+            keys = _column_keys(_csv_column(raw, self.url), self.url, self.key_format)
+        else:
+            keys = ErasedKeys.of(_line_keys(raw, self.url, self.key_format))
+        if len(keys) == 0:
+            raise refused_empty(self.url)
+        return keys
+
+    def parts(self, count: int) -> list[KeyListPart]:
+        """The list in about `count` parts for the join's tasks: byte ranges of a line list, row
+        groups of a Parquet file; a CSV file (whose quoting a byte range cannot split) is one
+        part, read in batches."""
+        if self.kind == PARQUET:
+            bounds = np.linspace(0, self.row_groups, min(count, self.row_groups) + 1).astype(int)
+        elif self.kind == LINES:
+            bounds = np.linspace(0, self.size, max(1, min(count, self.size // 2**20)) + 1).astype(int)
+        else:
+            bounds = np.array([0, 1])
+        return [KeyListPart(self, int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds.tolist())]
+
+
+@dataclass(frozen=True)
+class KeyListPart:
+    """Bytes [lo, hi) of a line list (the lines that start there), row groups [lo, hi) of a
+    Parquet list, or a whole CSV list."""
+
+    keys: KeyList
+    lo: int
+    hi: int
+
+    def read(self) -> Iterator[pa.Array]:
+        """Executed on a worker: the part's keys, as binary arrays of bounded size."""
+        keys = self.keys
+        storage, path = open_storage(keys.url)
+        if keys.kind == PARQUET:
+            import pyarrow.parquet as pq
+
+            with StorageFile(storage, path, keys.size_on_disk) as handle:
+                parquet = pq.ParquetFile(handle)
+                for group in range(self.lo, self.hi):
+                    column = parquet.read_row_group(group, columns=[KEY_COLUMN]).column(KEY_COLUMN)
+                    yield _column_array(column, keys.url, keys.key_format)
+        elif keys.kind == CSV:
+            import pyarrow.csv as pcsv
+
+            with StorageFile(storage, path, keys.size_on_disk) as handle:
+                for batch in pcsv.open_csv(handle, convert_options=_csv_options()):
+                    yield _column_array(batch.column(KEY_COLUMN), keys.url, keys.key_format)
+        else:
+            yield from self._lines(storage, path)
+
+    def _lines(self, storage: Storage, path: str) -> Iterator[pa.Array]:
+        """The keys of the lines that start in [lo, hi), read LINE_READ_BYTES at a time (a longer
+        line is read to its end)."""
+        size, url, key_format = self.keys.size_on_disk, self.keys.url, self.keys.key_format
+        start = self._first_line(storage, path)
+        while start < self.hi:
+            end = min(size, start + LINE_READ_BYTES)
+            chunk = storage.read(path, start, end)
+            cut = chunk.rfind(b"\n") + 1
+            while cut == 0 and end < size:  # one line longer than a read
+                more = storage.read(path, end, min(size, end + LINE_READ_BYTES))
+                chunk, end = chunk + more, end + len(more)
+                cut = chunk.rfind(b"\n") + 1
+            lines = chunk if end == size else chunk[:cut]  # the file's last line may lack its newline
+            if start + len(lines) > self.hi:  # lines starting at hi or later are the next part's
+                newline = lines.find(b"\n", self.hi - 1 - start)
+                lines = lines[: newline + 1] if newline >= 0 else lines
+            yield _line_array(lines, url, key_format, start)
+            start += len(lines)
+
+    def _first_line(self, storage: Storage, path: str) -> int:
+        """Where the first line starting at `lo` or later starts (a line that starts before `lo`
+        is the previous part's)."""
+        if self.lo == 0:
+            return 0
+        size, at = self.keys.size_on_disk, self.lo - 1
+        while at < size:
+            chunk = storage.read(path, at, min(size, at + LINE_READ_BYTES))
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                return at + newline + 1
+            at += len(chunk)
+        return size
+
+
+def refused_empty(url: str) -> ConfigError:
+    return ConfigError(f"--keys {url}: the list holds no key; an erase of nothing is refused")
+
+
+def checked_key_list(url: str, key_format: str = "utf8") -> ErasedKeys | KeyList:
+    """The list read whole where it travels whole (a bad line or an empty list refused now), or
+    the list to join, checked as far as it can be unread (its parts' readers refuse a bad line,
+    the join an empty list)."""
+    key_list = KeyList.open(url, key_format)
+    return key_list.read() if key_list.broadcast else key_list
+
+
+def read_key_list(url: str, key_format: str = "utf8") -> ErasedKeys:
+    """The keys of a list file (see the module's docstring), read whole; an empty list is refused."""
+    return KeyList.open(url, key_format).read()
+
+
+class StorageFile(io.RawIOBase):
+    """A file of a Storage read through its ranged reads (what pyarrow's readers take), so that
+    a reader reads only what it needs of it (a Parquet footer, one row group)."""
+
+    def __init__(self, storage: Storage, path: str, size: int) -> None:
+        self._storage, self._path, self._size, self._at = storage, path, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence]
+        self._at = base + offset
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        end = min(self._size, self._at + len(buffer))
+        data = self._storage.read(self._path, self._at, end) if end > self._at else b""
+        buffer[: len(data)] = data
+        self._at += len(data)
+        return len(data)
+
+
+def _line_array(raw: bytes, url: str, key_format: str, position: int = 0) -> pa.Array:
+    """The keys of whole lines `raw` (from byte `position` of the list), as a binary array."""
+    buffer = np.frombuffer(raw, dtype=np.uint8)
+    newlines = np.flatnonzero(buffer == 10)
+    ends = np.append(newlines, len(buffer)) if not raw.endswith(b"\n") else newlines
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    ends = ends.astype(np.int64)
+    crlf = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13)
+    ends = ends - crlf
+    kept = np.flatnonzero(ends > starts)  # blank lines are skipped
+    if key_format == "utf8":
+        lengths = ends[kept] - starts[kept]
+        offsets, data = gather(buffer, starts[kept], lengths)
+        buffers = [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(data)]
+        return pa.Array.from_buffers(pa.large_binary(), len(kept), buffers)
+    keys = []
+    for s, e in zip(starts[kept].tolist(), ends[kept].tolist(), strict=True):
+        try:
+            keys.append(_decode(raw[s:e], key_format))
+        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--keys {url}, at byte {position + s}: not {key_format}: {exc}") from None
+    return pa.array(keys, pa.large_binary())
+
+
+def _decode(text: bytes, key_format: str) -> bytes:
+    if key_format == "hex":
+        return bytes.fromhex(text.decode("ascii"))
+    if key_format == "base64":
+        return base64.b64decode(text, validate=True)
+    return text
+
+
+def _line_keys(raw: bytes, url: str, key_format: str) -> list[bytes]:
+    keys = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        line = line.removesuffix(b"\r")
+        if not line:
+            continue
+        try:
+            keys.append(_decode(line, key_format))
+        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--keys {url}, line {number}: not {key_format}: {exc}") from None
+    return keys
+
+
+def _parquet_column(raw: bytes, url: str) -> pa.Array:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(io.BytesIO(raw), columns=[KEY_COLUMN]).column(KEY_COLUMN)
+    except pa.ArrowException as exc:
+        raise ConfigError(f"--keys {url}: not a Parquet file: {exc}") from None
+
+
+def _csv_column(raw: bytes, url: str) -> pa.Array:
+    import pyarrow.csv as pcsv
+
+    try:
+        table = pcsv.read_csv(io.BytesIO(raw), convert_options=_csv_options())
+    except pa.ArrowException as exc:
+        raise ConfigError(f"--keys {url}: not a CSV file with a header line: {exc}") from None
+    if KEY_COLUMN not in table.column_names:
+        raise ConfigError(f"--keys {url}: no {KEY_COLUMN!r} column (it has {', '.join(table.column_names)})")
+    return table.column(KEY_COLUMN)
+
+
+def _csv_options() -> object:
+    import pyarrow.csv as pcsv
+
+    return pcsv.ConvertOptions(column_types={KEY_COLUMN: pa.string()}, strings_can_be_null=False)
+
+
+def _column_array(column: pa.Array, url: str, key_format: str) -> pa.Array:
+    """A key column as binary keys: a binary column as it is; a string column decoded from the key
+    format (utf8: its bytes); nulls left out (no record carries a null key that a list names)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return column.drop_null().cast(pa.large_binary())
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        raise ConfigError(f"--keys {url}: the {KEY_COLUMN!r} column is {column.type}, not binary or string")
+    if key_format == "utf8":
+        return column.drop_null().cast(pa.large_string()).cast(pa.large_binary())
+    texts = [t for t in column.to_pylist() if t is not None]
+    try:
+        return pa.array([_decode(t.encode(), key_format) for t in texts], pa.large_binary())
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--keys {url}: a {KEY_COLUMN!r} value is not {key_format}: {exc}") from None
+
+
+def _column_keys(column: pa.Array, url: str, key_format: str) -> ErasedKeys:
+    return ErasedKeys.from_arrow(_column_array(column, url, key_format))
