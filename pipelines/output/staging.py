@@ -22,6 +22,11 @@ from pipelines.output.run_lock import INCOMPLETE, LOCK, META_DIR, Leftover, RunL
 from segment_io.storage import Storage, open_storage
 
 MANIFEST = "manifest.json"
+REPORT = "report.json"  # a run's report, beside its manifest
+# An erase of a joined key list: the digests of keys found nowhere, a file per bucket, under the
+# output's META_DIR, and beside a --report PATH as PATH + NOT_FOUND_SUFFIX.
+NOT_FOUND_DIR = posixpath.join(META_DIR, "not-found")
+NOT_FOUND_SUFFIX = ".not-found"
 # The manifest's key naming the job that wrote an output other than clean, and erase's value.
 MANIFEST_JOB = "job"
 ERASE_JOB = "erase"

@@ -195,7 +195,7 @@ def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
         "run_id": report.run_id,
         "records_erased": report.records_erased,
         "keys_found": len(report.erased),
-        "keys_not_found": len(report.not_found),
+        "keys_not_found": report.not_found_count,
         "partitions": {p.partition: {"records_erased": p.records_erased} for p in report.partitions},
     }
 

@@ -296,12 +296,20 @@ def test_a_million_keys_from_parquet(
                        "--also-in-headers", HEADER, env=JOINED if joined else None)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
-    assert report["keys_listed"] == len(many) and len(report["not_found"]) == 1_000_001
+    assert report["keys_listed"] == len(many) and report["not_found_count"] == 1_000_001
+    assert len(by_digest(report, tmp_path / "out")[1]) == 1_000_001
     assert files_of(tmp_path / "out") == files_of(out)
 
 
-def by_digest(report: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    return sorted(report["erased"], key=lambda item: item["digest"]), sorted(report["not_found"])
+def by_digest(report: dict[str, Any], root: Path | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The evidence by digest; a joined list's digests of keys found nowhere are read from the
+    files the report names (relative to the output `root`, or where a --report's copies are)."""
+    not_found = report["not_found"]
+    if not_found is None:
+        files = [Path(name) if root is None else root / name for name in report["not_found_files"]]
+        not_found = [line for f in files for line in f.read_text().splitlines()]
+    assert len(not_found) == report["not_found_count"]
+    return sorted(report["erased"], key=lambda item: item["digest"]), sorted(not_found)
 
 
 @pytest.mark.parametrize("where", ["processes", "spark"])
@@ -323,7 +331,10 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
     assert files_of(tmp_path / "out") == files_of(out)
     joined = json.loads(report.read_text())
     whole = json.loads((work / "report.json").read_text())
+    assert joined["not_found"] is None and joined["not_found_files"]  # the digests are in files
     assert by_digest(joined) == by_digest(whole)
+    in_output = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
+    assert by_digest(in_output, tmp_path / "out") == by_digest(whole)
     assert (joined["keys_listed"], joined["partitions"]) == (whole["keys_listed"], whole["partitions"])
     if where == "spark":
         return

@@ -81,11 +81,13 @@ def test_the_join_matches_what_a_list_read_whole_matches(
     segments = list(partition.segments)
     results, joined = run_joined(
         spark_less, KeyList.open(str(tmp_path / "keys.txt")), names, segments,
-        lambda files: [(url, files)], [s.size for s in segments], 2, work,
+        lambda files: [(url, files)], [s.size for s in segments], 2, work, str(tmp_path / "not-found"),
     )  # fmt: skip
     assert joined.listed == 3
     sha = [hashlib.sha256(k).hexdigest() for k in LISTED]
-    assert sorted(joined.found.values()) == sorted(sha[:2]) and joined.not_found == [sha[2]]
+    assert sorted(joined.found.values()) == sorted(sha[:2]) and joined.not_found == 1
+    [name] = joined.not_found_files  # the digests of keys found nowhere, in a file of their bucket's
+    assert (tmp_path / "not-found" / name).read_text() == sha[2] + "\n"
     expected = {}
     for files in segments:
         framed = records_of(files)

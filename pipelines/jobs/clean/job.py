@@ -30,7 +30,7 @@ from pipelines.output.destination import require_destination, require_linkable, 
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
-from pipelines.output.staging import Staging
+from pipelines.output.staging import REPORT, Staging
 from pipelines.runtime import progress
 from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.faults import fault_point, is_armed
@@ -166,7 +166,7 @@ def _clean(
             partition_metrics(p, scanned.segments[p.tp], by_dir.get(p.tp.dir_name, [])) for p in plans
         ]
         report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
-        staging.write_meta("report.json", report.to_dict())
+        staging.write_meta(REPORT, report.to_dict())
         if is_armed("corrupt-output"):
             _corrupt_one_batch(staging)
         planned_topics = sorted({p.tp.topic for p in plans})

@@ -20,7 +20,7 @@ from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import write_json_report
-from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, Staging
+from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, REPORT, Staging
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import JobRun, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
@@ -149,7 +149,7 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
         with timer.stage("copy"):
             _side_files(scanned, cuts, staging, log)
         report.seconds_total = timer.total
-        staging.write_meta("report.json", report.to_dict())
+        staging.write_meta(REPORT, report.to_dict())
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         fault_point("before-publish")
         with publishing():

@@ -46,6 +46,10 @@ class EraseReport:
     header_names: tuple[str, ...] = ()
     erased: list[dict[str, Any]] = field(default_factory=list)  # per key digest that matched
     not_found: list[str] = field(default_factory=list)  # digests of listed keys found nowhere
+    not_found_count: int = 0
+    # Where a joined list's digests of keys found nowhere are (files of one digest per line), in
+    # place of `not_found`: no process ever holds them all.
+    not_found_files: list[str] | None = None
     partitions: list[PartitionErasure] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     seconds_total: float = 0.0
@@ -60,7 +64,7 @@ class EraseReport:
         found = len(self.erased)
         return (
             f"segpipe: {verb} {self.records_erased:,} records of {found:,} of the {self.keys_listed:,} "
-            f"listed keys from {len(self.partitions)} partitions; {len(self.not_found):,} keys found nowhere"
+            f"listed keys from {len(self.partitions)} partitions; {self.not_found_count:,} keys found nowhere"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,7 +78,9 @@ class EraseReport:
             "header_names": list(self.header_names),
             "records_erased": self.records_erased,
             "erased": self.erased,
-            "not_found": self.not_found,
+            "not_found": None if self.not_found_files is not None else self.not_found,
+            "not_found_count": self.not_found_count,
+            "not_found_files": self.not_found_files,
             "partitions": [{**vars(p), "records_out": p.records_out} for p in self.partitions],
             "skipped": self.skipped,
             "seconds_total": round(self.seconds_total, 3),
@@ -105,18 +111,13 @@ def partition_totals(names: list[str], results: list[SegmentErasure]) -> list[Pa
 
 
 def key_evidence(
-    names: list[str],
-    digests: Sequence[str] | Mapping[int, str],
-    results: list[SegmentErasure],
-    not_found: list[str] | None = None,
+    names: list[str], digests: Sequence[str] | Mapping[int, str], results: list[SegmentErasure]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per listed key that matched (by entry: list order, or key id where the list was joined):
     its digest, the records removed, and per partition the count and the first and last offset
-    removed; then the digests of the others (`not_found`, or those of `digests` not matched)."""
+    removed; then the digests of `digests` that matched nothing."""
     if not any(len(r.entries) for r in results):
-        return [], not_found if not_found is not None else list(
-            digests.values() if isinstance(digests, Mapping) else digests
-        )
+        return [], list(digests.values() if isinstance(digests, Mapping) else digests)
     entry = np.concatenate([r.entries for r in results])
     part = np.concatenate([np.full(len(r.entries), r.partition, np.int64) for r in results])
     count = np.concatenate([r.counts for r in results])
@@ -141,7 +142,5 @@ def key_evidence(
         item["partitions"].append(
             {"partition": names[p], "records": n, "first_offset": lo, "last_offset": hi}
         )
-    if not_found is None:
-        listed = digests.items() if isinstance(digests, Mapping) else enumerate(digests)
-        not_found = [d for e, d in listed if e not in found]
-    return [found[e] for e in sorted(found)], not_found
+    listed = digests.items() if isinstance(digests, Mapping) else enumerate(digests)
+    return [found[e] for e in sorted(found)], [d for e, d in listed if e not in found]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
-from pipelines.jobs.erase.join import run_joined
+from pipelines.jobs.erase.join import JoinedKeys, run_joined
 from pipelines.jobs.erase.key_list import KeyList, checked_key_list
 from pipelines.jobs.erase.keys import ErasedKeys
 from pipelines.jobs.erase.plan import retain_empty
@@ -23,14 +23,14 @@ from pipelines.output.copy import CopyTask, run_copies
 from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import write_json_report
-from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, Staging
+from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, NOT_FOUND_DIR, NOT_FOUND_SUFFIX, REPORT, Staging
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import JobRun, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
 from segment_io.layout import list_log_dir
-from segment_io.storage import open_storage
+from segment_io.storage import open_storage, transfer
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
 
@@ -92,7 +92,7 @@ def _erase(
         with timer.stage("copy"):
             _copy_side_files(scanned, staging)
         _fill(report, names, erased, timer.total, timer.seconds)
-        staging.write_meta("report.json", report.to_dict())
+        staging.write_meta(REPORT, report.to_dict())
         if gate is not None:
             with timer.stage("validate"):
                 gate(staging.url, keys)
@@ -127,12 +127,12 @@ def _tasks(scanned: Scanned) -> list[EraseTask]:
 class _Erased:
     """What the erase tasks did, and what is known of the listed keys: how many there are, the
     digest of each by entry (or, for a joined list, of each found, by key id), and for a joined
-    list the digests of those found nowhere."""
+    list what the join learnt of those found nowhere."""
 
     results: list[SegmentErasure]
     listed: int
     digests: Sequence[str] | Mapping[int, str]
-    not_found: list[str] | None
+    joined: JoinedKeys | None
 
 
 def _erase_all(
@@ -155,11 +155,15 @@ def _erase_all(
         )  # fmt: skip
         return _Erased(results, len(keys), keys.digests(), None)
     ctx = EraseContext(None, header_names, staging_url)
+    # The digests of keys found nowhere stay in files of the output, a file per bucket (a dry run
+    # counts them only).
+    not_found_dir = posixpath.join(staging_url, NOT_FOUND_DIR) if staging_url else None
     results, joined = run_joined(
         run.spark, keys, header_names, tasks, lambda t: [(t.url, t.files)], [t.files.size for t in tasks],
         SCAN_TASKS_PER_CORE, lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
+        not_found_dir,
     )  # fmt: skip
-    return _Erased(results, joined.listed, joined.found, joined.not_found)
+    return _Erased(results, joined.listed, joined.found, joined)
 
 
 def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
@@ -187,10 +191,29 @@ def _fill(
 ) -> None:
     report.keys_listed = erased.listed
     report.partitions = partition_totals(names, erased.results)
-    report.erased, report.not_found = key_evidence(names, erased.digests, erased.results, erased.not_found)
+    report.erased, report.not_found = key_evidence(names, erased.digests, erased.results)
+    report.not_found_count = len(report.not_found)
+    if erased.joined is not None:
+        report.not_found_count = erased.joined.not_found
+        report.not_found_files = [
+            posixpath.join(NOT_FOUND_DIR, name) for name in erased.joined.not_found_files
+        ]
     report.seconds_total, report.seconds_by_stage = seconds_total, seconds_by_stage
 
 
 def _write_report(report: EraseReport, report_path: str | None) -> None:
-    if report_path:
-        write_json_report(report_path, report.to_dict())
+    """The report at --report; a joined list's files of digests found nowhere are copied beside
+    it (REPORT_PATH.not-found/), and the report names the copies."""
+    if not report_path:
+        return
+    doc = report.to_dict()
+    if report.not_found_files:
+        src, src_root = open_storage(report.dst)
+        dst, target = open_storage(report_path + NOT_FOUND_SUFFIX)
+        copies = []
+        for name in report.not_found_files:
+            copy = posixpath.join(target, posixpath.basename(name))
+            transfer(src, posixpath.join(src_root, name), dst, copy)
+            copies.append(dst.url(copy))
+        doc["not_found_files"] = copies
+    write_json_report(report_path, doc)

@@ -17,6 +17,7 @@ ref · 2^40 + priority · 2^32 + relative offset (a segment's relative offsets f
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -74,11 +75,13 @@ class SegmentMatches:
 @dataclass(frozen=True)
 class BucketKeys:
     """What one bucket learnt of its listed keys: how many there are, the digest of each found
-    (by key id), and the digests of those found nowhere."""
+    (by key id), and how many were found nowhere, their digests in a file of their own where the
+    run keeps them (one per line, sorted: the driver never holds them all)."""
 
     listed: int
     found: dict[int, str]
-    not_found: list[str]
+    not_found: int
+    not_found_file: str | None
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,11 @@ def listed_records(
     refs: list[SegmentRef],
     header_names: ErasedKeys | None,
     evidence_route: int,
+    not_found_dir: str | None = None,
 ) -> object:
     """The join over `flow`: a frame of (route, SegmentMatches) and (evidence_route, BucketKeys),
-    to be routed to the next stage's tasks."""
+    to be routed to the next stage's tasks; the digests of keys found nowhere are written under
+    `not_found_dir` (a URL), or only counted (None)."""
     if len(refs) >= MOST_REFS:
         raise ValueError(f"a key join reads at most {MOST_REFS - 1} segments at once")
     buckets = buckets_for(key_list, sum(r.files.size for r in refs), parallelism)
@@ -143,7 +148,7 @@ def listed_records(
     return flow.routed(
         flow.union([key_side, record_side]),
         buckets,
-        lambda bucket, items: _match_bucket(bucket, items, routes, evidence_route),
+        lambda bucket, items: _match_bucket(bucket, items, routes, evidence_route, not_found_dir),
     )
 
 
@@ -200,7 +205,11 @@ def _rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, tags: np.nd
 
 
 def _match_bucket(
-    bucket: int, items: Iterator[tuple[int, KeyRows]], routes: np.ndarray, evidence_route: int
+    bucket: int,
+    items: Iterator[tuple[int, KeyRows]],
+    routes: np.ndarray,
+    evidence_route: int,
+    not_found_dir: str | None,
 ) -> Iterator[tuple[int, object]]:
     """Executed on a worker, per bucket: its keys in a table, its record rows looked up in it;
     the matches to their segments' routes, what the bucket learnt of its keys to the evidence's."""
@@ -231,24 +240,30 @@ def _match_bucket(
             yield int(routes[r]), SegmentMatches(r, relative[part], priority[part], ids[part])
     digests = table.digests()
     found_entries = set(np.unique(entry).tolist())
-    yield (
-        evidence_route,
-        BucketKeys(
-            len(table),
-            {(bucket << 32) + e: digests[e] for e in sorted(found_entries)},
-            [d for e, d in enumerate(digests) if e not in found_entries],
-        ),
-    )
+    missing = sorted(d for e, d in enumerate(digests) if e not in found_entries)
+    name = None
+    if missing and not_found_dir is not None:
+        storage, directory = open_storage(not_found_dir)
+        name = not_found_name(bucket)
+        storage.write_atomic(posixpath.join(directory, name), "".join(d + "\n" for d in missing).encode())
+    found_digests = {(bucket << 32) + e: digests[e] for e in sorted(found_entries)}
+    yield evidence_route, BucketKeys(len(table), found_digests, len(missing), name)
+
+
+def not_found_name(bucket: int) -> str:
+    """The file of a bucket's digests of keys found nowhere."""
+    return f"bucket-{bucket:05d}.sha256"
 
 
 @dataclass(frozen=True)
 class JoinedKeys:
     """What the buckets learnt of the listed keys: how many distinct ones, the digest of each
-    found (by key id), the digests of those found nowhere."""
+    found (by key id), how many were found nowhere and the files their digests are in."""
 
     listed: int
     found: dict[int, str]
-    not_found: list[str]
+    not_found: int
+    not_found_files: list[str]
 
 
 def run_joined(
@@ -260,10 +275,12 @@ def run_joined(
     sizes: list[int],
     tasks_per_core: int,
     work: Callable[[U, list[ListedRecords]], R],
+    not_found_dir: str | None = None,
 ) -> tuple[list[R], JoinedKeys]:
     """`work(unit, listed records of each of its segments)` for every unit (an erase's segment, a
     proof's pair of segments), on the run's flow after the key join; results in no set order.
-    An empty list is refused."""
+    The digests of keys found nowhere go to files under `not_found_dir` (None: counted only). An
+    empty list is refused."""
     with flow_of(spark) as (flow, parallelism):
         chosen = packs(sizes, parallelism * tasks_per_core)
         refs: list[SegmentRef] = []
@@ -276,7 +293,7 @@ def run_joined(
         by_route = [[(units[u], ref_ids[u]) for u in pack] for pack in chosen]
         bases = [ref.files.base_offset for ref in refs]
         evidence = len(chosen)  # the route of what the buckets learnt of their keys
-        matched = listed_records(flow, parallelism, key_list, refs, header_names, evidence)
+        matched = listed_records(flow, parallelism, key_list, refs, header_names, evidence, not_found_dir)
         done = flow.collected(
             flow.routed(
                 matched,
@@ -288,7 +305,8 @@ def run_joined(
     joined = JoinedKeys(
         sum(b.listed for b in buckets),
         {key: digest for b in buckets for key, digest in b.found.items()},
-        [d for b in buckets for d in b.not_found],
+        sum(b.not_found for b in buckets),
+        sorted(b.not_found_file for b in buckets if b.not_found_file is not None),
     )
     if joined.listed == 0:
         raise refused_empty(key_list.url)

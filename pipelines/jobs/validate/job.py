@@ -37,7 +37,7 @@ from pipelines.jobs.validate.suites import (
 )
 from pipelines.jobs.validate.user_suites import UserSuite, gx_suite, records_frame, require_topics
 from pipelines.output.inventory import INVENTORY, inventory_problems
-from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, published_manifest
+from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, REPORT, published_manifest
 from pipelines.runtime.harness import job_run
 from pipelines.runtime.session import LazySpark, session_of
 from pipelines.runtime.tasks import fits_driver
@@ -287,7 +287,7 @@ def _inventory(
 
 def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
     """PATH's run report, where a segpipe clean wrote one."""
-    path = posixpath.join(root, META_DIR, "report.json")
+    path = posixpath.join(root, META_DIR, REPORT)
     return json.loads(storage.read(path)) if storage.exists(path) else None
 
 
