@@ -11,6 +11,7 @@ are superseded. `--keys-run` instead writes one partition of N distinct keys wit
     .venv/bin/python bench/clean_bench.py --operator-cases  # retention only vs cp, --link, 2nd pass
     .venv/bin/python bench/clean_bench.py --connect --steady-runs 3  # on a Spark Connect server
     .venv/bin/python bench/clean_bench.py --erase-keys 100000  # erase vs clean of the same set
+    .venv/bin/python bench/clean_bench.py --erase-keys 20000000  # a list over 256 MiB: joined
 """
 
 from __future__ import annotations
@@ -209,14 +210,19 @@ def connect_cases(src: Path, dst: Path, runs: int) -> None:
 ERASE_CASES = {"rare": range(15000, 16000), "frequent": range(1000, 2000)}
 
 
-def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int) -> None:
+def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int, joined: bool) -> None:
     """`segpipe erase` of `listed` keys (1,000 of them present in the set, rare or frequent ones;
-    the rest absent) beside `clean` of the same set, whole process, each run printed."""
+    the rest absent) beside `clean` of the same set, whole process, each run printed. A list over
+    256 MiB is joined with the records' keys; `joined` makes every list so."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from pipelines.jobs.erase.key_list import KEY_BROADCAST_ENV
+
     mb = dir_bytes(src) / 1e6
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
+    if joined:
+        env[KEY_BROADCAST_ENV] = "0"
     for attempt in range(runs):
         for case, present in ERASE_CASES.items():
             keys = [f"k{i:010d}".encode() for i in present]
@@ -229,7 +235,8 @@ def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int) -> Non
             wall, peaks = run_measured(cmd, env, "erase")
             report = json.loads((dst / "_segpipe" / "report.json").read_text())
             rewritten = sum(p["segments_rewritten"] for p in report["partitions"])
-            print(f"erase of {listed:,} keys ({case}), run {attempt + 1}: {wall:.1f} s whole process, "
+            how = "joined" if report["not_found"] is None else "read whole"
+            print(f"erase of {listed:,} keys ({case}, {how}), run {attempt + 1}: {wall:.1f} s whole process, "
                   f"{mb / wall:.0f} MB/s; {report['records_erased']:,} records erased, {rewritten} segments "
                   f"rewritten; peak {peaks.total / 2**30:.2f} GiB; {_stages(report['seconds_by_stage'])}")  # fmt: skip
             listing.unlink()
@@ -258,6 +265,9 @@ def main() -> None:
         help="retention only vs cp, --link, a second pass, compaction",
     )
     parser.add_argument("--erase-keys", type=int, help="erase this many listed keys, beside a clean")
+    parser.add_argument(
+        "--joined", action="store_true", help="with --erase-keys: join the list, whatever its size"
+    )
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
     if args.keys_run:
@@ -274,7 +284,7 @@ def main() -> None:
         connect_cases(src, dst, args.steady_runs)
         return
     if args.erase_keys:
-        erase_case(src, dst, args.master, args.erase_keys, args.steady_runs)
+        erase_case(src, dst, args.master, args.erase_keys, args.steady_runs, args.joined)
         return
     size = dir_bytes(src)
     mb = size / 1e6

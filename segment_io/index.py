@@ -7,6 +7,7 @@ import struct
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from segment_io.errors import CorruptIndex
 from segment_io.format.constants import (
@@ -106,6 +107,29 @@ class IndexBuilder:
             self.bytes_since_last_entry = 0
         self.bytes_since_last_entry += size
 
+    def append_many(
+        self, position: int, sizes: np.ndarray, last_offsets: np.ndarray, max_timestamps: np.ndarray
+    ) -> None:
+        """`append` of consecutive batches starting at `position`, in one kernel call (a run of
+        batches copied as they are)."""
+        last_ts = self.time_entries[-1][0] if self.time_entries else -1
+        state = np.array(
+            [self.bytes_since_last_entry, self.max_timestamp, self.offset_of_max_timestamp, last_ts],
+            dtype=np.int64,
+        )
+        n = len(sizes)
+        entries = np.empty((n, 2), dtype=np.int64)
+        times = np.empty((n, 2), dtype=np.int64)
+        columns = (sizes.astype(np.int64), last_offsets.astype(np.int64), max_timestamps.astype(np.int64))
+        made, timed = _append_many(
+            state, position, self.base_offset, self.index_interval_bytes, *columns, entries, times
+        )
+        self.offset_entries.extend(zip(entries[:made, 0].tolist(), entries[:made, 1].tolist(), strict=True))
+        self.time_entries.extend(zip(times[:timed, 0].tolist(), times[:timed, 1].tolist(), strict=True))
+        self.bytes_since_last_entry, self.max_timestamp, self.offset_of_max_timestamp = (
+            int(state[0]), int(state[1]), int(state[2]),
+        )  # fmt: skip
+
     def _maybe_append_time(self) -> None:
         last_ts = self.time_entries[-1][0] if self.time_entries else -1
         if self.max_timestamp > last_ts:
@@ -117,6 +141,44 @@ class IndexBuilder:
         index = b"".join(struct.pack(">ii", r, p) for r, p in self.offset_entries)
         time = b"".join(struct.pack(">qi", t, r) for t, r in self.time_entries)
         return index, time
+
+
+@njit(cache=True, nogil=True)
+def _append_many(
+    state: np.ndarray,
+    position: int,
+    base_offset: int,
+    interval: int,
+    sizes: np.ndarray,
+    last_offsets: np.ndarray,
+    max_timestamps: np.ndarray,
+    entries: np.ndarray,
+    times: np.ndarray,
+) -> tuple[int, int]:
+    """IndexBuilder.append over batches, as it does it one by one: `state` is (bytes since the
+    last entry, max timestamp, its offset, last time entry's timestamp), updated in place; the new
+    offset and time entries are written to `entries` and `times`, their counts returned."""
+    since, max_ts, max_at, last_ts = state[0], state[1], state[2], state[3]
+    made = 0
+    timed = 0
+    for b in range(sizes.shape[0]):
+        if max_timestamps[b] > max_ts:
+            max_ts = max_timestamps[b]
+            max_at = last_offsets[b]
+        if since > interval:
+            entries[made, 0] = last_offsets[b] - base_offset
+            entries[made, 1] = position
+            made += 1
+            if max_ts > last_ts:
+                times[timed, 0] = max_ts
+                times[timed, 1] = max_at - base_offset
+                timed += 1
+                last_ts = max_ts
+            since = 0
+        since += sizes[b]
+        position += sizes[b]
+    state[0], state[1], state[2], state[3] = since, max_ts, max_at, last_ts
+    return made, timed
 
 
 def build_indexes(

@@ -116,9 +116,22 @@ def write_chunk(
     cols = {name: getattr(table, name)[live].tolist() for name in _HEADER_COLUMNS}
     log_append = table.log_append_time[live].tolist()
     slot = np.cumsum(rewrite) - 1
+    run_ends = _run_ends(table, live, verbatim & ~control)
+    resume = 0  # the batches before it were copied with their run
     for j, i in enumerate(live.tolist()):
+        if j < resume:
+            continue
         base, last = cols["base_offset"][j], cols["last_offset"][j]
-        if verbatim[j]:
+        if verbatim[j] and not control[j]:
+            # A run of batches copied as they are, back to back in the input: appended at once.
+            resume = int(run_ends[np.searchsorted(run_ends, j)]) + 1
+            run = live[j:resume]
+            writer.append_run(
+                reader.batches_bytes(i, int(live[resume - 1]) + 1), table.size[run], table.base_offset[run],
+                table.last_offset[run], table.max_timestamp[run],
+            )  # fmt: skip
+            stats.batches_copied += resume - j
+        elif verbatim[j]:  # a marker, after which the aborted transaction it ends may be indexed
             writer.append(reader.batch_bytes(i), base, last, cols["max_timestamp"][j])
             stats.batches_copied += 1
         elif kept[j] == 0:
@@ -160,6 +173,15 @@ def write_chunk(
         if control[j] and last in txn_by_marker:
             writer.append_aborted(txn_by_marker[last])
             stats.txn_indexed += 1
+
+
+def _run_ends(table: BatchTable, live: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Where each run of `eligible` batches of `live` ends (the index of its last, ascending): a
+    run is consecutive batches of the input lying back to back in its file."""
+    position, size = table.position[live], table.size[live]
+    joined = eligible[1:] & eligible[:-1] & (np.diff(live) == 1) & (position[1:] == position[:-1] + size[:-1])
+    last = eligible & np.concatenate([~joined, [True]])
+    return np.flatnonzero(last)
 
 
 _HEADER_COLUMNS = (

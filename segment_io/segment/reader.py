@@ -65,6 +65,12 @@ class SegmentReader:
         pos = int(table.position[i])
         return self.buffer.data[pos : pos + int(table.size[i])]
 
+    def batches_bytes(self, first: int, end: int) -> memoryview:
+        """The bytes of batches first..end-1, which lie back to back in the file."""
+        table = self.scan().table
+        last = end - 1
+        return self.buffer.data[int(table.position[first]) : int(table.position[last] + table.size[last])]
+
     def frame(self, index: np.ndarray, arena: Arena | None = None) -> Framed:
         """Records of batches `index`; with an `arena`, valid until its next use (see Arena)."""
         table = self.scan().table

@@ -5,11 +5,15 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from segment_io.format.constants import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
     INT32_MAX,
+    OFFSET_ENTRY,
+    TIME_ENTRY,
 )
 from segment_io.index import AbortedTxn, IndexBuilder
 from segment_io.layout import segment_file_name
@@ -104,6 +108,43 @@ class SegmentWriter:
         seg.size += size
         seg.batches += 1
         seg.last_offset = last_offset
+
+    def append_run(
+        self,
+        data: bytes | memoryview,
+        sizes: np.ndarray,
+        base_offsets: np.ndarray,
+        last_offsets: np.ndarray,
+        max_timestamps: np.ndarray,
+    ) -> None:
+        """`append` of consecutive complete batches held back to back in `data`, each as it is:
+        where none of them can roll the segment, one write and one index kernel call for all."""
+        seg = self._open
+        n = len(sizes)
+        total = len(data)
+        if (
+            seg is None
+            or (seg.size > 0 and seg.size + total > self.limits.segment_bytes)
+            or len(seg.index.offset_entries) + n >= self.limits.segment_index_bytes // OFFSET_ENTRY
+            or len(seg.index.time_entries) + n >= self.limits.segment_index_bytes // TIME_ENTRY - 1
+            or int(last_offsets[-1]) - seg.base_offset > INT32_MAX
+        ):
+            at = 0
+            for size, base, last, ts in zip(
+                sizes.tolist(),
+                base_offsets.tolist(),
+                last_offsets.tolist(),
+                max_timestamps.tolist(),
+                strict=True,
+            ):
+                self.append(data[at : at + size], base, last, ts)
+                at += size
+            return
+        seg.index.append_many(seg.size, sizes, last_offsets, max_timestamps)
+        seg.file.write(data)
+        seg.size += total
+        seg.batches += n
+        seg.last_offset = int(last_offsets[-1])
 
     def append_aborted(self, txn: AbortedTxn) -> None:
         """Index an aborted transaction in the open segment (its ABORT marker was just appended)."""

@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from segment_io.generate import TopicSpec, generate_log_dir
@@ -153,3 +155,37 @@ def test_ranged_reads(tmp_path: Path) -> None:
     storage.write_atomic(f"{path}/f.bin", bytes(range(100)))
     assert storage.read(f"{path}/f.bin", 10, 20) == bytes(range(10, 20))
     assert np.array_equal(storage.read_array(f"{path}/f.bin")[:5], np.arange(5, dtype=np.uint8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(st.integers(61, 9000), st.integers(1, 40), st.integers(-1, 2_000_000)),
+        min_size=1,
+        max_size=60,
+    ),
+    split=st.integers(0, 60),
+    interval=st.sampled_from([1, 4096, 20_000]),
+)
+def test_a_run_of_batches_indexes_as_its_batches_one_by_one(
+    batches: list[tuple[int, int, int]], split: int, interval: int
+) -> None:
+    """IndexBuilder.append_many over consecutive batches (after some appended one by one) leaves
+    the entries and state `append` leaves, batch by batch (Kafka's append path)."""
+    sizes = np.array([b[0] for b in batches], dtype=np.int64)
+    last_offsets = 100 + np.cumsum([b[1] for b in batches])
+    timestamps = np.array([b[2] for b in batches], dtype=np.int64)
+    positions = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    one_by_one, at_once = IndexBuilder(100, interval), IndexBuilder(100, interval)
+    rows = list(
+        zip(positions.tolist(), sizes.tolist(), last_offsets.tolist(), timestamps.tolist(), strict=True)
+    )
+    for row in rows:
+        one_by_one.append(*row)
+    cut = min(split, len(batches))
+    for row in rows[:cut]:
+        at_once.append(*row)
+    if cut < len(batches):
+        at_once.append_many(int(positions[cut]), sizes[cut:], last_offsets[cut:], timestamps[cut:])
+    assert at_once == one_by_one
+    assert at_once.finish() == one_by_one.finish()
