@@ -132,16 +132,20 @@ def test_digests_are_sha256_of_the_key_bytes() -> None:
     assert found.digests() == [hashlib.sha256(k).hexdigest() for k in KEYS]
 
 
+# (offset delta, timestamp delta, key, value, headers) of records matched against alice and bob,
+# with header "user" named.
+HEADER_RECORDS = [
+    (0, 0, b"alice", b"v", []),
+    (1, 0, b"alicE", b"v", []),  # one byte off: kept
+    (2, 0, None, b"v", [("user", b"bob")]),  # a null key, a listed header value
+    (3, 0, b"x", b"v", [("other", b"bob")]),  # a listed value in a header not named
+    (4, 0, b"x", None, [("user", b"carol"), ("user", b"alice")]),  # the second header matches
+    (5, 0, b"", b"v", []),  # the empty key is not the null key
+]
+
+
 def test_records_match_by_exact_key_or_a_named_header_value(tmp_path: Path) -> None:
-    records = [
-        (0, 0, b"alice", b"v", []),
-        (1, 0, b"alicE", b"v", []),  # one byte off: kept
-        (2, 0, None, b"v", [("user", b"bob")]),  # a null key, a listed header value
-        (3, 0, b"x", b"v", [("other", b"bob")]),  # a listed value in a header not named
-        (4, 0, b"x", None, [("user", b"carol"), ("user", b"alice")]),  # the second header matches
-        (5, 0, b"", b"v", []),  # the empty key is not the null key
-    ]
-    path = write_segment(tmp_path, 0, v2_batch(0, records))
+    path = write_segment(tmp_path, 0, v2_batch(0, HEADER_RECORDS))
     storage, _ = open_storage(str(tmp_path))
     reader = SegmentReader(storage, str(path), 0)
     framed = reader.frame(np.arange(len(reader.scan().table)))
