@@ -171,7 +171,8 @@ def test_a_local_masters_remote_work_starts_no_jvm(
 ) -> None:
     """With a local master, tier, clean --in-place, erase --in-place and restore over S3 run in
     the driver's own processes: given a JVM that cannot start (a 1 KB heap) they finish anyway,
-    and leave the bytes the same runs leave on Spark, which cannot run with that JVM."""
+    and the in-place clean and erase leave the bytes they leave on Spark, which cannot run with
+    that JVM."""
     bad_jvm = ["--conf", "spark.driver.memory=1k"]
     on_spark = {**s3_env, DRIVER_WORK_ENV: "off"}
     compact = ["--set", "cleanup.policy=compact", "--set", "retention.ms=-1", "--now", NOW]
@@ -182,14 +183,15 @@ def test_a_local_masters_remote_work_starts_no_jvm(
         log = tmp_path / name / "log"
         shutil.copytree(sample_dir, log)
         remote = bucket(s3_env, f"no-jvm-{name}")
+        # Both tiers are written and read back the same way: in the driver's processes, without a JVM.
+        tiered = run_segpipe("tier", str(log), remote, *RELEASE, *bad_jvm, env=s3_env)
+        assert tiered.returncode == 0, tiered.stderr[-3000:]
         for command in (
-            ("tier", str(log), remote, *RELEASE),
             ("clean", remote, "--in-place", *compact),
             ("erase", remote, "--in-place", "--keys", str(keys)),
         ):
             proc = run_segpipe(*command, "--master", "local[2]", *extra, env=env)
             assert proc.returncode == 0, f"{name} {command[0]}: {proc.stderr[-3000:]}"
-        # Both tiers are read back the same way: in the driver's processes, without a JVM.
         out = tmp_path / name / "restored"
         proc = run_segpipe("restore", remote, str(out), "--local", str(log), *bad_jvm, env=s3_env)
         assert proc.returncode == 0, proc.stderr[-3000:]
