@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.jobs.erase.keys import DIGEST
+from pipelines.jobs.erase.key_digest import DIGEST
 from pipelines.jobs.erase.segment import SegmentErasure
 
 

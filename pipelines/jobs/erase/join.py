@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from pipelines.jobs.erase.key_digest import hex_lines, sha256_rows
 from pipelines.jobs.erase.key_list import KeyList, KeyListPart, refused_empty
 from pipelines.jobs.erase.keys import ErasedKeys, key_rows
 from pipelines.log.keytable import EMPTY, KeyRows, hash_keys
@@ -238,16 +239,49 @@ def _match_bucket(
         if len(part):
             r = int(ref[part[0]])
             yield int(routes[r]), SegmentMatches(r, relative[part], priority[part], ids[part])
-    digests = table.digests()
-    found_entries = set(np.unique(entry).tolist())
-    missing = sorted(d for e, d in enumerate(digests) if e not in found_entries)
+    found_entries = np.unique(entry)
+    missing = np.ones(len(table), dtype=np.bool_)
+    missing[found_entries] = False
     name = None
-    if missing and not_found_dir is not None:
-        storage, directory = open_storage(not_found_dir)
+    if missing.any() and not_found_dir is not None:
         name = not_found_name(bucket)
-        storage.write_atomic(posixpath.join(directory, name), "".join(d + "\n" for d in missing).encode())
-    found_digests = {(bucket << 32) + e: digests[e] for e in sorted(found_entries)}
-    yield evidence_route, BucketKeys(len(table), found_digests, len(missing), name)
+        _write_digests(table, np.flatnonzero(missing), not_found_dir, name)
+    found_digests = dict(
+        zip(((bucket << 32) + found_entries).tolist(), table.digests(found_entries), strict=True)
+    )
+    yield evidence_route, BucketKeys(len(table), found_digests, int(missing.sum()), name)
+
+
+# Digests of keys found nowhere are written this many lines at a time.
+DIGEST_LINES = 1 << 20
+
+
+def _write_digests(table: ErasedKeys, entries: np.ndarray, directory_url: str, name: str) -> None:
+    """The SHA-256 of the keys `entries` as lines of hex, sorted, into one new file: a digest
+    kernel over the keys, no Python object per key."""
+    rows = table.table.rows()
+    digests = sha256_rows(rows.data, rows.starts[entries], rows.lengths[entries])
+    digests = digests[_byte_order(digests)]
+    storage, directory = open_storage(directory_url)
+    pending = storage.open_write(posixpath.join(directory, name))
+    try:
+        for lo in range(0, len(digests), DIGEST_LINES):
+            pending.write(hex_lines(digests[lo : lo + DIGEST_LINES]))
+        pending.commit()
+    except BaseException:
+        pending.discard()
+        raise
+
+
+def _byte_order(digests: np.ndarray) -> np.ndarray:
+    """The order that sorts digests by their bytes: by their first 8 bytes (a big-endian word), or
+    by all 32 where two share those."""
+    words = digests.view(">u8")
+    order = np.argsort(words[:, 0], kind="stable")
+    first = words[order, 0]
+    if len(first) > 1 and (first[1:] == first[:-1]).any():
+        order = np.lexsort((words[:, 3], words[:, 2], words[:, 1], words[:, 0]))
+    return order
 
 
 def not_found_name(bucket: int) -> str:

@@ -5,18 +5,16 @@ object per record)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from pipelines.jobs.erase.key_digest import hex_digests
 from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.format import records as rec
 from segment_io.segment.framing import Framed
-
-DIGEST = "sha256"  # the evidence names a key by this digest of its bytes, never by the key
 
 
 def _key_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> KeyRows:
@@ -80,14 +78,12 @@ class ErasedKeys:
         start, length = int(rows.starts[entry]), int(rows.lengths[entry])
         return rows.data[start : start + length].tobytes()
 
-    def digests(self) -> list[str]:
-        """The SHA-256 (hex) of every entry's key bytes, by entry."""
+    def digests(self, entries: np.ndarray | None = None) -> list[str]:
+        """The SHA-256 (hex) of the key bytes of every entry, by entry (or of `entries`)."""
         rows = self.table.rows()
-        data = rows.data.tobytes()
-        return [
-            hashlib.sha256(data[s : s + n]).hexdigest()
-            for s, n in zip(rows.starts.tolist(), rows.lengths.tolist(), strict=True)
-        ]
+        if entries is None:
+            return hex_digests(rows.data, rows.starts, rows.lengths)
+        return hex_digests(rows.data, rows.starts[entries], rows.lengths[entries])
 
 
 def matched_entries(framed: Framed, keys: ErasedKeys, header_names: ErasedKeys | None) -> np.ndarray:
