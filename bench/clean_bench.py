@@ -11,7 +11,7 @@ are superseded. `--keys-run` instead writes one partition of N distinct keys wit
     .venv/bin/python bench/clean_bench.py --operator-cases  # retention only vs cp, --link, 2nd pass
     .venv/bin/python bench/clean_bench.py --connect --steady-runs 3  # on a Spark Connect server
     .venv/bin/python bench/clean_bench.py --erase-keys 100000  # erase vs clean of the same set
-    .venv/bin/python bench/clean_bench.py --erase-keys 20000000  # a list over 256 MiB: joined
+    .venv/bin/python bench/clean_bench.py --erase-keys 20000000  # a list over 32 MiB: joined
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ ERASE_CASES = {"rare": range(15000, 16000), "frequent": range(1000, 2000)}
 def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int, joined: bool) -> None:
     """`segpipe erase` of `listed` keys (1,000 of them present in the set, rare or frequent ones;
     the rest absent) beside `clean` of the same set, whole process, each run printed. A list over
-    256 MiB is joined with the records' keys; `joined` makes every list so."""
+    32 MiB is joined with the records' keys; `joined` makes every list so."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -40,6 +40,7 @@ HEADER = "trace-id"
 PARTITIONS = ["orders-0", "orders-1", "events-0", "quiet-0"]
 NO_JVM = ("--conf", "spark.driver.memory=1k")  # a run that starts Spark fails with it
 JOINED = {KEY_BROADCAST_ENV: "0"}  # every key list is joined with the records' keys
+WHOLE = {KEY_BROADCAST_ENV: str(2**30)}  # every key list here is read whole
 
 
 @pytest.fixture(scope="module")
@@ -293,7 +294,7 @@ def test_a_million_keys_from_parquet(
         pa.table({"key": pa.array(many, pa.binary())}), tmp_path / "keys.parquet", row_group_size=100_000
     )
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(tmp_path / "keys.parquet"),
-                       "--also-in-headers", HEADER, env=JOINED if joined else None)  # fmt: skip
+                       "--also-in-headers", HEADER, env=JOINED if joined else WHOLE)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
     assert report["keys_listed"] == len(many) and report["not_found_count"] == 1_000_001
