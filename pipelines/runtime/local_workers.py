@@ -15,6 +15,7 @@ process that dies (killed, out of memory) fails the run (BrokenProcessPool) inst
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import multiprocessing
 import os
 import pickle
@@ -214,23 +215,68 @@ def _read(places: Sequence[tuple[str, int, int]]) -> Iterator[Any]:
             handle.close()
 
 
+FLOW_PREFIX = "segpipe-flow-"  # a flow's spill directory under TMPDIR
+# A file in it that the flow's process holds an exclusive lock on while it lives: the kernel lets
+# go of the lock when that process dies, however it dies (SIGKILL, the OOM killer).
+FLOW_OWNER = "owner.lock"
+
+
+def _own(directory: str) -> int:
+    """Lock the flow's owner file; it appears under its name already locked (made under another
+    name, then renamed), so a sweep never finds it unlocked while its flow lives."""
+    making = os.path.join(directory, f".{FLOW_OWNER}.{os.getpid()}")
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.rename(making, os.path.join(directory, FLOW_OWNER))
+    return fd
+
+
+def sweep_dead_flows(root: str) -> list[str]:
+    """Remove the spill directories under `root` of flows whose process died without removing
+    its own (a run killed with SIGKILL, or by the OOM killer): those whose owner file's lock can be
+    taken. A directory without an owner file (one being made, or not a flow's) is left alone. The
+    directories removed."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(root):
+            if not entry.name.startswith(FLOW_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                fd = os.open(os.path.join(entry.path, FLOW_OWNER), os.O_RDWR)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its flow lives
+            finally:
+                os.close(fd)
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
 class LocalFlow:
     """runtime.dataflow's operations (each, routed, union, collected) over the driver's worker
     processes. What a task yields is spilled to a file of its own under a directory of the flow
     (the system's temporary directory: TMPDIR), as Spark's shuffle writes to its local dirs, and
     read from there by the task of its part, so neither the driver nor a task holds more than
     Spark's would. A frame is read once (routed or collected); its files go then, and the
-    directory when the flow closes."""
+    directory when the flow closes, or, where its process was killed first, when the next flow
+    starts (sweep_dead_flows)."""
 
     def __init__(self, local: LocalWorkers) -> None:
         self.local = local
-        self.directory = tempfile.mkdtemp(prefix="segpipe-flow-")
+        sweep_dead_flows(tempfile.gettempdir())
+        self.directory = tempfile.mkdtemp(prefix=FLOW_PREFIX)
+        self._owner = _own(self.directory)
 
     def __enter__(self) -> LocalFlow:
         return self
 
     def __exit__(self, *exc: object) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+        os.close(self._owner)
 
     def each(self, packs: Sequence[T], work: Callable[[T], Iterable[tuple[int, Any]]]) -> LocalFrame:
         directory = self.directory

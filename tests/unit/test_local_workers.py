@@ -5,14 +5,26 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipelines.errors import Terminated
-from pipelines.runtime.local_workers import LocalFlow, LocalWorkers, WorkerLost, local_cores
+from pipelines.runtime.local_workers import (
+    FLOW_OWNER,
+    FLOW_PREFIX,
+    LocalFlow,
+    LocalWorkers,
+    WorkerLost,
+    local_cores,
+    sweep_dead_flows,
+)
 from segment_io.errors import CrcMismatch
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
 
@@ -144,9 +156,36 @@ def test_a_local_flow_routes_every_item_to_its_parts_task_through_files(workers:
         assert not any(os.path.exists(spill.path) for spill in made)
         got = dict(obj for _, obj in flow.collected(summed))
         directory = flow.directory
-        assert os.listdir(directory) == []
+        assert os.listdir(directory) == [FLOW_OWNER]
     assert got == {p: [n for n in range(100) if n % 4 == p] for p in range(4)} | {4: []}
     assert not os.path.exists(directory)
+
+
+def test_a_flow_sweeps_the_spill_of_flows_whose_process_died(
+    workers: LocalWorkers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed with SIGKILL leaves its spill directory behind; the next flow removes it, but
+    never the directory of a flow that lives (its owner file stays locked) or a directory
+    without an owner file."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    script = (
+        "import os, signal, sys\n"
+        "from pipelines.runtime import local_workers as lw\n"
+        "d = sys.argv[1] + '/' + lw.FLOW_PREFIX + 'killed'\n"
+        "os.mkdir(d)\n"
+        "lw._own(d)\n"
+        "open(d + '/spill', 'wb').write(b'x' * 1000)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, timeout=60)
+    assert killed.returncode == -signal.SIGKILL and (tmp_path / f"{FLOW_PREFIX}killed" / "spill").exists()
+    (tmp_path / f"{FLOW_PREFIX}unowned").mkdir()
+    with LocalFlow(workers) as living:
+        assert not (tmp_path / f"{FLOW_PREFIX}killed").exists()
+        with LocalFlow(workers) as second:
+            assert os.path.isdir(living.directory) and os.path.isdir(second.directory)
+        assert sweep_dead_flows(str(tmp_path)) == [] and os.path.isdir(living.directory)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{FLOW_PREFIX}unowned"]
 
 
 def test_a_process_that_dies_fails_the_map_with_a_typed_error(workers: LocalWorkers) -> None:
