@@ -123,6 +123,10 @@ def test_parquet_and_csv_lists_read_in_parts_as_whole(tmp_path: Path) -> None:
     hexed.write_text("00ff\nzz\n")
     with pytest.raises(ConfigError, match="at byte 5: not hex"):
         parts_read(KeyList.open(str(hexed), "hex"), 1)
+    # A list to join is checked as far as it can be unread: a CSV file needs its key column.
+    (tmp_path / "nokey.csv").write_text("id,user\n1,alice\n")
+    with pytest.raises(ConfigError, match="no 'key' column"):
+        KeyList.open(str(tmp_path / "nokey.csv"))
 
 
 def test_digests_are_sha256_of_the_key_bytes() -> None:

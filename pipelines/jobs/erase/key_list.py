@@ -93,8 +93,19 @@ class KeyList:
                 meta.row_group(g).column(column).total_uncompressed_size for g in range(meta.num_row_groups)
             )
             return cls(url, key_format, PARQUET, size, info.size, meta.num_row_groups)
-        kind = CSV if lowered.endswith(".csv") else LINES
-        return cls(url, key_format, kind, info.size, info.size, 0)
+        if lowered.endswith(".csv"):
+            import pyarrow.csv as pcsv
+
+            try:  # only the first block is read
+                names = pcsv.open_csv(
+                    StorageFile(storage, path, info.size), convert_options=_csv_options()
+                ).schema.names
+            except pa.ArrowException as exc:
+                raise ConfigError(f"--keys {url}: not a CSV file with a header line: {exc}") from None
+            if KEY_COLUMN not in names:
+                raise ConfigError(f"--keys {url}: no {KEY_COLUMN!r} column (it has {', '.join(names)})")
+            return cls(url, key_format, CSV, info.size, info.size, 0)
+        return cls(url, key_format, LINES, info.size, info.size, 0)
 
     @property
     def broadcast(self) -> bool:
