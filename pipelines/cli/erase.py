@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.remote.view import log_url
     from segment_io.storage import open_storage
 
-    # Refusals before Spark starts: a bad list, a missing source, a destination in use.
+    # Refusals before Spark starts: a missing source, a destination in use (and the list, below).
     if args.in_place:
         from segment_io.remote.tier import RemoteTier
 
@@ -98,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
     selection, _ = source_topics(log_url(args.src), JobConfig(), tuple(args.topic), args.src)
-    checked_key_list(args.keys, args.key_format)
     if args.dst is not None:
         require_destination(args.src, args.dst)
     if args.report:
@@ -110,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
     heavy = args.in_place or not storage.near or not driver_threads_work() or size > DRIVER_COMPACT_BYTES
     local = heavy and local_master_cores(args) is not None
     needed = heavy and not local
+    # The list is read once, and checked before a JVM starts; a local master's processes, cheap
+    # to stop, start first and warm up while the driver reads it.
+    checked = None if local else checked_key_list(args.keys, args.key_format)
     with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:
+        if checked is None:
+            checked = checked_key_list(args.keys, args.key_format)
         from pipelines.jobs.erase.in_place import erase_in_place
         from pipelines.jobs.erase.job import run_erase
         from pipelines.jobs.erase.request import EraseRequest
@@ -119,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             src=args.src, dst=args.dst or "", keys=args.keys, key_format=args.key_format,
             header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
             dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt, validate=args.validate,
+            checked=checked,
         )  # fmt: skip
         gate = erasure_gate(spark, args.src, request.header_names, request.topics) if args.validate else None
         report = (erase_in_place if args.in_place else run_erase)(spark, request, console.say, gate)

@@ -105,3 +105,32 @@ def test_local_copies_are_made_by_the_kernel_and_keep_bytes_and_time(
     assert (tmp_path / "copy" / "a.log").read_bytes() == data
     assert [f.mtime_ms for f in storage.list(f"{path}/copy")] == [1_600_000_000_000]
     assert [f.name for f in storage.list(f"{path}/copy")] == ["a.log"]  # no temporary left
+
+
+def test_large_local_writes_are_handed_to_writeback_as_they_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written in pieces, and a kernel copy, start the writeback of each stretch of
+    WRITEBACK_BYTES (COPY_BYTES) as it is written, covering the file once, in order; the bytes
+    and the commit are unchanged."""
+    import os
+
+    from segment_io.storage import local
+
+    assert local._sync_file_range() is not None  # Linux's C library has it
+    handed: list[tuple[int, int]] = []
+    monkeypatch.setattr(local, "start_writeback", lambda fd, offset, length: handed.append((offset, length)))
+    monkeypatch.setattr(local, "COPY_BYTES", 1 << 20)
+    storage, path = open_storage(str(tmp_path))
+    data = os.urandom(3 * local.WRITEBACK_BYTES + 12345)
+    pending = storage.open_write(f"{path}/a.log")
+    for at in range(0, len(data), 1 << 20):
+        pending.write(data[at : at + (1 << 20)])
+    pending.commit()
+    assert (tmp_path / "a.log").read_bytes() == data
+    assert handed == [(i * local.WRITEBACK_BYTES, local.WRITEBACK_BYTES) for i in range(3)]
+    handed.clear()
+    storage.copy(f"{path}/a.log", f"{path}/b.log")
+    assert (tmp_path / "b.log").read_bytes() == data
+    assert [o for o, _ in handed] == list(range(0, len(data), 1 << 20))
+    assert sum(n for _, n in handed) == len(data)

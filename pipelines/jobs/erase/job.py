@@ -51,7 +51,9 @@ def run_erase(spark: Any, request: EraseRequest, log: Log = print, gate: Gate | 
     require_destination(request.src, request.dst)
     if request.report_path:
         require_new_file(request.report_path)
-    keys = checked_key_list(request.keys, request.key_format)
+    keys = request.checked
+    if keys is None:
+        keys = checked_key_list(request.keys, request.key_format)
     header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
     src_storage, src_path = open_storage(request.src)
     # An archive has no writer: every segment is erased from, the active one too. A log directory

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+
+if TYPE_CHECKING:
+    from pipelines.jobs.erase.key_list import KeyList
+    from pipelines.jobs.erase.keys import ErasedKeys
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,7 +23,9 @@ class EraseRequest:
     `header_names`: a record is also erased when a header of one of these names carries a listed
     key as its value. `topics`: a predicate on topic names; only those topics' partitions are
     erased from and reach `dst` (None: all). `validate`: publish only once the output is proved
-    to be SRC minus exactly the listed keys' records (validate --erased)."""
+    to be SRC minus exactly the listed keys' records (validate --erased). `checked`: the list of
+    `keys` as the caller already checked it (key_list.checked_key_list), so that it is read once a
+    run; None: the run reads and checks it."""
 
     src: str
     dst: str
@@ -30,6 +37,7 @@ class EraseRequest:
     report_path: str | None = None
     on_corrupt: str = "fail"
     validate: bool = False
+    checked: ErasedKeys | KeyList | None = None
 
     def __post_init__(self) -> None:
         if self.key_format not in KEY_FORMATS:
