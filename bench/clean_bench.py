@@ -98,13 +98,19 @@ def dir_bytes(root: Path) -> int:
 
 
 def run_clean(
-    src: Path, dst: Path, master: str | None, extra: list[str], flags: tuple[str, ...] = ()
+    src: Path,
+    dst: Path,
+    master: str | None,
+    extra: list[str],
+    flags: tuple[str, ...] = (),
+    sets: list[str] = CONFIG_SETS,
 ) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
-    """The command line's clean (on `master`, or where `flags` say: --spark-remote)."""
+    """The command line's clean (on `master`, or where `flags` say: --spark-remote), with the
+    topic configs `sets` (the compacted set's) and `extra`."""
     shutil.rmtree(dst, ignore_errors=True)
     cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "clean", str(src), str(dst), "--now-ms", str(NOW_MS),
            *(["--master", master] if master else []), *flags]  # fmt: skip
-    for s in CONFIG_SETS + extra:
+    for s in sets + extra:
         cmd += ["--set", s]
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
     wall, peaks = run_measured(cmd, env, "clean")
@@ -239,10 +245,22 @@ def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int, joined
             print(f"erase of {listed:,} keys ({case}, {how}), run {attempt + 1}: {wall:.1f} s whole process, "
                   f"{mb / wall:.0f} MB/s; {report['records_erased']:,} records erased, {rewritten} segments "
                   f"rewritten; peak {peaks.total / 2**30:.2f} GiB; {_stages(report['seconds_by_stage'])}")  # fmt: skip
+            # The same erase as a dry run: every record decoded and matched, nothing written.
+            shutil.rmtree(dst, ignore_errors=True)
+            dry = dst.with_name(dst.name + ".dry.json")
+            dry.unlink(missing_ok=True)
+            wall, _ = run_measured([*cmd, "--dry-run", "--report", str(dry)], env, "erase")
+            print(f"  its dry run (decoded and matched, nothing written): {wall:.1f} s whole process; "
+                  f"{_stages(json.loads(dry.read_text())['seconds_by_stage'])}")  # fmt: skip
+            dry.unlink()
             listing.unlink()
         wall, _, report = run_clean(src, dst, master, [])
         print(f"clean of the same set, run {attempt + 1}: {wall:.1f} s whole process; "
-              f"{_stages(report['seconds_by_stage'])}")  # fmt: skip
+              f"{_stages(report['seconds_by_stage'])}; {report['bytes_out'] / 1e6:,.0f} MB written")  # fmt: skip
+        # What writing the whole set durably costs here: a retention-only clean copies every byte.
+        wall, _, report = run_clean(src, dst, master, [], sets=["segpipe.last.segment.sealed=true"])
+        print(f"retention-only clean (every byte copied and fsynced), run {attempt + 1}: {wall:.1f} s "
+              f"whole process; {_stages(report['seconds_by_stage'])}")  # fmt: skip
     shutil.rmtree(dst, ignore_errors=True)
 
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from segment_io import errors
 
-_RAISED = re.compile(r"segment_io\.errors\.(\w+): ([^\n]*)")
+_RAISED = re.compile(r"(segment_io|pipelines)\.errors\.(\w+): ([^\n]*)")
 
 
 def typed_error_in(exc: BaseException) -> errors.SegpipeError | None:
@@ -24,7 +24,11 @@ def typed_error_in(exc: BaseException) -> errors.SegpipeError | None:
     found = _RAISED.findall(str(exc))
     if not found:
         return None
-    name, message = found[-1]
+    package, name, message = found[-1]
+    if package == "pipelines":  # a run's own refusal found by a task (a key list's bad row)
+        from pipelines.errors import ConfigError
+
+        return ConfigError(message.strip()) if name == "ConfigError" else None
     cls = getattr(errors, name, None)
     if not isinstance(cls, type):
         return None

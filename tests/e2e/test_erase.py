@@ -359,6 +359,12 @@ def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
     empty.write_text("\n")
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(empty))
     assert proc.returncode == 2 and "holds no key" in proc.stderr
+    # A joined CSV list whose bad row only a task of the join reaches: the same typed refusal.
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,key\n" + "".join(f"{i},user-{i}\n" for i in range(200_000)) + "1,a,b\n")
+    proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(bad), env=JOINED)
+    assert proc.returncode == 2 and "bad.csv: not a readable csv key list" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
     lock = src / ".lock"
     lock.touch()
     try:

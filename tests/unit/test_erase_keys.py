@@ -59,7 +59,7 @@ def test_bad_lists_are_refused_with_where(tmp_path: Path) -> None:
         read_key_list(str(empty))
     bad = tmp_path / "bad.txt"
     bad.write_text("00ff\nzz\n")
-    with pytest.raises(ConfigError, match="line 2: not hex"):
+    with pytest.raises(ConfigError, match="at byte 5: not hex"):
         read_key_list(str(bad), "hex")
     pq.write_table(pa.table({"id": [1]}), tmp_path / "nokey.parquet")
     with pytest.raises(ConfigError, match="no 'key' column"):
@@ -123,6 +123,12 @@ def test_parquet_and_csv_lists_read_in_parts_as_whole(tmp_path: Path) -> None:
     hexed.write_text("00ff\nzz\n")
     with pytest.raises(ConfigError, match="at byte 5: not hex"):
         parts_read(KeyList.open(str(hexed), "hex"), 1)
+    # A row its reader cannot read, however deep in the file, is a typed refusal naming the file.
+    (tmp_path / "bad.csv").write_text(
+        "id,key\n" + "".join(f"{i},user-{i}\n" for i in range(100_000)) + "1,a,b\n"
+    )
+    with pytest.raises(ConfigError, match=r"bad\.csv: not a readable csv key list: .*columns"):
+        parts_read(KeyList.open(str(tmp_path / "bad.csv")), 1)
     # A list to join is checked as far as it can be unread: a CSV file needs its key column.
     (tmp_path / "nokey.csv").write_text("id,user\n1,alice\n")
     with pytest.raises(ConfigError, match="no 'key' column"):

@@ -26,11 +26,10 @@ import numpy as np
 
 from pipelines.jobs.erase.key_digest import hex_lines, sha256_rows
 from pipelines.jobs.erase.key_list import KeyList, KeyListPart, refused_empty
-from pipelines.jobs.erase.keys import ErasedKeys, key_rows
+from pipelines.jobs.erase.keys import ErasedKeys, key_rows, named_header_values
 from pipelines.log.keytable import EMPTY, KeyRows, hash_keys
 from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.tasks import packs
-from segment_io.format import records as rec
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
@@ -186,17 +185,9 @@ def _record_rows(
 
 def _header_rows(framed: Framed, header_names: ErasedKeys, tag: np.int64, relative: np.ndarray) -> KeyRows:
     """Rows of the values of the records' named headers, each tagged with its header's place."""
-    with_headers = np.flatnonzero(framed.header_count > 0)
-    counts = framed.header_count[with_headers]
-    n = int(counts.sum())
-    hk_start, hk_len, hv_start, hv_len = (np.empty(n, dtype=np.int64) for _ in range(4))
-    data = framed.sections.data
-    rec.parse_headers(data, framed.header_start[with_headers], counts, hk_start, hk_len, hv_start, hv_len)
-    owner = np.repeat(with_headers, counts)
-    place = np.arange(n) - np.repeat(np.cumsum(counts) - counts, counts)  # the header's index in its record
-    named = np.flatnonzero((header_names.entries_of(data, hk_start, hk_len) != EMPTY) & (hv_len >= 0))
-    priority = np.minimum(place[named] + 1, PRIORITY_MAX).astype(np.int64) << np.int64(PRIORITY_SHIFT)
-    return _rows(data, hv_start[named], hv_len[named], tag + priority + relative[owner[named]])
+    values = named_header_values(framed, np.flatnonzero(framed.header_count > 0), header_names)
+    priority = np.minimum(values.place + 1, PRIORITY_MAX).astype(np.int64) << np.int64(PRIORITY_SHIFT)
+    return _rows(framed.sections.data, values.start, values.length, tag + priority + relative[values.owner])
 
 
 def _rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, tags: np.ndarray) -> KeyRows:

@@ -121,7 +121,7 @@ class KeyList:
         elif self.kind == CSV:
             keys = _column_keys(_csv_column(raw, self.url), self.url, self.key_format)
         else:
-            keys = ErasedKeys.of(_line_keys(raw, self.url, self.key_format))
+            keys = ErasedKeys.from_arrow(_line_array(raw, self.url, self.key_format))
         if len(keys) == 0:
             raise refused_empty(self.url)
         return keys
@@ -152,22 +152,29 @@ class KeyListPart:
         """Executed on a worker: the part's keys, as binary arrays of bounded size."""
         keys = self.keys
         storage, path = open_storage(keys.url)
-        if keys.kind == PARQUET:
+        if keys.kind == LINES:
+            yield from self._lines(storage, path)
+            return
+        with StorageFile(storage, path, keys.size_on_disk) as handle:
+            try:
+                for column in self._columns(handle):
+                    yield _column_array(column, keys.url, keys.key_format)
+            except pa.ArrowException as exc:  # a row or row group its reader cannot read
+                raise ConfigError(f"--keys {keys.url}: not a readable {keys.kind} key list: {exc}") from None
+
+    def _columns(self, handle: StorageFile) -> Iterator[pa.Array]:
+        """The key column of a Parquet part's row groups, or of a CSV list's batches."""
+        if self.keys.kind == PARQUET:
             import pyarrow.parquet as pq
 
-            with StorageFile(storage, path, keys.size_on_disk) as handle:
-                parquet = pq.ParquetFile(handle)
-                for group in range(self.lo, self.hi):
-                    column = parquet.read_row_group(group, columns=[KEY_COLUMN]).column(KEY_COLUMN)
-                    yield _column_array(column, keys.url, keys.key_format)
-        elif keys.kind == CSV:
+            parquet = pq.ParquetFile(handle)
+            for group in range(self.lo, self.hi):
+                yield parquet.read_row_group(group, columns=[KEY_COLUMN]).column(KEY_COLUMN)
+        else:
             import pyarrow.csv as pcsv
 
-            with StorageFile(storage, path, keys.size_on_disk) as handle:
-                for batch in pcsv.open_csv(handle, convert_options=_csv_options()):
-                    yield _column_array(batch.column(KEY_COLUMN), keys.url, keys.key_format)
-        else:
-            yield from self._lines(storage, path)
+            for batch in pcsv.open_csv(handle, convert_options=_csv_options()):
+                yield batch.column(KEY_COLUMN)
 
     def _lines(self, storage: Storage, path: str) -> Iterator[pa.Array]:
         """The keys of the lines that start in [lo, hi), read LINE_READ_BYTES at a time (a longer
@@ -280,19 +287,6 @@ def _decode(text: bytes, key_format: str) -> bytes:
     if key_format == "base64":
         return base64.b64decode(text, validate=True)
     return text
-
-
-def _line_keys(raw: bytes, url: str, key_format: str) -> list[bytes]:
-    keys = []
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        line = line.removesuffix(b"\r")
-        if not line:
-            continue
-        try:
-            keys.append(_decode(line, key_format))
-        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--keys {url}, line {number}: not {key_format}: {exc}") from None
-    return keys
 
 
 def _parquet_column(raw: bytes, url: str) -> pa.Array:

@@ -86,6 +86,30 @@ class ErasedKeys:
         return hex_digests(rows.data, rows.starts[entries], rows.lengths[entries])
 
 
+@dataclass(frozen=True)
+class HeaderValues:
+    """The values of the named headers of some framed records: per value its record (an index
+    into the framing), its header's place in that record, and where its bytes lie (never null)."""
+
+    owner: np.ndarray
+    place: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+
+
+def named_header_values(framed: Framed, records: np.ndarray, header_names: ErasedKeys) -> HeaderValues:
+    """The non-null values of the headers of `records` whose names `header_names` holds."""
+    data = framed.sections.data
+    counts = framed.header_count[records]
+    n = int(counts.sum())
+    hk_start, hk_len, hv_start, hv_len = (np.empty(n, dtype=np.int64) for _ in range(4))
+    rec.parse_headers(data, framed.header_start[records], counts, hk_start, hk_len, hv_start, hv_len)
+    owner = np.repeat(records, counts)
+    place = np.arange(n) - np.repeat(np.cumsum(counts) - counts, counts)
+    named = np.flatnonzero((header_names.entries_of(data, hk_start, hk_len) != EMPTY) & (hv_len >= 0))
+    return HeaderValues(owner[named], place[named], hv_start[named], hv_len[named])
+
+
 def matched_entries(framed: Framed, keys: ErasedKeys, header_names: ErasedKeys | None) -> np.ndarray:
     """Per framed record, the entry of the listed key it carries (its own key first, then the value
     of a header named in `header_names`), EMPTY when it carries none: the records an erase removes."""
@@ -93,6 +117,15 @@ def matched_entries(framed: Framed, keys: ErasedKeys, header_names: ErasedKeys |
     entries = keys.entries_of(data, framed.key_start, framed.key_len)
     if header_names is None or len(header_names) == 0:
         return entries
+    with_headers = np.flatnonzero((entries == EMPTY) & (framed.header_count > 0))
+    if len(with_headers) == 0:
+        return entries
+    values = named_header_values(framed, with_headers, header_names)
+    found = keys.entries_of(data, values.start, values.length)
+    hit = found != EMPTY
+    # Reversed, so that a record's first matching header is the one written last (and kept).
+    entries[values.owner[hit][::-1]] = found[hit][::-1]
+    return entries
     with_headers = np.flatnonzero((entries == EMPTY) & (framed.header_count > 0))
     if len(with_headers) == 0:
         return entries
