@@ -92,7 +92,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
-    from pipelines.output.destination import require_destination, require_new_file
+    from pipelines.runtime.harness import preflight
     from segment_io.remote.view import log_url
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
@@ -115,11 +115,23 @@ def run(args: argparse.Namespace) -> int:
     if note:
         console.say(note)
     now_ms = now_from(args)
-    require_destination(args.src, args.dst)
-    if args.remote:
-        require_destination(args.remote, args.dst)
-    if args.report:
-        require_new_file(args.report)
+    from pipelines.jobs.clean.request import CleanRequest
+
+    request = preflight(
+        CleanRequest(
+            src=src,
+            dst=args.dst,
+            config=config,
+            now_ms=now_ms,
+            dry_run=args.dry_run,
+            report_path=args.report,
+            on_corrupt=args.on_corrupt,
+            plan_json=args.json,
+            topics=None if selection.everything else selection,
+            link=args.link,
+            select=args.select,
+        )
+    )
     suites: tuple[Any, ...] = ()
     if args.suite:  # the suites are read before Spark starts; their module loads the job's
         from pipelines.jobs.validate.user_suites import load_suite
@@ -130,13 +142,7 @@ def run(args: argparse.Namespace) -> int:
     # modules load); otherwise only if a stage turns out to need it (runtime.session.LazySpark).
     needed, local = spark_likely(src, config, topics, args.select, bool(suites), local_master_cores(args))
     with spark_on_demand(args, needed, "pipelines.jobs.clean", *validating, local_likely=local) as spark:
-        from pipelines.jobs.clean import CleanRequest, run_clean
-
-        request = CleanRequest(
-            src=src, dst=args.dst, config=config, now_ms=now_ms, dry_run=args.dry_run,
-            report_path=args.report, on_corrupt=args.on_corrupt, plan_json=args.json,
-            topics=None if selection.everything else selection, link=args.link, select=args.select,
-        )  # fmt: skip
+        from pipelines.jobs.clean import run_clean
 
         gate = None
         if args.validate:

@@ -53,27 +53,24 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
-    from pipelines.output.destination import require_destination, require_new_file
+    from pipelines.runtime.harness import preflight
     from segment_io.storage import open_storage
 
     # Refusals before any work: a bad request, a missing source, a destination in use.
-    request = CutRequest(
+    asked = CutRequest(
         src=args.src, dst=args.dst, until_offset=args.until_offset, until_time=args.until_time,
         dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt,
     )  # fmt: skip
     selection, _ = source_topics(args.src, JobConfig(), tuple(args.topic), args.src)
-    require_destination(args.src, args.dst)
-    if args.report:
-        require_new_file(args.report)
+    request = preflight(replace(asked, topics=None if selection.everything else selection))
     storage, _ = open_storage(args.src)
     with spark_on_demand(args, not storage.near, "pipelines.jobs.cut.job") as spark:
-        from dataclasses import replace
-
         from pipelines.jobs.cut.job import run_cut
 
-        topics = None if selection.everything else selection
-        report = run_cut(spark, replace(request, topics=topics), console.say)
+        report = run_cut(spark, request, console.say)
     return EXIT_SKIPPED if report.skipped else EXIT_OK

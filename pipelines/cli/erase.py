@@ -77,10 +77,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.jobs.erase.key_list import checked_key_list
-    from pipelines.output.destination import require_destination, require_new_file
+    from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.output.destination import require_new_file
+    from pipelines.runtime.harness import Checked, preflight
     from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
@@ -95,13 +99,18 @@ def run(args: argparse.Namespace) -> int:
                 "erase --in-place takes one path, the remote tier, and erases from all its topics"
             )
         RemoteTier.open(args.src)  # refuses anything but a remote tier
+        if args.report:
+            require_new_file(args.report)
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
     selection, _ = source_topics(log_url(args.src), JobConfig(), tuple(args.topic), args.src)
-    if args.dst is not None:
-        require_destination(args.src, args.dst)
-    if args.report:
-        require_new_file(args.report)
+    asked = EraseRequest(
+        src=args.src, dst=args.dst or "", keys=args.keys, key_format=args.key_format,
+        header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
+        dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt, validate=args.validate,
+    )  # fmt: skip
+    # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
+    preflighted = None if args.in_place else preflight(asked)
     storage, path = open_storage(args.src)
     size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
     # Work too large for the driver's threads, or over an object store: a local master's goes to
@@ -111,22 +120,19 @@ def run(args: argparse.Namespace) -> int:
     needed = heavy and not local
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
     # to stop, start first and warm up while the driver reads it.
-    checked = None if local else checked_key_list(args.keys, args.key_format)
+    keys = None if local else checked_key_list(args.keys, args.key_format)
     with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:
-        if checked is None:
-            checked = checked_key_list(args.keys, args.key_format)
+        if keys is None:
+            keys = checked_key_list(args.keys, args.key_format)
         from pipelines.jobs.erase.in_place import erase_in_place
         from pipelines.jobs.erase.job import run_erase
-        from pipelines.jobs.erase.request import EraseRequest
 
-        request = EraseRequest(
-            src=args.src, dst=args.dst or "", keys=args.keys, key_format=args.key_format,
-            header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
-            dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt, validate=args.validate,
-            checked=checked,
-        )  # fmt: skip
+        request = replace(asked, checked=keys)
         gate = erasure_gate(spark, args.src, request.header_names, request.topics) if args.validate else None
-        report = (erase_in_place if args.in_place else run_erase)(spark, request, console.say, gate)
+        if preflighted is None:
+            report = erase_in_place(spark, request, console.say, gate)
+        else:  # the request preflight checked, with its list now read
+            report = run_erase(spark, Checked(request), console.say, gate)
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 

@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
-    from pipelines.output.destination import require_new_file
+    from pipelines.runtime.harness import preflight
 
     config = load_job_config(args.config, args.set, args.topic_set)
     if args.expire:
@@ -78,25 +78,25 @@ def run(args: argparse.Namespace) -> int:
     if args.max_bytes_per_second is not None and args.max_bytes_per_second <= 0:
         raise ConfigError("--max-bytes-per-second must be a positive number of bytes")
     log_dir, remote = args.paths
-    _refuse_before_spark(log_dir)
+    from pipelines.jobs.tier.request import TierRequest
     from pipelines.output.destination import require_outside
     from segment_io.remote.tier import RemoteTier
 
+    asked = TierRequest(
+        log_dir=log_dir, remote_url=remote, config=config, now_ms=now_ms, dry_run=args.dry_run,
+        report_path=args.report, max_bytes_per_second=args.max_bytes_per_second,
+        new_history=args.new_history, plan_json=args.json,
+    )  # fmt: skip
+    request = preflight(asked)
+    _refuse_before_spark(log_dir)
     require_outside(log_dir, remote, "holds only Kafka's partition directories")
     RemoteTier.require_place(remote)
     note = config.ignored_note()
     if note:
         console.say(note)
-    if args.report:
-        require_new_file(args.report)
     with workers_for(args, "pipelines.jobs.tier") as sc:
-        from pipelines.jobs.tier import TierRequest, run_tier
+        from pipelines.jobs.tier import run_tier
 
-        request = TierRequest(
-            log_dir=log_dir, remote_url=remote, config=config, now_ms=now_ms, dry_run=args.dry_run,
-            report_path=args.report, max_bytes_per_second=args.max_bytes_per_second,
-            new_history=args.new_history, plan_json=args.json,
-        )  # fmt: skip
         run_tier(sc, request, console.say)
     return EXIT_OK
 
@@ -120,34 +120,23 @@ def _refuse_ignored(args: argparse.Namespace) -> None:
 
 
 def _refuse_before_spark(log_dir: str) -> None:
+    """A missing or misnamed log directory, refused before anything starts (it costs nothing)."""
     from segment_io.layout import list_log_dir
-    from segment_io.remote.tier import RemoteTier
     from segment_io.storage import open_storage
 
-    if RemoteTier.is_tier(log_dir):
-        from segment_io.layout import TIER_MARKER
-
-        raise ConfigError(
-            f"{log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
-            "the order is tier LOG_DIR REMOTE_URL"
-        )
     storage, path = open_storage(log_dir)
-    list_log_dir(storage, path)  # a missing or misnamed log directory costs nothing
+    list_log_dir(storage, path)
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    from pipelines.output.destination import require_destination
-    from segment_io.remote.tier import RemoteTier
+    from pipelines.jobs.tier.request import RestoreRequest
+    from pipelines.runtime.harness import preflight
 
-    RemoteTier.open(args.remote)
-    require_destination(args.remote, args.dst)
+    request = preflight(RestoreRequest(remote_url=args.remote, dst=args.dst, local=args.local))
     if args.local:
         _refuse_before_spark(args.local)
     with workers_for(args, "pipelines.jobs.tier.restore") as spark:
-        from pipelines.jobs.tier.request import RestoreRequest
         from pipelines.jobs.tier.restore import run_restore as restore_job
 
-        restore_job(
-            spark, RestoreRequest(remote_url=args.remote, dst=args.dst, local=args.local), console.say
-        )
+        restore_job(spark, request, console.say)
     return EXIT_OK

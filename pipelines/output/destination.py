@@ -15,10 +15,22 @@ def _location(url: str) -> tuple[str, str]:
 
 def require_destination(src_url: str, dst_url: str) -> None:
     """Refuse a destination inside the source (its output and staging would modify SRC, and a
-    log directory holding a non-partition directory is one Kafka refuses to load), not empty, or
-    being written by a live run."""
-    require_outside(src_url, dst_url, "is never modified")
+    log directory holding a non-partition directory is one Kafka refuses to load; a tiered
+    source is its local directory and its remote tier), not empty, or being written by a live
+    run."""
+    from segment_io.remote.view import sources_of
+
+    for source in sources_of(src_url):
+        require_outside(source, dst_url, "is never modified")
     require_writable(dst_url)
+
+
+def require_output(src_url: str, dst_url: str, report_path: str | None) -> None:
+    """What a job that writes a log directory refuses: a destination inside its source or in
+    use, a report file that exists."""
+    require_destination(src_url, dst_url)
+    if report_path:
+        require_new_file(report_path)
 
 
 def require_outside(src_url: str, dst_url: str, why: str) -> None:

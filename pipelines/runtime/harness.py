@@ -3,6 +3,7 @@ stage needs it, with the job's worker modules preloaded and its stages' jobs gro
 progress line), its `now` (read once from the injected clock), its stage timer, typed errors
 out of Spark tasks, and a staged output that is published whole or removed whole.
 
+    request = checked(request)  # its refusals, unless the caller ran them (preflight)
     with job_run(spark, WORKER_MODULES, request.now_ms) as run:
         with run.timer.stage("scan"): ...
         with staged_output(run, Staging.create(dst, log)) as staging: ... staging.publish(...)
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from pipelines.clock import clock_ms
 from pipelines.output.report import StageTimer
@@ -21,6 +22,35 @@ from pipelines.output.staging import Staging
 from pipelines.runtime import progress
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import LazySpark, preload_in_workers, settle
+
+
+class Refusable(Protocol):
+    def refusals(self) -> None:
+        """Raise the typed error that refuses this request before anything runs, if any."""
+
+
+R = TypeVar("R", bound=Refusable)
+
+
+@dataclass(frozen=True)
+class Checked(Generic[R]):
+    """A request whose refusals have run (`preflight`): its run does not run them again."""
+
+    request: R
+
+
+def preflight(request: R) -> Checked[R]:
+    """Run `request`'s refusals now (a command line, before Spark starts) and mark it checked."""
+    request.refusals()
+    return Checked(request)
+
+
+def checked(request: R | Checked[R]) -> R:
+    """The request a job runs: its refusals run here, unless `preflight` ran them."""
+    if isinstance(request, Checked):
+        return request.request
+    request.refusals()
+    return request
 
 
 @dataclass(frozen=True)

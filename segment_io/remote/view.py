@@ -58,6 +58,15 @@ def log_url(path: str, remote: str | None = None) -> str:
     return path
 
 
+def sources_of(url: str) -> list[str]:
+    """The locations a log URL reads: a tiered URL's remote tier and local directory, else itself
+    (what a destination must stay outside of)."""
+    if not url.startswith(f"{SCHEME}:"):
+        return [url]
+    params = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+    return [u for u in (params.get("remote"), params.get("local")) if u]
+
+
 def open_tiered(url: str) -> tuple[TieredView, str]:
     """Inverse of `tiered_url`."""
     params = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}

@@ -10,6 +10,7 @@ import pytest
 from pipelines.errors import DestinationInsideSource, DestinationNotEmpty
 from pipelines.output.destination import require_destination
 from pipelines.output.staging import Staging
+from segment_io.remote.view import tiered_url
 
 pytestmark = pytest.mark.unit
 
@@ -29,6 +30,12 @@ def test_a_destination_inside_the_source_is_refused(tmp_path: Path) -> None:
             require_destination(str(src), str(dst))
     with pytest.raises(DestinationInsideSource):
         require_destination("memory://bucket/logs", "memory://bucket/logs/out")
+    # A tiered source (a log directory and its remote tier read as one) is both of them.
+    tiered = tiered_url("memory://bucket/tier", str(src))
+    for dst in [str(src / "cleaned"), "memory://bucket/tier/out"]:
+        with pytest.raises(DestinationInsideSource, match="is inside the source"):
+            require_destination(tiered, dst)
+    require_destination(tiered, str(tmp_path / "restored"))
     assert sorted(p.name for p in src.iterdir()) == ["orders-0"]
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.job import run_clean
-from pipelines.jobs.clean.request import CleanRequest
+from pipelines.jobs.clean.request import CleanRequest, require_new_reports
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
 from pipelines.output.report import RunReport
 from pipelines.runtime.faults import fault_point
+from pipelines.runtime.harness import Checked
 from pipelines.runtime.session import raise_if_stopped
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
@@ -36,7 +37,8 @@ def clean_in_place(
     on_corrupt: str = "fail",
 ) -> RunReport:
     """Clean the remote tier at `remote_url` in place; returns `clean`'s report."""
-    tier = RemoteTier.open(remote_url)
+    tier = RemoteTier.open(remote_url)  # refuses a prefix that is not a remote tier
+    require_new_reports(report_path)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     staging = staging_path(tier)
     staging_url = tier.storage.url(staging)
@@ -48,7 +50,9 @@ def clean_in_place(
         src=source, dst=staging_url, config=sealed, now_ms=now_ms, dry_run=dry_run, report_path=report_path,
         on_corrupt=on_corrupt,
     )  # fmt: skip
-    report = run_clean(spark, request, log)
+    # Checked: the staging lies inside the tier by design (the commit below publishes it), so a
+    # clean's own refusal of a destination inside its source does not apply; the tier's do, above.
+    report = run_clean(spark, Checked(request), log)
     if dry_run:
         return report
     try:

@@ -26,7 +26,7 @@ from pipelines.jobs.clean.side_files import write_partition_files, write_root_ch
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.copy import run_copies, segment_copies
-from pipelines.output.destination import require_destination, require_linkable, require_new_file
+from pipelines.output.destination import require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
@@ -34,7 +34,7 @@ from pipelines.output.staging import REPORT, Staging
 from pipelines.runtime import progress
 from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.faults import fault_point, is_armed
-from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_output
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR, list_log_dir
@@ -88,16 +88,13 @@ def clean(
 
 
 def run_clean(
-    spark: Any, request: CleanRequest, log: Log = print, gate: Callable[[str, Terms], None] | None = None
+    spark: Any,
+    request: CleanRequest | Checked[CleanRequest],
+    log: Log = print,
+    gate: Callable[[str, Terms], None] | None = None,
 ) -> RunReport:
     """The clean `request` asks for (see `clean`)."""
-    # A dry run refuses what the run would refuse.
-    require_destination(request.src, request.dst)
-    if request.link:
-        require_linkable(request.src, request.dst)
-    if request.report_path:
-        require_new_file(request.report_path)
-        require_new_file(html_path(request.report_path))
+    request = checked(request)
     # Spark starts where a stage needs it (a compaction too large for the driver, or files too far
     # or too many for the driver's threads): a plan that only copies and drops segments of a local
     # log, or compacts a small one, runs without.

@@ -44,6 +44,27 @@ class CleanRequest:
         if self.on_corrupt not in ON_CORRUPT:
             raise ConfigError(f"on_corrupt {self.on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
 
+    def refusals(self) -> None:
+        """What refuses this clean before it reads a byte (a dry run refuses what the run would):
+        a destination inside the source or in use, `link` across file systems, a report file
+        (or its page) that exists."""
+        from pipelines.output.destination import require_destination, require_linkable
+
+        require_destination(self.src, self.dst)
+        if self.link:
+            require_linkable(self.src, self.dst)
+        require_new_reports(self.report_path)
+
     @property
     def select_kafka(self) -> bool:
         return self.select == "kafka"
+
+
+def require_new_reports(report_path: str | None) -> None:
+    """A clean's report file, and its page beside it, must not exist yet."""
+    if report_path:
+        from pipelines.output.destination import require_new_file
+        from pipelines.output.report_html import html_path
+
+        require_new_file(report_path)
+        require_new_file(html_path(report_path))

@@ -17,12 +17,11 @@ from pipelines.jobs.cut.request import CutRequest
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
-from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, REPORT, Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
 from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
@@ -108,11 +107,9 @@ class CutReport:
         )
 
 
-def run_cut(spark: Any, request: CutRequest, log: Log = print) -> CutReport:
+def run_cut(spark: Any, request: CutRequest | Checked[CutRequest], log: Log = print) -> CutReport:
     """The cut `request` asks for."""
-    require_destination(request.src, request.dst)
-    if request.report_path:
-        require_new_file(request.report_path)
+    request = checked(request)
     with job_run(spark, WORKER_MODULES) as run:
         return _cut(run, request, log)
 

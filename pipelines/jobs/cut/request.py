@@ -32,3 +32,9 @@ class CutRequest:
             raise ConfigError(f"--until-offset {self.until_offset}: offsets start at 0")
         if self.on_corrupt not in ON_CORRUPT:
             raise ConfigError(f"on_corrupt {self.on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+
+    def refusals(self) -> None:
+        """A destination inside the source or in use, a report file that exists."""
+        from pipelines.output.destination import require_output
+
+        require_output(self.src, self.dst, self.report_path)

@@ -15,8 +15,10 @@ from pipelines.jobs.erase.evidence import EraseReport
 from pipelines.jobs.erase.job import Gate, run_erase
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.log.scanned import Log
+from pipelines.output.destination import require_new_file
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
 from pipelines.runtime.faults import fault_point
+from pipelines.runtime.harness import Checked
 from pipelines.runtime.session import raise_if_stopped
 from segment_io.remote.manifest import ORIGIN_ERASE
 from segment_io.remote.tier import RemoteTier
@@ -29,12 +31,16 @@ def erase_in_place(
 ) -> EraseReport:
     """Erase `request`'s keys from the remote tier at `request.src` (no DST: its `dst` is unused)."""
     tier = RemoteTier.open(request.src)  # refuses a prefix that is not a remote tier
+    if request.report_path:
+        require_new_file(request.report_path)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     staging = staging_path(tier)
     if not request.dry_run:  # a dry run writes and removes nothing
         remove_finished_staging(tier.storage, staging, log)
     staged = replace(request, src=tiered_url(request.src, None), dst=tier.storage.url(staging))
-    report = run_erase(spark, staged, log, gate)
+    # Checked: the staging lies inside the tier by design (the commit below publishes it), so an
+    # erase's own refusal of a destination inside its source does not apply; the tier's do, above.
+    report = run_erase(spark, Checked(staged), log, gate)
     report.src, report.dst = request.src, request.src
     if request.dry_run:
         return report

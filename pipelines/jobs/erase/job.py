@@ -20,12 +20,11 @@ from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
-from pipelines.output.destination import require_destination, require_new_file
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, NOT_FOUND_DIR, NOT_FOUND_SUFFIX, REPORT, Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import JobRun, job_run, staged_output
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
@@ -45,12 +44,12 @@ def erase(spark: Any, src: str, dst: str, keys: str, log: Log = print, **options
 Gate = Callable[[str, ErasedKeys | KeyList], None]
 
 
-def run_erase(spark: Any, request: EraseRequest, log: Log = print, gate: Gate | None = None) -> EraseReport:
+def run_erase(
+    spark: Any, request: EraseRequest | Checked[EraseRequest], log: Log = print, gate: Gate | None = None
+) -> EraseReport:
     """The erase `request` asks for. `gate(staged_url, keys)` runs on the complete staged output
     before publication; an error it raises publishes nothing (erase --validate)."""
-    require_destination(request.src, request.dst)
-    if request.report_path:
-        require_new_file(request.report_path)
+    request = checked(request)
     keys = request.checked
     if keys is None:
         keys = checked_key_list(request.keys, request.key_format)

@@ -44,3 +44,9 @@ class EraseRequest:
             raise ConfigError(f"key format {self.key_format!r}: expected one of {', '.join(KEY_FORMATS)}")
         if self.on_corrupt not in ON_CORRUPT:
             raise ConfigError(f"on_corrupt {self.on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
+
+    def refusals(self) -> None:
+        """A destination inside the source or in use, a report file that exists."""
+        from pipelines.output.destination import require_output
+
+        require_output(self.src, self.dst, self.report_path)

@@ -32,14 +32,13 @@ from pipelines.jobs.tier.report import TierReport
 from pipelines.jobs.tier.request import TierRequest
 from pipelines.jobs.tier.warnings import tier_warnings
 from pipelines.log.scanned import Scanned, scan_log
-from pipelines.output.destination import require_new_file
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import StageTimer, write_json_report
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import JobRun, job_run
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run
 from pipelines.runtime.session import publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped
-from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, TIER_MARKER, PartitionListing
+from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, PartitionListing
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import open_storage
@@ -79,22 +78,19 @@ def tier(
 
 
 def run_tier(
-    spark: Any, request: TierRequest, log: Log = print, clock: Callable[[], int] = clock_ms
+    spark: Any,
+    request: TierRequest | Checked[TierRequest],
+    log: Log = print,
+    clock: Callable[[], int] = clock_ms,
 ) -> TierReport:
     """The tier `request` asks for (see `tier`)."""
+    request = checked(request)
     log_dir, report_path = request.log_dir, request.report_path
     with job_run(spark, WORKER_MODULES, request.now_ms, clock) as job:
         run = _Run(
             log_dir, request.remote_url, request.config, job.now, request.now_chosen, request.dry_run,
             report_path, log, request.max_bytes_per_second, request.new_history, clock, request.plan_json,
         )  # fmt: skip
-        if report_path:
-            require_new_file(report_path)
-        if RemoteTier.is_tier(log_dir):
-            raise ConfigError(
-                f"tier refused: {log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
-                "the order is tier LOG_DIR REMOTE_URL"
-            )
         storage, path = open_storage(log_dir)
         with broker_stopped(storage, path, "tier"):
             return _tier(job, run)

@@ -36,6 +36,21 @@ class TierRequest:
         if self.max_bytes_per_second is not None and self.max_bytes_per_second <= 0:
             raise ConfigError(f"max_bytes_per_second {self.max_bytes_per_second}: expected a positive rate")
 
+    def refusals(self) -> None:
+        """A report file that exists; a remote tier given as the log directory (the arguments
+        swapped)."""
+        from pipelines.output.destination import require_new_file
+        from segment_io.layout import TIER_MARKER
+        from segment_io.remote.tier import RemoteTier
+
+        if self.report_path:
+            require_new_file(self.report_path)
+        if RemoteTier.is_tier(self.log_dir):
+            raise ConfigError(
+                f"tier refused: {self.log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
+                "the order is tier LOG_DIR REMOTE_URL"
+            )
+
     @property
     def now_chosen(self) -> bool:
         return self.now_ms is not None if self.now_given is None else self.now_given
@@ -49,3 +64,14 @@ class RestoreRequest:
     remote_url: str
     dst: str
     local: str | None = None
+
+    def refusals(self) -> None:
+        """A prefix that is not a remote tier; a destination inside what is read, or in use."""
+        from pipelines.output.destination import require_destination
+        from segment_io.remote.tier import RemoteTier
+        from segment_io.remote.view import tiered_url
+
+        RemoteTier.open(self.remote_url)
+        if self.local is not None and RemoteTier.is_tier(self.local):
+            raise ConfigError(f"restore refused: the local log directory {self.local} is a remote tier")
+        require_destination(tiered_url(self.remote_url, self.local), self.dst)

@@ -10,14 +10,12 @@ from typing import Any
 
 from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
-from pipelines.output.destination import require_destination
 from pipelines.output.staging import Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import job_run, staged_output
+from pipelines.runtime.harness import Checked, checked, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import LogDirListing, list_log_dir
-from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
 from segment_io.storage import Storage, open_storage
 from segment_io.text import counted
@@ -34,13 +32,12 @@ def restore(
     return run_restore(spark, RestoreRequest(remote_url=remote_url, dst=dst, local=local), log)
 
 
-def run_restore(spark: Any, request: RestoreRequest, log: Callable[[str], Any] = print) -> int:
+def run_restore(
+    spark: Any, request: RestoreRequest | Checked[RestoreRequest], log: Callable[[str], Any] = print
+) -> int:
     """The restore `request` asks for (see `restore`)."""
+    request = checked(request)
     remote_url, dst, local = request.remote_url, request.dst, request.local
-    RemoteTier.open(remote_url)  # refuses a prefix that is not a remote tier
-    require_destination(remote_url, dst)
-    if local is not None:
-        require_destination(local, dst)
     view_url = tiered_url(remote_url, local)
     view, root = open_storage(view_url)
     listing = list_log_dir(view, root)
