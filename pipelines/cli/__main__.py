@@ -10,6 +10,6 @@ if not __package__:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
 
-from pipelines.cli.main import main
+from pipelines.cli.main import command
 
-sys.exit(main())
+sys.exit(command())

@@ -4,6 +4,7 @@ here, in one place (pipelines.errors), with a one-line message and never a trace
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 import traceback
@@ -90,6 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"error: internal error: {type(exc).__name__}: {exc} (-v prints the traceback)", file=sys.stderr
         )
         return EXIT_INTERNAL
+
+
+def command() -> int:
+    """The `segpipe` command: `main`, then every object of the process frozen out of the garbage
+    collector, so that the interpreter's exit does not walk them all (measured 0.3 s a run; the
+    exit still runs its atexit handlers, every output is already closed and published)."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def _signal_that_stopped() -> int | None:

@@ -254,3 +254,18 @@ def test_dump_of_a_range_reads_through_the_indexes_and_survives_a_missing_one(tm
     again = run_segpipe("dump", str(root), *flags)
     assert [json.loads(line) for line in again.stdout.splitlines()] == expected
     assert again.stderr.count("warning") == 1 and "no .index" in again.stderr, again.stderr
+
+
+def test_the_command_freezes_its_objects_before_the_interpreter_exits() -> None:
+    """`segpipe` (the console script, `python -m pipelines.cli`) returns main's exit code with the
+    process's objects frozen out of the collector, which the exit would otherwise walk."""
+    import sys
+
+    probe = (
+        "import atexit, gc, sys; from pipelines.cli.main import command; "
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0)); "
+        "sys.argv = ['segpipe', 'config', 'describe', '--json']; sys.exit(command())"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("frozen True") and json.loads(proc.stdout.rsplit("]", 1)[0] + "]")
