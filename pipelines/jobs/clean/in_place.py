@@ -15,6 +15,7 @@ from pipelines.jobs.clean.job import run_clean
 from pipelines.jobs.clean.request import CleanRequest, require_new_reports
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
 from pipelines.output.report import RunReport
+from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked
 from pipelines.runtime.session import raise_if_stopped
@@ -51,7 +52,9 @@ def clean_in_place(
         on_corrupt=on_corrupt,
     )  # fmt: skip
     # Checked: the staging lies inside the tier by design (the commit below publishes it), so a
-    # clean's own refusal of a destination inside its source does not apply; the tier's do, above.
+    # clean's own refusal of a destination inside its source does not apply; the tier's do, above,
+    # and the staging must be free of another run's output.
+    require_writable(staging_url)
     report = run_clean(spark, Checked(request), log)
     if dry_run:
         return report

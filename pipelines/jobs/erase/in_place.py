@@ -17,6 +17,7 @@ from pipelines.jobs.erase.request import EraseRequest
 from pipelines.log.scanned import Log
 from pipelines.output.destination import require_new_file
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
+from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked
 from pipelines.runtime.session import raise_if_stopped
@@ -39,7 +40,9 @@ def erase_in_place(
         remove_finished_staging(tier.storage, staging, log)
     staged = replace(request, src=tiered_url(request.src, None), dst=tier.storage.url(staging))
     # Checked: the staging lies inside the tier by design (the commit below publishes it), so an
-    # erase's own refusal of a destination inside its source does not apply; the tier's do, above.
+    # erase's own refusal of a destination inside its source does not apply; the tier's do, above,
+    # and the staging must be free of another run's output.
+    require_writable(staged.dst)
     report = run_erase(spark, Checked(staged), log, gate)
     report.src, report.dst = request.src, request.src
     if request.dry_run:
