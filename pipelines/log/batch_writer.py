@@ -84,14 +84,16 @@ def write_chunk(
 ) -> None:
     """Copy, rewrite, empty or drop each batch of `live` in log order
     (docs/cleaning-rules.md#writing-kept-batches); `framed` holds the records of the batches not
-    known to be kept `whole`, `keep` their verdicts. Decisions are vectorised over the chunk and
-    every rewritten batch's records are re-based in one kernel call; per batch there is only the
-    codec, the header and the append."""
+    known to be kept `whole` (of a v2 batch, at least every record that stays), `keep` their
+    verdicts. Decisions are vectorised over the chunk and every rewritten batch's records are
+    re-based in one kernel call; per batch there is only the codec, the header and the append."""
     writer, stats = out.writer, out.counts
     reader, table = src.reader, src.table
     # Record ranges per batch of `live` (empty for whole batches, which were not framed).
     bounds = np.searchsorted(np.flatnonzero(~whole)[framed.record_batch], np.arange(len(live) + 1))
-    records = np.where(whole, table.records_count[live], np.diff(bounds))
+    # A v2 batch's record count is its header's (`framed` may hold only the records that can
+    # stay); a legacy wrapper's is what framing found inside it.
+    records = np.where(whole | (table.magic[live] == 2), table.records_count[live], np.diff(bounds))
     kept = np.where(whole, records, _kept_per_batch(keep, bounds))
     control = table.is_control[live]
     tombs = np.where(control, 0, _kept_per_batch(keep & (framed.value_len < 0), bounds))

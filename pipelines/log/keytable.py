@@ -81,9 +81,11 @@ def _upsert_max(
     starts: np.ndarray,
     lengths: np.ndarray,
     offsets: np.ndarray,
+    row_entry: np.ndarray,
 ) -> Any:
-    """Insert every row, keeping the largest offset per key; returns (entries, key bytes) used.
-    The caller has sized every array for all rows being new."""
+    """Insert every row, keeping the largest offset per key, and note each row's entry in
+    `row_entry`; returns (entries, key bytes) used. The caller has sized every array for all rows
+    being new."""
     slots, e_hash, e_tp, e_kstart, e_klen, kbytes = table
     for i in range(hashes.shape[0]):
         s, e = _find(table, hashes[i], tps[i], data, starts[i], lengths[i])
@@ -96,9 +98,11 @@ def _upsert_max(
             e_offset[n] = offsets[i]
             kbytes[nk : nk + lengths[i]] = data[starts[i] : starts[i] + lengths[i]]
             nk += lengths[i]
+            e = n
             n += 1
         elif offsets[i] > e_offset[e]:
             e_offset[e] = offsets[i]
+        row_entry[i] = e
     return n, nk
 
 
@@ -292,13 +296,19 @@ class LatestOffsets:
             self.slots = np.empty(size, dtype=np.int64)
             _rehash(self.slots, self.e_hash, self.n)
 
-    def add(self, rows: KeyRows) -> None:
-        """Insert rows, keeping the largest offset per key."""
+    def add(self, rows: KeyRows) -> np.ndarray:
+        """Insert rows, keeping the largest offset per key; returns each row's entry."""
         self._reserve(len(rows), int(rows.lengths.sum()))
+        row_entry = np.empty(len(rows), dtype=np.int64)
         self.n, self.nk = _upsert_max(
             self._arrays(), self.e_offset, self.n, self.nk,
-            rows.hash, rows.tp, rows.data, rows.starts, rows.lengths, rows.offset,
+            rows.hash, rows.tp, rows.data, rows.starts, rows.lengths, rows.offset, row_entry,
         )  # fmt: skip
+        return row_entry
+
+    def latest(self, entries: np.ndarray) -> np.ndarray:
+        """The largest offset inserted so far for each of `entries`."""
+        return self.e_offset[entries]
 
     def contains(self, rows: KeyRows) -> np.ndarray:
         """Whether each row's (partition, key) is in the table."""

@@ -40,6 +40,42 @@ class Framed:
         picked = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "sections"}
         return Framed(self.sections, **picked)
 
+    def pack(self, rows: np.ndarray, record_batch: np.ndarray) -> Framed:
+        """Only the records `rows`, their bytes copied into a buffer of their own (so the arena
+        they were decoded into can be reused), each tagged with `record_batch`."""
+        starts = self.record_start[rows]
+        at, data = rec.gather(self.sections.data, starts, self.record_end[rows] - starts)
+        return self.take(rows)._moved(Sections.of_bytes(data), at[:-1] - starts, record_batch)
+
+    @staticmethod
+    def concat(parts: list[Framed]) -> Framed:
+        """The records of `parts` in turn, their bytes joined in one buffer (record_batch as they
+        are)."""
+        if not parts:
+            none = np.zeros(0, dtype=np.int64)
+            return Framed(Sections.of_bytes(np.zeros(0, dtype=np.uint8)), *([none] * 12))
+        used = [int(p.record_end.max()) if len(p) else 0 for p in parts]
+        shift = np.cumsum([0, *used[:-1]])
+        data = np.concatenate([p.sections.data[:u] for p, u in zip(parts, used, strict=True)])
+        joined = {
+            f.name: np.concatenate([getattr(p, f.name) + s if f.name in _POSITIONS else getattr(p, f.name)
+                                    for p, s in zip(parts, shift.tolist(), strict=True)])
+            for f in fields(Framed) if f.name != "sections"
+        }  # fmt: skip
+        return Framed(Sections.of_bytes(data), **joined)
+
+    def _moved(self, sections: Sections, shift: np.ndarray, record_batch: np.ndarray) -> Framed:
+        """These records with their bytes in `sections.data`, every position moved by `shift`."""
+        moved = {name: getattr(self, name) + shift for name in _POSITIONS}
+        kept = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name not in {"sections", *_POSITIONS}
+        }
+        return Framed(sections, **{**kept, **moved, "record_batch": record_batch})
+
+
+# The fields of Framed that are positions in `sections.data` (they move with the bytes).
+_POSITIONS = ("key_start", "value_start", "header_start", "record_start", "body_start", "record_end")
+
 
 def frame_records(path: str, table: BatchTable, sections: Sections) -> Framed:
     """Run the framing kernel; malformed records raise CorruptBatch at the batch's position.

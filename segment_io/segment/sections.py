@@ -34,6 +34,12 @@ class Sections:
     log_append: np.ndarray
     first_offset: np.ndarray  # derived batch base offset (legacy wrappers: first inner offset)
 
+    @staticmethod
+    def of_bytes(data: np.ndarray) -> Sections:
+        """Records bytes that belong to no batch of their own (records copied out of sections)."""
+        none = np.zeros(0, dtype=np.int64)
+        return Sections(data, none, none, none, none, none, none, none, np.zeros(0, dtype=np.bool_), none)
+
 
 class Arena:
     """A growable byte buffer that decompressed sections are written into.

@@ -214,26 +214,42 @@ def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path,
     assert got["records_in"] == len(rows) and got["records_out"] == len(read_log(out1, part))
 
 
-@pytest.mark.parametrize("alone_rows", [None, -1, 700])
+@pytest.mark.parametrize(("alone_rows", "cache_bytes"), [(None, None), (-1, None), (700, None), (None, 0)])
 def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  # type: ignore[no-untyped-def]
     spark,
     runs: tuple[Path, Path, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     alone_rows: int | None,
+    cache_bytes: int | None,
 ) -> None:
     """The runs above compact each partition in the driver's threads (they are small); as Spark
-    tasks, each partition inside one task (None), forced through the bucketed shuffle (-1), or
-    with only the partitions of at most 700 keyed records alone (a mix in one run), both passes
-    write the same bytes."""
-    from pipelines.jobs.clean import alone
+    tasks, each partition inside one task (None), forced through the bucketed shuffle (-1), with
+    only the partitions of at most 700 keyed records alone (a mix in one run), or alone with a
+    cache of decoded records that is full after its first chunk (the rest decoded twice; in the
+    driver's threads, where the smaller budget applies), both passes write the same bytes and
+    count the same removals."""
+    from pipelines.jobs.clean import alone, record_cache
     from pipelines.runtime.tasks import DRIVER_WORK_ENV
 
-    monkeypatch.setenv(DRIVER_WORK_ENV, "off")
     src, out1, out2 = runs
     if alone_rows is not None:
         monkeypatch.setattr(alone, "ALONE_ROWS", alone_rows)
+    if cache_bytes is None:
+        monkeypatch.setenv(DRIVER_WORK_ENV, "off")
+    else:
+        monkeypatch.setattr(record_cache, "CACHE_BYTES", cache_bytes)
     pipelines.clean(spark, str(src), str(tmp_path / "out1"), CONFIG, now_ms=NOW1)
     pipelines.clean(spark, str(tmp_path / "out1"), str(tmp_path / "out2"), CONFIG, now_ms=NOW2)
     assert files_of(tmp_path / "out1") == files_of(out1)
     assert files_of(tmp_path / "out2") == files_of(out2)
+    for ours, theirs in ((tmp_path / "out1", out1), (tmp_path / "out2", out2)):
+        assert removals(ours) == removals(theirs)
+
+
+def removals(root: Path) -> dict[str, tuple[int, ...]]:
+    """Each partition's record counts from a run's report, by reason."""
+    report = json.loads((root / "_segpipe" / "report.json").read_text())
+    names = ("records_in", "records_out", "removed_null_key", "removed_superseded", "removed_tombstone",
+             "removed_aborted")  # fmt: skip
+    return {p["partition"]: tuple(p[n] for n in names) for p in report["partitions"]}

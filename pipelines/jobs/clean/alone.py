@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pipelines.jobs.clean.keymap import GroupBounds, KeyBlock, KeyTask, NullKeys, extract_keys, reduce_keys
 from pipelines.jobs.clean.plan import GroupPlan
+from pipelines.jobs.clean.record_cache import RecordCache
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 
 # A partition with at most this many keyed records in its cleanable range is compacted in one
@@ -54,11 +55,13 @@ def compact_alone(
     part: AlonePartition, groups: dict[int, GroupPlan], bounds: GroupBounds, ctx: RewriteContext
 ) -> Iterator[GroupStats]:
     """Executed on a worker: the key map of one partition, then the rewrite of each of its groups.
-    The reduce side reads the map side's blocks as they are made."""
+    The reduce side reads the map side's blocks as they are made; the records the key pass saw
+    as the latest of their keys stay decoded for the rewrite (record_cache.py)."""
     null_keys: dict[int, int] = {}
+    cache = RecordCache()
 
     def blocks() -> Iterator[tuple[int, KeyBlock | NullKeys]]:
-        for dirty, clean in extract_keys(list(part.tasks), null_keys):
+        for dirty, clean in extract_keys(list(part.tasks), null_keys, cache=cache):
             if len(dirty):
                 yield 0, KeyBlock(dirty, dirty=True)
             if len(clean):
@@ -66,4 +69,4 @@ def compact_alone(
         for gid, count in sorted(null_keys.items()):
             yield 0, NullKeys(gid, count)
 
-    yield from rewrite_groups(reduce_keys(blocks(), bounds, list(part.gids)), groups, ctx)
+    yield from rewrite_groups(reduce_keys(blocks(), bounds, list(part.gids)), groups, ctx, cache)

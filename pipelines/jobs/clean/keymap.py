@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -24,6 +25,9 @@ from segment_io.segment.framing import chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.sections import Arena
 from segment_io.storage import open_storage
+
+if TYPE_CHECKING:
+    from pipelines.jobs.clean.record_cache import RecordCache
 
 # A map task sends what it holds on when it passes this many rows (bounded memory).
 FLUSH_ROWS = 2_000_000
@@ -72,7 +76,10 @@ class KeyBlock:
 
 
 def extract_keys(
-    tasks: list[KeyTask], null_keys: dict[int, int], probe_rows: int = DEDUPE_PROBE_ROWS
+    tasks: list[KeyTask],
+    null_keys: dict[int, int],
+    probe_rows: int = DEDUPE_PROBE_ROWS,
+    cache: RecordCache | None = None,
 ) -> Iterator[tuple[KeyRows, KeyRows]]:
     """The keyed records of the tasks' segments, the dirty part reduced to the latest offset per
     (partition, key) across all of them, in blocks of at most about FLUSH_ROWS rows (the reduce
@@ -81,7 +88,10 @@ def extract_keys(
 
     When the first `probe_rows` dirty rows hold almost as many keys, deduplicating here saves
     the shuffle nothing and costs a hash-table insert per row: the rest of the task's dirty rows
-    then go to the reduce side as they are (it takes the latest offset per key either way)."""
+    then go to the reduce side as they are (it takes the latest offset per key either way).
+
+    With a `cache`, the log is read backwards (the tasks, and each one's chunks) and the dirty
+    records that survive are kept there, decoded, for the rewrite (record_cache.py)."""
     arena = Arena()
     dirty = LatestOffsets()
     inserted = 0  # dirty rows offered to `dirty` so far
@@ -89,13 +99,14 @@ def extract_keys(
     held: list[KeyRows] = []  # dirty rows kept as they came (dedupe off)
     clean: list[KeyRows] = []  # rows of the clean section
     held_rows = 0  # rows in `held` and `clean`
-    for task in tasks:
+    for task in tasks if cache is None else tasks[::-1]:
         storage, _ = open_storage(task.url)
         reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
         table = reader.scan().table
         selected = np.zeros(len(table), dtype=np.bool_)
         selected[task.batches] = True
-        for index in chunk_batches(table):
+        chunks = list(chunk_batches(table))
+        for index in chunks if cache is None else chunks[::-1]:
             index = index[selected[index]]
             if len(index) == 0:
                 continue
@@ -115,11 +126,15 @@ def extract_keys(
             if not is_dirty.all():
                 clean.append(rows.take(np.flatnonzero(~is_dirty)))
                 held_rows += len(clean[-1])
+                keyed = keyed[is_dirty]
                 rows = rows.take(np.flatnonzero(is_dirty))
             elif not dedupe:
                 rows = rows.take(np.arange(len(rows)))
             if dedupe:
-                dirty.add(rows)
+                entries = dirty.add(rows)
+                if cache is not None:
+                    batch = index[framed.record_batch[keyed]]
+                    cache.offer(task.files.log.path, framed, keyed, batch, entries, rows.offset, dirty)
                 if inserted < probe_rows <= inserted + len(rows):  # decided once per task
                     dedupe = len(dirty) * 10 < (inserted + len(rows)) * 9
                 inserted += len(rows)

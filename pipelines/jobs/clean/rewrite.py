@@ -15,6 +15,7 @@ import numpy as np
 from pipelines.config import TopicConfig
 from pipelines.jobs.clean.keymap import NullKeys, Survivors, Tombstones
 from pipelines.jobs.clean.plan import GroupPlan
+from pipelines.jobs.clean.record_cache import RecordCache, frame_chunk
 from pipelines.log.batch_writer import BatchRetention, InputSegment, OutputSegment, WriteCounts, write_chunk
 from pipelines.runtime.faults import fault_point
 from segment_io.format.compression import CompressionLevels
@@ -68,10 +69,11 @@ def rewrite_groups(
     items: Iterable[tuple[int, np.ndarray | Tombstones | NullKeys | None]],
     groups: dict[int, GroupPlan],
     ctx: RewriteContext,
+    cache: RecordCache | None = None,
 ) -> Iterator[GroupStats]:
     """One reduce task of the group shuffle: gather each group's surviving offsets, which of them
     are tombstones, and null-key counts from the key map (a `None` item only announces the
-    group), then rewrite it."""
+    group), then rewrite it (from the `cache` of the key pass's records where it can)."""
     survivors: dict[int, Survivors] = {}
     tombstones: dict[int, Survivors] = {}
     null_keys: dict[int, int] = {}
@@ -86,17 +88,22 @@ def rewrite_groups(
     fault_point("after-keymap")  # every key-map block of these groups has arrived
     for gid in sorted(survivors):
         tombs = tombstones.pop(gid, Survivors())
-        yield rewrite_group(groups[gid], survivors.pop(gid), tombs, null_keys.get(gid, 0), ctx)
+        yield rewrite_group(groups[gid], survivors.pop(gid), tombs, null_keys.get(gid, 0), ctx, cache)
 
 
 def rewrite_group(
-    plan: GroupPlan, kept: Survivors, tombstones: Survivors, null_keys: int, ctx: RewriteContext
+    plan: GroupPlan,
+    kept: Survivors,
+    tombstones: Survivors,
+    null_keys: int,
+    ctx: RewriteContext,
+    cache: RecordCache | None = None,
 ) -> GroupStats:
     """Recopy one group of input segments into one output segment.
 
     `kept`: the group's keyed records that the key map keeps, `tombstones`: which of them are
     tombstones; `null_keys`: how many null-key records the key map saw in the group (for the
-    report)."""
+    report); `cache`: records the key pass kept decoded (record_cache.py)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
     src, _ = open_storage(ctx.src_url)
@@ -150,9 +157,19 @@ def rewrite_group(
             if len(live) == 0:
                 continue
             kept_whole = whole[live]
-            framed = reader.frame(live[~kept_whole], arena)
-            keep, reasons = _record_verdicts(framed, table, k, live[~kept_whole], kept, plan, ctx.now_ms)
-            stats.records_in += len(framed) + int(records[live[kept_whole]].sum())
+            need = live[~kept_whole]
+            if cache is None:
+                framed, left_out = reader.frame(need, arena), 0
+            else:
+                cached = cache.records(files.log.path, need)
+                in_map = kept.contains(_relative(cached.offset, plan))
+                framed, left_out = frame_chunk(
+                    reader, arena, need, records[need], cached, v2_data[need], surviving[need], in_map
+                )
+            keep, reasons = _record_verdicts(framed, table, k, need, kept, plan, ctx.now_ms)
+            # Records of cached batches left out are superseded or null-key, like skipped ones.
+            skipped_records += left_out
+            stats.records_in += len(framed) + left_out + int(records[live[kept_whole]].sum())
             stats.superseded += reasons["superseded"]
             null_keys_decoded += reasons["null_key"]
             stats.tombstones += reasons["tombstone"]
