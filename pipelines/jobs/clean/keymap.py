@@ -102,6 +102,8 @@ def extract_keys(
     for task in tasks if cache is None else tasks[::-1]:
         storage, _ = open_storage(task.url)
         reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
+        if cache is not None:
+            cache.readers[task.files.log.path] = reader
         table = reader.scan().table
         selected = np.zeros(len(table), dtype=np.bool_)
         selected[task.batches] = True

@@ -36,11 +36,13 @@ class _Block:
 
 
 class RecordCache:
-    """The decoded dirty-section records of one task's key pass that survive it, by segment."""
+    """The decoded dirty-section records of one task's key pass that survive it, by segment, and
+    the segments it opened (scanned once for both passes)."""
 
     def __init__(self, budget: int | None = None) -> None:
         self.budget = CACHE_BYTES if budget is None else budget
         self.open = True
+        self.readers: dict[str, SegmentReader] = {}
         self._blocks: list[_Block] = []
         self._bytes = 0
         self._by_path: dict[str, Framed] | None = None
