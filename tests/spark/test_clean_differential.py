@@ -214,31 +214,35 @@ def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path,
     assert got["records_in"] == len(rows) and got["records_out"] == len(read_log(out1, part))
 
 
-@pytest.mark.parametrize(("alone_rows", "cache_bytes"), [(None, None), (-1, None), (700, None), (None, 0)])
+@pytest.mark.parametrize(
+    ("alone_rows", "in_driver"),
+    [(None, {}), (-1, {}), (700, {}), (None, {"CACHE_BYTES": 0}), (None, {"FLUSH_ROWS": 60})],
+)
 def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  # type: ignore[no-untyped-def]
     spark,
     runs: tuple[Path, Path, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     alone_rows: int | None,
-    cache_bytes: int | None,
+    in_driver: dict[str, int],
 ) -> None:
     """The runs above compact each partition in the driver's threads (they are small); as Spark
     tasks, each partition inside one task (None), forced through the bucketed shuffle (-1), with
-    only the partitions of at most 700 keyed records alone (a mix in one run), or alone with a
-    cache of decoded records that is full after its first chunk (the rest decoded twice; in the
-    driver's threads, where the smaller budget applies), both passes write the same bytes and
-    count the same removals."""
-    from pipelines.jobs.clean import alone, record_cache
+    only the partitions of at most 700 keyed records alone (a mix in one run); or in the driver's
+    threads again, where these limits apply, with a cache of decoded records that is full after
+    its first chunk (the rest decoded twice), or with a key table flushed every 60 rows (the cache
+    then holds more than the survivors): both passes write the same bytes and count the same
+    removals."""
+    from pipelines.jobs.clean import alone, keymap, record_cache
     from pipelines.runtime.tasks import DRIVER_WORK_ENV
 
     src, out1, out2 = runs
     if alone_rows is not None:
         monkeypatch.setattr(alone, "ALONE_ROWS", alone_rows)
-    if cache_bytes is None:
+    if not in_driver:
         monkeypatch.setenv(DRIVER_WORK_ENV, "off")
-    else:
-        monkeypatch.setattr(record_cache, "CACHE_BYTES", cache_bytes)
+    for name, value in in_driver.items():
+        monkeypatch.setattr(record_cache if name == "CACHE_BYTES" else keymap, name, value)
     pipelines.clean(spark, str(src), str(tmp_path / "out1"), CONFIG, now_ms=NOW1)
     pipelines.clean(spark, str(tmp_path / "out1"), str(tmp_path / "out2"), CONFIG, now_ms=NOW2)
     assert files_of(tmp_path / "out1") == files_of(out1)
