@@ -13,6 +13,7 @@ import numpy as np
 
 from segment_io.format import records as rec
 from segment_io.format.batch import build_empty_batch, build_v2_batch, parse_v2_header
+from segment_io.format.batch_build import V2Headers, build_v2_batches
 from segment_io.format.compression import CompressionLevels, compress
 from segment_io.format.constants import CODEC_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, Codec
 from segment_io.index import AbortedTxn
@@ -114,12 +115,14 @@ def write_chunk(
     )  # fmt: skip
     stats.records_out += int(kept.sum())
     stats.horizons_stamped += int(stamp.sum())
+    built, built_at = _rewritten(out, table, live[chosen], kept[chosen], with_horizon[chosen], sections,
+                                 section_bounds, base_ts, largest_ts)  # fmt: skip
     txn_by_marker = out.txn_by_marker
     cols = {name: getattr(table, name)[live].tolist() for name in _HEADER_COLUMNS}
-    log_append = table.log_append_time[live].tolist()
     slot = np.cumsum(rewrite) - 1
     run_ends = _run_ends(table, live, verbatim & ~control)
-    resume = 0  # the batches before it were copied with their run
+    rewrite_ends = _consecutive_ends(rewrite & ~control)
+    resume = 0  # the batches before it were appended with their run
     for j, i in enumerate(live.tolist()):
         if j < resume:
             continue
@@ -144,25 +147,15 @@ def write_chunk(
             writer.append(build_empty_batch(header), base, last, header.max_timestamp)
             stats.batches_emptied += 1
         elif rewrite[j]:
-            s = int(slot[j])
-            attrs = cols["attributes"][j] & ~DELETE_HORIZON_MASK
-            max_ts = cols["max_timestamp"][j] if log_append[j] else int(largest_ts[s])
-            section = sections[section_bounds[s] : section_bounds[s + 1]]
-            batch = build_v2_batch(
-                base_offset=base,
-                records=compress(Codec(attrs & CODEC_MASK), section, out.levels),
-                records_count=int(kept[j]),
-                last_offset_delta=last - base,
-                base_timestamp=int(base_ts[s]),
-                max_timestamp=max_ts,
-                attributes=attrs | (DELETE_HORIZON_MASK if with_horizon[j] else 0),
-                partition_leader_epoch=cols["leader_epoch"][j],
-                producer_id=cols["producer_id"][j],
-                producer_epoch=cols["producer_epoch"][j],
-                base_sequence=cols["base_sequence"][j],
-            )
-            writer.append(batch, base, last, max_ts)
-            stats.batches_rewritten += 1
+            # A run of rewritten batches (a marker alone), built back to back: appended at once.
+            resume = int(rewrite_ends[np.searchsorted(rewrite_ends, j)]) + 1 if not control[j] else j + 1
+            s0, s1 = int(slot[j]), int(slot[resume - 1]) + 1
+            run = live[j:resume]
+            writer.append_run(
+                built[built_at[s0] : built_at[s1]], np.diff(built_at[s0 : s1 + 1]), table.base_offset[run],
+                table.last_offset[run], built.max_timestamp[s0:s1],
+            )  # fmt: skip
+            stats.batches_rewritten += resume - j
         else:  # a kept legacy entry becomes a v2 batch (4.x)
             r0, r1 = int(bounds[j]), int(bounds[j + 1])
             horizon = out.horizon_new if tombs[j] else None
@@ -184,6 +177,63 @@ def _run_ends(table: BatchTable, live: np.ndarray, eligible: np.ndarray) -> np.n
     joined = eligible[1:] & eligible[:-1] & (np.diff(live) == 1) & (position[1:] == position[:-1] + size[:-1])
     last = eligible & np.concatenate([~joined, [True]])
     return np.flatnonzero(last)
+
+
+def _consecutive_ends(eligible: np.ndarray) -> np.ndarray:
+    """Where each run of consecutive `eligible` entries ends (the index of its last, ascending)."""
+    return np.flatnonzero(eligible & ~np.concatenate([eligible[1:], [False]]))
+
+
+@dataclass(frozen=True)
+class _Built:
+    """Rewritten batches back to back (`data`), and each one's max timestamp."""
+
+    data: np.ndarray
+    max_timestamp: np.ndarray
+
+    def __getitem__(self, part: slice) -> memoryview:
+        return self.data.data[part]
+
+
+def _rewritten(
+    out: OutputSegment,
+    table: BatchTable,
+    batches: np.ndarray,
+    kept: np.ndarray,
+    with_horizon: np.ndarray,
+    sections: np.ndarray,
+    section_bounds: np.ndarray,
+    base_ts: np.ndarray,
+    largest_ts: np.ndarray,
+) -> tuple[_Built, np.ndarray]:
+    """The v2 batches `batches` rebuilt around their re-based kept records (`sections`, per batch
+    `section_bounds`), in their own codec (docs/cleaning-rules.md#writing-kept-batches), and
+    where each starts (one more entry: the end). The header keeps every field but the record
+    count, base timestamp (the kept records' first, or the delete horizon), max timestamp (the
+    kept records' largest, unless log-append time), and the delete-horizon flag."""
+    attrs = table.attributes[batches].astype(np.int64) & ~DELETE_HORIZON_MASK
+    codecs = (attrs & CODEC_MASK).tolist()
+    compressed = [
+        compress(Codec(c), sections[a:b], out.levels)
+        for c, a, b in zip(codecs, section_bounds[:-1].tolist(), section_bounds[1:].tolist(), strict=True)
+    ]
+    max_ts = np.where(table.log_append_time[batches], table.max_timestamp[batches], largest_ts)
+    headers = V2Headers(
+        base_offset=table.base_offset[batches],
+        records_count=kept.astype(np.int64),
+        last_offset_delta=table.last_offset[batches] - table.base_offset[batches],
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        attributes=attrs | np.where(with_horizon, DELETE_HORIZON_MASK, 0),
+        partition_leader_epoch=table.leader_epoch[batches].astype(np.int64),
+        producer_id=table.producer_id[batches].astype(np.int64),
+        producer_epoch=table.producer_epoch[batches].astype(np.int64),
+        base_sequence=table.base_sequence[batches].astype(np.int64),
+    )
+    data, sizes = build_v2_batches(headers, compressed)
+    at = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=at[1:])
+    return _Built(data, max_ts), at
 
 
 _HEADER_COLUMNS = (

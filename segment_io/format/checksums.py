@@ -24,19 +24,21 @@ _c_crc32c, _present = native(
 NATIVE_CRC32C = _present and bool(getattr(crc32c, "hardware_based", False))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def crc32c_native(buf: np.ndarray, lo: int, hi: int) -> int:
+    """CRC-32C of buf[lo:hi] by the package's hardware function (only where NATIVE_CRC32C)."""
+    return _c_crc32c(np.uint32(0xFFFFFFFF), buf.ctypes.data + lo, hi - lo) ^ np.uint32(0xFFFFFFFF)
+
+
 @njit(cache=True, nogil=True)
 def first_bad_v2_crc(
     buf: np.ndarray, position: np.ndarray, size: np.ndarray, magic: np.ndarray, stored: np.ndarray
 ) -> int:
     """Row of the first magic-2 batch whose stored CRC-32C does not match its bytes, or −1.
     Rows must be complete batches inside `buf` (what the shallow scan lists)."""
-    base = buf.ctypes.data
     for j in range(position.shape[0]):
         if magic[j] == 2:
-            lo = position[j] + ATTRIBUTES_OFFSET
-            actual = _c_crc32c(np.uint32(0xFFFFFFFF), base + lo, size[j] - ATTRIBUTES_OFFSET) ^ np.uint32(
-                0xFFFFFFFF
-            )
+            actual = crc32c_native(buf, position[j] + ATTRIBUTES_OFFSET, position[j] + size[j])
             if np.int64(actual) != stored[j]:
                 return j
     return -1
