@@ -1,6 +1,7 @@
 """The key pass's cache of decoded records for the rewrite: fed the log backwards, it holds
 exactly the last record of each key, byte for byte; past its budget it stops, and what it holds
-stays among the survivors."""
+stays among the survivors. The segments the key pass scanned are held for the rewrite too,
+within a budget of their batches."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipelines.jobs.clean import record_cache
 from pipelines.jobs.clean.keymap import KeyTask, extract_keys
 from pipelines.jobs.clean.record_cache import RecordCache
 from segment_io.generate import TopicSpec, generate_log_dir
@@ -71,3 +73,20 @@ def test_past_its_budget_the_cache_stops_and_holds_only_survivors(tmp_path: Path
     assert not cache.open and held  # one chunk's survivors, then nothing more
     assert set(held) < set(survivors.values())
     assert min(held) > rows[len(rows) // 2]["offset"]  # from the log's end: the pass went backwards
+
+
+def test_the_scanned_segments_are_held_for_the_rewrite_within_a_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generate_log_dir(open_storage(str(tmp_path))[0], str(tmp_path), [SPEC])
+    cache, tasks = _cache_of(tmp_path)
+    path = tasks[0].files.log.path
+    reader = cache.take_reader(path)
+    assert reader is not None and reader.path == path
+    assert cache.take_reader(path) is None  # each segment is rewritten once: then let go
+    last = cache.take_reader(tasks[-1].files.log.path)
+    assert last is not None
+    monkeypatch.setattr(record_cache, "READER_BATCHES", len(last.scan().table))
+    cache, tasks = _cache_of(tmp_path)  # backwards: the last segment is held, then the budget is spent
+    held = [t.files.log.path for t in tasks if cache.take_reader(t.files.log.path) is not None]
+    assert len(held) == 1 and held[0] == tasks[-1].files.log.path

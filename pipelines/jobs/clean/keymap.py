@@ -103,7 +103,7 @@ def extract_keys(
         storage, _ = open_storage(task.url)
         reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
         if cache is not None:
-            cache.readers[task.files.log.path] = reader
+            cache.keep_reader(reader)
         table = reader.scan().table
         selected = np.zeros(len(table), dtype=np.bool_)
         selected[task.batches] = True

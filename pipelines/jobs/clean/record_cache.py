@@ -24,6 +24,9 @@ from segment_io.segment.sections import Arena
 
 # Record bytes one task holds at most for its rewrite (beyond it, batches are decoded again).
 CACHE_BYTES = 128 * 2**20
+# Batches whose scanned segments one task holds for its rewrite (about 100 bytes of table each;
+# beyond it, segments are scanned again).
+READER_BATCHES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class RecordCache:
     def __init__(self, budget: int | None = None) -> None:
         self.budget = CACHE_BYTES if budget is None else budget
         self.open = True
-        self.readers: dict[str, SegmentReader] = {}
+        self._readers: dict[str, SegmentReader] = {}
+        self._reader_batches = 0
         self._blocks: list[_Block] = []
         self._bytes = 0
         self._by_path: dict[str, Framed] | None = None
@@ -50,6 +54,17 @@ class RecordCache:
     @property
     def nbytes(self) -> int:
         return self._bytes
+
+    def keep_reader(self, reader: SegmentReader) -> None:
+        """Hold a segment the key pass scanned for the rewrite, within READER_BATCHES."""
+        batches = len(reader.scan().table)
+        if self._reader_batches + batches <= READER_BATCHES:
+            self._readers[reader.path] = reader
+            self._reader_batches += batches
+
+    def take_reader(self, path: str) -> SegmentReader | None:
+        """The scanned segment `path`, if held (then let go: each is rewritten once)."""
+        return self._readers.pop(path, None)
 
     def offer(
         self, path: str, framed: Framed, rows: np.ndarray, batch: np.ndarray, entry: np.ndarray,

@@ -121,7 +121,7 @@ def rewrite_group(
     arena = Arena()
     for k, sid in enumerate(plan.segment_ids):
         files = ctx.segments[sid]
-        opened = cache.readers.get(files.log.path) if cache is not None else None
+        opened = cache.take_reader(files.log.path) if cache is not None else None
         reader = opened if opened is not None else SegmentReader(src, files.log.path, files.base_offset)
         table = reader.scan().table
         src_segment = InputSegment(reader, table, plan.actions[k], plan.discardable[k])
