@@ -151,10 +151,13 @@ def write_chunk(
             resume = int(rewrite_ends[np.searchsorted(rewrite_ends, j)]) + 1 if not control[j] else j + 1
             s0, s1 = int(slot[j]), int(slot[resume - 1]) + 1
             run = live[j:resume]
-            writer.append_run(
-                built[built_at[s0] : built_at[s1]], np.diff(built_at[s0 : s1 + 1]), table.base_offset[run],
-                table.last_offset[run], built.max_timestamp[s0:s1],
-            )  # fmt: skip
+            if resume - j == 1:  # alone (an erase's usual case): the cheaper call
+                writer.append(built[built_at[s0] : built_at[s1]], base, last, int(built.max_timestamp[s0]))
+            else:
+                writer.append_run(
+                    built[built_at[s0] : built_at[s1]], np.diff(built_at[s0 : s1 + 1]),
+                    table.base_offset[run], table.last_offset[run], built.max_timestamp[s0:s1],
+                )  # fmt: skip
             stats.batches_rewritten += resume - j
         else:  # a kept legacy entry becomes a v2 batch (4.x)
             r0, r1 = int(bounds[j]), int(bounds[j + 1])
@@ -211,6 +214,8 @@ def _rewritten(
     where each starts (one more entry: the end). The header keeps every field but the record
     count, base timestamp (the kept records' first, or the delete horizon), max timestamp (the
     kept records' largest, unless log-append time), and the delete-horizon flag."""
+    if len(batches) == 0:
+        return _Built(np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)), np.zeros(1, dtype=np.int64)
     attrs = table.attributes[batches].astype(np.int64) & ~DELETE_HORIZON_MASK
     codecs = (attrs & CODEC_MASK).tolist()
     compressed = [
