@@ -120,11 +120,13 @@ def frame_chunk(
     of the cached batches were left out (none of which the key map keeps)."""
     held = np.bincount(cached.record_batch[in_map], minlength=len(need))
     from_cache = eligible & (held == surviving)
-    decoded = reader.frame(need[~from_cache], arena)
     if not from_cache.any():
-        return decoded, 0
-    decoded = replace(decoded, record_batch=np.flatnonzero(~from_cache)[decoded.record_batch])
-    used = cached.take(np.flatnonzero(from_cache[cached.record_batch]))
-    joined = Framed.concat([decoded, used]) if len(decoded) else used
+        return reader.frame(need, arena), 0
+    used = cached if from_cache.all() else cached.take(np.flatnonzero(from_cache[cached.record_batch]))
     left_out = int(records[from_cache].sum()) - len(used)
+    if from_cache.all():  # the cached records are in batch order already
+        return used, left_out
+    decoded = reader.frame(need[~from_cache], arena)
+    decoded = replace(decoded, record_batch=np.flatnonzero(~from_cache)[decoded.record_batch])
+    joined = Framed.concat([decoded, used]) if len(decoded) else used
     return joined.take(np.argsort(joined.record_batch, kind="stable")), left_out
