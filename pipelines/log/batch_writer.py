@@ -241,10 +241,8 @@ def _rewritten(
     return _Built(data, max_ts), at
 
 
-_HEADER_COLUMNS = (
-    "base_offset", "last_offset", "max_timestamp", "attributes", "leader_epoch", "producer_id",
-    "producer_epoch", "base_sequence",
-)  # fmt: skip
+# The header fields the append loop reads per batch (the rewritten batches' come from _rewritten).
+_HEADER_COLUMNS = ("base_offset", "last_offset", "max_timestamp")
 
 
 def convert_legacy(

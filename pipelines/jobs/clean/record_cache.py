@@ -51,10 +51,6 @@ class RecordCache:
         self._bytes = 0
         self._by_path: dict[str, Framed] | None = None
 
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
     def keep_reader(self, reader: SegmentReader) -> None:
         """Hold a segment the key pass scanned for the rewrite, within READER_BATCHES."""
         batches = len(reader.scan().table)
@@ -122,10 +118,10 @@ def frame_chunk(
     from_cache = eligible & (held == surviving)
     if not from_cache.any():
         return reader.frame(need, arena), 0
-    used = cached if from_cache.all() else cached.take(np.flatnonzero(from_cache[cached.record_batch]))
-    left_out = int(records[from_cache].sum()) - len(used)
     if from_cache.all():  # the cached records are in batch order already
-        return used, left_out
+        return cached, int(records.sum()) - len(cached)
+    used = cached.take(np.flatnonzero(from_cache[cached.record_batch]))
+    left_out = int(records[from_cache].sum()) - len(used)
     decoded = reader.frame(need[~from_cache], arena)
     decoded = replace(decoded, record_batch=np.flatnonzero(~from_cache)[decoded.record_batch])
     joined = Framed.concat([decoded, used]) if len(decoded) else used
