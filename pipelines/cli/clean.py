@@ -20,6 +20,7 @@ from pipelines.cli.spark_args import (
 from pipelines.config import JobConfig
 from pipelines.config.selection import TopicSelection
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError
+from segment_io.storage import Location, Place
 
 
 def add_parser(sub: Any) -> None:
@@ -103,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_in_place(args, config)
     if args.dst is None:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
-    src = log_url(args.src, args.remote)
+    # SRC opened once: the checks below, the run's scan and its validation read the same storage.
+    src = Location(log_url(args.src, args.remote))
     selection, topics = source_topics(src, config, tuple(args.topic), args.src)
     if args.print_config:
         for topic, values in config.describe(topics).items():
@@ -120,11 +122,11 @@ def run(args: argparse.Namespace) -> int:
     request = preflight(
         CleanRequest(
             src=src,
-            dst=args.dst,
+            dst=Location(args.dst),
             config=config,
             now_ms=now_ms,
             dry_run=args.dry_run,
-            report_path=args.report,
+            report_path=Location.of_optional(args.report),
             on_corrupt=args.on_corrupt,
             plan_json=args.json,
             topics=None if selection.everything else selection,
@@ -148,13 +150,13 @@ def run(args: argparse.Namespace) -> int:
         if args.validate:
             from pipelines.jobs.validate.gate import validation_gate
 
-            gate = validation_gate(spark, args.dst, console.say, against=src, suites=suites)
+            gate = validation_gate(spark, args.dst, console.say, against=src.url, suites=suites)
         report = run_clean(spark, request, console.say, gate)
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 
 def spark_likely(
-    src_url: str, config: JobConfig, topics: list[str], select: str, suites: bool, cores: int | None
+    src: Location, config: JobConfig, topics: list[str], select: str, suites: bool, cores: int | None
 ) -> tuple[bool, bool]:
     """Whether a clean will likely need Spark, and whether it will likely work in the driver's
     own processes (`cores`: a local master's, else None), known before its scan. With a local
@@ -165,9 +167,8 @@ def spark_likely(
     stage needs it."""
     from pipelines.runtime.tasks import DRIVER_BYTES, driver_work, fits_driver_compaction
     from segment_io.layout import list_log_dir
-    from segment_io.storage import open_storage
 
-    storage, path = open_storage(src_url)
+    storage, path = src.storage, src.path
     partitions = list_log_dir(storage, path).partitions if storage.near else []
     size = sum(p.size for p in partitions)
     compacted = any(p.tp.topic in topics and config.for_topic(p.tp.topic).compact for p in partitions)
@@ -182,17 +183,17 @@ def spark_likely(
 
 
 def source_topics(
-    src_url: str, config: JobConfig, patterns: tuple[str, ...], src: str | None = None
+    src: Place, config: JobConfig, patterns: tuple[str, ...], named: str | None = None
 ) -> tuple[TopicSelection, list[str]]:
     """The topics of SRC a run keeps, checked before Spark starts: per-topic configs for topics
     SRC does not hold are refused, and so is a pattern that matches none of its topics (a
-    misspelt name would otherwise quietly drop the topic it meant from the output)."""
+    misspelt name would otherwise quietly drop the topic it meant from the output). `named`: SRC
+    as the operator wrote it (the messages' name for it)."""
     from segment_io.layout import list_log_dir
-    from segment_io.storage import open_storage
 
-    where = src or src_url
-    storage, path = open_storage(src_url)
-    present = {p.tp.topic for p in list_log_dir(storage, path).partitions}
+    src = Location.of(src)
+    where = named or src.url
+    present = {p.tp.topic for p in list_log_dir(src.storage, src.path).partitions}
     config.require_topics(present, where)
     selection = TopicSelection(patterns)
     unmatched = selection.unmatched(present)

@@ -59,17 +59,17 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
     from pipelines.runtime.harness import preflight
-    from segment_io.storage import open_storage
+    from segment_io.storage import Location
 
     # Refusals before any work: a bad request, a missing source, a destination in use.
     asked = CutRequest(
-        src=args.src, dst=args.dst, until_offset=args.until_offset, until_time=args.until_time,
-        dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt,
+        src=Location(args.src), dst=Location(args.dst), until_offset=args.until_offset,
+        until_time=args.until_time, dry_run=args.dry_run, report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
     )  # fmt: skip
-    selection, _ = source_topics(args.src, JobConfig(), tuple(args.topic), args.src)
+    selection, _ = source_topics(asked.src, JobConfig(), tuple(args.topic), args.src)
     request = preflight(replace(asked, topics=None if selection.everything else selection))
-    storage, _ = open_storage(args.src)
-    with spark_on_demand(args, not storage.near, "pipelines.jobs.cut.job") as spark:
+    with spark_on_demand(args, not asked.src.near, "pipelines.jobs.cut.job") as spark:
         from pipelines.jobs.cut.job import run_cut
 
         report = run_cut(spark, request, console.say)

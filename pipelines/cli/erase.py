@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
-    from segment_io.storage import open_storage
+    from segment_io.storage import Location
 
     # Refusals before Spark starts: a missing source, a destination in use (and the list, below).
     if args.in_place:
@@ -104,15 +104,17 @@ def run(args: argparse.Namespace) -> int:
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
     selection, _ = source_topics(log_url(args.src), JobConfig(), tuple(args.topic), args.src)
+    src = Location(args.src)  # opened once: the size below, the refusals and the run read it
     asked = EraseRequest(
-        src=args.src, dst=args.dst or "", keys=args.keys, key_format=args.key_format,
+        src=src, dst=Location(args.dst or ""), keys=args.keys, key_format=args.key_format,
         header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
-        dry_run=args.dry_run, report_path=args.report, on_corrupt=args.on_corrupt, validate=args.validate,
+        dry_run=args.dry_run, report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
+        validate=args.validate,
     )  # fmt: skip
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)
-    storage, path = open_storage(args.src)
-    size = sum(p.size for p in list_log_dir(storage, path).partitions) if storage.near else 0
+    storage = src.storage
+    size = sum(p.size for p in list_log_dir(storage, src.path).partitions) if storage.near else 0
     # Work too large for the driver's threads, or over an object store: a local master's goes to
     # the driver's processes, any other master's to Spark.
     heavy = args.in_place or not storage.near or not driver_threads_work() or size > DRIVER_COMPACT_BYTES

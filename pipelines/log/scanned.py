@@ -13,7 +13,7 @@ from pipelines.runtime.tasks import run_packed
 from segment_io.errors import SegmentError
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
 from segment_io.segment.scan import SegmentScan, check_segment_ranges
-from segment_io.storage import Storage, open_storage
+from segment_io.storage import Location, Place, Storage
 from segment_io.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -50,13 +50,14 @@ class Scanned:
 
 
 def scan_log(
-    spark: Any, src: str, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
+    spark: Any, src: Place, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
 ) -> Scanned:
     """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
     `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and
     named in `Scanned.skipped`. Only the partitions of `topics` (a predicate on the topic's
     name) are read and kept, root checkpoint entries included."""
-    storage, path = open_storage(src)
+    src = Location.of(src)
+    storage, path = src.storage, src.path
     url = storage.url(path)
     listing = list_log_dir(storage, path)
     if topics is not None:
@@ -102,7 +103,7 @@ def scan_log(
 
 
 def scan_stage(
-    run: JobRun, src: str, log: Log, on_corrupt: str, topics: Callable[[str], bool] | None
+    run: JobRun, src: Place, log: Log, on_corrupt: str, topics: Callable[[str], bool] | None
 ) -> Scanned:
     """The scan stage of a job's `run` (its timer, its Spark): SRC scanned, each partition left out
     for bad data said in the log (`on_corrupt` skip-partition; fail raises), then a stop point."""

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from segment_io.format.constants import MB
-from segment_io.storage import open_storage
+from segment_io.storage import Location, Place
 from segment_io.text import counted
 
 
@@ -171,11 +171,11 @@ class StageTimer:
         return time.perf_counter() - self.started
 
 
-def write_json_report(report_path: str, doc: dict[str, Any]) -> None:
-    """A run's report at `report_path` (--report), never over an existing file: checked when the
-    run starts too, but another run may have written it since."""
+def write_json_report(report: Place, doc: dict[str, Any]) -> None:
+    """A run's report at `report` (--report), never over an existing file: checked when the run
+    starts too, but another run may have written it since."""
     from pipelines.output.destination import require_new_file
 
-    require_new_file(report_path)
-    storage, path = open_storage(report_path)
-    storage.write_atomic(path, json.dumps(doc, indent=2).encode())
+    report = Location.of(report)
+    require_new_file(report)
+    report.storage.write_atomic(report.path, json.dumps(doc, indent=2).encode())

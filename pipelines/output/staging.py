@@ -19,7 +19,7 @@ from typing import Any
 
 from pipelines.errors import DestinationNotEmpty
 from pipelines.output.run_lock import INCOMPLETE, LOCK, META_DIR, Leftover, RunLock, judge
-from segment_io.storage import Storage, open_storage
+from segment_io.storage import Location, Place, Storage
 
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # a run's report, beside its manifest
@@ -39,10 +39,11 @@ def _staging_path(final: str, run_id: str) -> str:
     return posixpath.join(posixpath.dirname(final), f".{posixpath.basename(final)}{STAGING_MARK}{run_id}")
 
 
-def find_leftovers(dst_url: str) -> list[Leftover]:
-    """What runs into `dst_url` that are proved dead left behind; a live (or unprovable) run
+def find_leftovers(dst: Place) -> list[Leftover]:
+    """What runs into `dst` that are proved dead left behind; a live (or unprovable) run
     refuses with RunInProgress."""
-    storage, final = open_storage(dst_url)
+    dst = Location.of(dst)
+    storage, final = dst.storage, dst.path
     if storage.renames_directories:
         prefix = f".{posixpath.basename(final)}{STAGING_MARK}"
         return [
@@ -55,10 +56,11 @@ def find_leftovers(dst_url: str) -> list[Leftover]:
     return []
 
 
-def published_manifest(dst_url: str) -> dict[str, Any] | None:
-    """The manifest of a complete output published at `dst_url` (None if there is none): what a
+def published_manifest(dst: Place) -> dict[str, Any] | None:
+    """The manifest of a complete output published at `dst` (None if there is none): what a
     resumed job reads to learn that its clean step was published before the run died."""
-    storage, final = open_storage(dst_url)
+    dst = Location.of(dst)
+    storage, final = dst.storage, dst.path
     manifest = posixpath.join(final, META_DIR, MANIFEST)
     if storage.exists(posixpath.join(final, META_DIR, INCOMPLETE)) or not storage.exists(manifest):
         return None
@@ -66,14 +68,15 @@ def published_manifest(dst_url: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def require_writable(dst_url: str) -> list[Leftover]:
+def require_writable(dst: Place) -> list[Leftover]:
     """Refuse a destination that holds anything but a dead run's leftovers (segpipe never
     overwrites output) or that a live run is writing; returns the leftovers to remove."""
-    leftovers = find_leftovers(dst_url)
-    storage, final = open_storage(dst_url)
+    dst = Location.of(dst)
+    leftovers = find_leftovers(dst)
+    storage, final = dst.storage, dst.path
     reclaimed = {x.path for x in leftovers}
     if final not in reclaimed and storage.exists(final) and _holds_anything(storage, final):
-        raise DestinationNotEmpty(f"destination {dst_url} exists and is not empty")
+        raise DestinationNotEmpty(f"destination {dst} exists and is not empty")
     return leftovers
 
 
@@ -103,10 +106,11 @@ class Staging:
         return self.storage.url(self.path)
 
     @classmethod
-    def create(cls, dst_url: str, log: Callable[[str], Any] = print) -> Staging:
-        """Stage a new output for `dst_url` after removing what dead runs left there."""
-        storage, final = open_storage(dst_url)
-        for leftover in require_writable(dst_url):
+    def create(cls, dst: Place, log: Callable[[str], Any] = print) -> Staging:
+        """Stage a new output for `dst` after removing what dead runs left there."""
+        dst = Location.of(dst)
+        storage, final = dst.storage, dst.path
+        for leftover in require_writable(dst):
             aborted = remove_leftover(storage, leftover)
             owner = f" of {leftover.lock.describe()}" if leftover.lock else ""
             uploads = f", {aborted} unfinished uploads aborted" if aborted else ""

@@ -82,22 +82,24 @@ def clean_request(
     """The clean a clean unit of `job` runs: its source (or what its erase step wrote) into its
     output, under the unit's topic configs and the job's topic selection."""
     from pipelines.jobs.clean.request import CleanRequest
+    from segment_io.storage import Location
 
     assert job.output is not None
     return CleanRequest(
-        src=job.clean_source, dst=job.output, config=job.clean_config(unit), now_ms=now_ms, dry_run=dry_run,
-        topics=job.selection,
+        src=Location(job.clean_source), dst=Location(job.output), config=job.clean_config(unit),
+        now_ms=now_ms, dry_run=dry_run, topics=job.selection,
     )  # fmt: skip
 
 
 def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
     """The cut step of `job`: its source into its cut log directory, the job's topics only."""
     from pipelines.jobs.cut.request import CutRequest
+    from segment_io.storage import Location
 
     assert job.cut is not None
     return CutRequest(
-        src=job.source, dst=job.cut_dir, until_offset=job.cut.until_offset, until_time=job.cut.until_time,
-        topics=job.selection, dry_run=dry_run,
+        src=Location(job.source), dst=Location(job.cut_dir), until_offset=job.cut.until_offset,
+        until_time=job.cut.until_time, topics=job.selection, dry_run=dry_run,
     )  # fmt: skip
 
 
@@ -105,11 +107,13 @@ def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
     """The erase step of `job`: its source (or what its cut step wrote) into its erased log
     directory, the job's topics only."""
     from pipelines.jobs.erase.request import EraseRequest
+    from segment_io.storage import Location
 
     assert job.erase is not None
     return EraseRequest(
-        src=job.erase_source, dst=job.erased_dir, keys=job.erase.keys, key_format=job.erase.key_format,
-        header_names=job.erase.also_in_headers, topics=job.selection, dry_run=dry_run,
+        src=Location(job.erase_source), dst=Location(job.erased_dir), keys=job.erase.keys,
+        key_format=job.erase.key_format, header_names=job.erase.also_in_headers, topics=job.selection,
+        dry_run=dry_run,
     )  # fmt: skip
 
 
@@ -164,7 +168,7 @@ def _cut(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
         published is not None
         and published.get(MANIFEST_JOB) == CUT_JOB
         and (published.get("src"), published.get("until_offset"), published.get("until_time"))
-        == (request.src, request.until_offset, request.until_time)
+        == (request.src.url, request.until_offset, request.until_time)
     ):
         log(f"segpipe: step cut: {request.dst} was published by this run before it stopped")
         return {"adopted": True, "run_id": published.get("run_id")}
@@ -187,7 +191,7 @@ def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
     published = published_manifest(request.dst)
     # Published by this step before the run stopped: the same source and key list.
     if published is not None and published.get(MANIFEST_JOB) == ERASE_JOB and (
-        published.get("src"), published.get("keys_file")) == (request.src, request.keys):  # fmt: skip
+        published.get("src"), published.get("keys_file")) == (request.src.url, request.keys):  # fmt: skip
         log(f"segpipe: step erase: {request.dst} was published by this run before it stopped")
         return {"adopted": True, "run_id": published.get("run_id")}
     report = run_erase(spark, request, log)

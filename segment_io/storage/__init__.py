@@ -8,14 +8,17 @@ from typing import Any
 
 from segment_io.storage.base import Checksum, FileInfo, PendingFile, Storage
 from segment_io.storage.local import LocalStorage
+from segment_io.storage.location import Location, Place
 from segment_io.storage.object_store import ObjectStorage
 
 __all__ = [
     "Checksum",
     "FileInfo",
     "LocalStorage",
+    "Location",
     "ObjectStorage",
     "PendingFile",
+    "Place",
     "Storage",
     "open_storage",
     "transfer",

@@ -22,6 +22,7 @@ from pipelines.runtime.session import raise_if_stopped
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
+from segment_io.storage import Location, Place
 from segment_io.text import counted
 
 SEALED_BECAUSE = "a remote tier holds no active segment"
@@ -33,37 +34,37 @@ def clean_in_place(
     config: JobConfig | None = None,
     now_ms: int | None = None,
     dry_run: bool = False,
-    report_path: str | None = None,
+    report_path: Place | None = None,
     log: Callable[[str], Any] = print,
     on_corrupt: str = "fail",
 ) -> RunReport:
     """Clean the remote tier at `remote_url` in place; returns `clean`'s report."""
     tier = RemoteTier.open(remote_url)  # refuses a prefix that is not a remote tier
-    require_new_reports(report_path)
+    report = Location.of_optional(report_path)
+    require_new_reports(report)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     staging = staging_path(tier)
-    staging_url = tier.storage.url(staging)
+    staged = Location.at(tier.storage, staging)
     if not dry_run:  # a dry run writes and removes nothing
         remove_finished_staging(tier.storage, staging, log)
     sealed = (config or JobConfig()).all_sealed(SEALED_BECAUSE)
-    source = tiered_url(remote_url, None)
     request = CleanRequest(
-        src=source, dst=staging_url, config=sealed, now_ms=now_ms, dry_run=dry_run, report_path=report_path,
-        on_corrupt=on_corrupt,
+        src=Location(tiered_url(remote_url, None)), dst=staged, config=sealed, now_ms=now_ms, dry_run=dry_run,
+        report_path=report, on_corrupt=on_corrupt,
     )  # fmt: skip
     # Checked: the staging lies inside the tier by design (the commit below publishes it), so a
     # clean's own refusal of a destination inside its source does not apply; the tier's do, above,
     # and the staging must be free of another run's output.
-    require_writable(staging_url)
-    report = run_clean(spark, Checked(request), log)
+    require_writable(staged)
+    result = run_clean(spark, Checked(request), log)
     if dry_run:
-        return report
+        return result
     try:
         fault_point("in-place-cleaned")
         raise_if_stopped()
-        starts = {m.partition: m.log_start_offset for m in report.partitions}
-        committed = commit_staged(spark, tier, staging_url, before, ORIGIN_CLEAN, starts, log)
+        starts = {m.partition: m.log_start_offset for m in result.partitions}
+        committed = commit_staged(spark, tier, staged.url, before, ORIGIN_CLEAN, starts, log)
         log(f"segpipe: committed the cleaned log of {counted(committed, 'partition')} to {tier.url}")
     finally:
         tier.storage.remove(staging)
-    return report
+    return result

@@ -38,7 +38,7 @@ from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_
 from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR, list_log_dir
-from segment_io.storage import open_storage
+from segment_io.storage import Location, Place
 
 # The modules this job's tasks run: Python workers start with them imported.
 WORKER_MODULES = (
@@ -58,12 +58,12 @@ MAP_TASKS_PER_CORE = 3
 
 def clean(
     spark: Any,
-    src: str,
-    dst: str,
+    src: Place,
+    dst: Place,
     config: JobConfig | None = None,
     now_ms: int | None = None,
     dry_run: bool = False,
-    report_path: str | None = None,
+    report_path: Place | None = None,
     log: Log = print,
     on_corrupt: str = "fail",
     gate: Callable[[str, Terms], None] | None = None,
@@ -80,9 +80,9 @@ def clean(
     raises publishes nothing (the validation gate). Returns the run report (`report.rows()`: one
     metrics row per partition; `report.to_dataframe(spark)`)."""
     request = CleanRequest(
-        src=src, dst=dst, config=config or JobConfig(), now_ms=now_ms, dry_run=dry_run,
-        report_path=report_path, on_corrupt=on_corrupt, plan_json=plan_json, topics=topics, link=link,
-        select=select,
+        src=Location.of(src), dst=Location.of(dst), config=config or JobConfig(), now_ms=now_ms,
+        dry_run=dry_run, report_path=Location.of_optional(report_path), on_corrupt=on_corrupt,
+        plan_json=plan_json, topics=topics, link=link, select=select,
     )  # fmt: skip
     return run_clean(spark, request, log, gate)
 
@@ -112,7 +112,7 @@ def _clean(
     if request.topics is None:  # with a selection, the caller checks against the whole of SRC
         request.config.require_topics(
             {p.tp.topic for p in scanned.listing.partitions} | {tp.topic for tp in scanned.skipped},
-            request.src,
+            request.src.url,
         )
     with timer.stage("plan"):
         plans = plan_log(scanned.listing, scanned.segments, request.config, now, request.select_kafka)
@@ -125,8 +125,8 @@ def _clean(
     summaries = [p.summary() for p in plans]
     if request.dry_run:
         report = RunReport(
-            request.src,
-            request.dst,
+            request.src.url,
+            request.dst.url,
             now,
             "dry-run",
             dry_run=True,
@@ -148,11 +148,12 @@ def _clean(
 
     staging = Staging.create(request.dst, log)
     report = RunReport(
-        request.src, request.dst, now, staging.run_id, warnings=warnings, plan=summaries, skipped=skipped
-    )
+        request.src.url, request.dst.url, now, staging.run_id, warnings=warnings, plan=summaries,
+        skipped=skipped,
+    )  # fmt: skip
     with staged_output(run, staging):
         with timer.stage("compact"):
-            stats = _compact(spark, plans, scanned, staging.url, now)
+            stats = _compact(spark, plans, scanned, staging, now)
         raise_if_stopped()
         with timer.stage("copy"):
             _copy(spark, plans, scanned, staging, request.link)
@@ -176,7 +177,7 @@ def _clean(
         fault_point("before-publish")
         with publishing():  # a run told to stop before this never publishes; after, it has
             staging.publish(
-                {"run_id": staging.run_id, "src": request.src, "now_ms": now, "partitions": summaries,
+                {"run_id": staging.run_id, "src": request.src.url, "now_ms": now, "partitions": summaries,
                  "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped,
                  INVENTORY: outputs}
             )  # fmt: skip
@@ -188,14 +189,13 @@ def _clean(
     return report
 
 
-def _write_report(report: RunReport, report_path: str | None) -> None:
+def _write_report(report: RunReport, at: Location | None) -> None:
     """The JSON report, and the same run as a page people read (`.html` beside it)."""
-    if report_path:
-        page = html_path(report_path)
+    if at:
+        page = Location(html_path(at.url))
         require_new_file(page)
-        write_json_report(report_path, report.to_dict())
-        page_storage, page_file = open_storage(page)
-        page_storage.write_atomic(page_file, render(report).encode())
+        write_json_report(at, report.to_dict())
+        page.storage.write_atomic(page.path, render(report).encode())
 
 
 def _key_tasks(plans: list[PartitionPlan], scanned: Scanned) -> list[KeyTask]:
@@ -228,7 +228,7 @@ def _group_bounds(plans: list[PartitionPlan]) -> GroupBounds:
 
 
 def _compact(
-    spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging_url: str, now: int
+    spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging: Staging, now: int
 ) -> list[GroupStats]:
     """A small compaction of near files runs in the driver's threads, a partition per thread.
     Otherwise, on Spark or, for near files with a local master, in the driver's own processes:
@@ -242,11 +242,11 @@ def _compact(
     if not groups:
         return []
     configs = {plan.tp.dir_name: plan.config for plan in plans}
-    ctx = RewriteContext(scanned.url, staging_url, scanned.files, now, configs)
+    ctx = RewriteContext(scanned.url, staging.url, scanned.files, now, configs)
     bounds = _group_bounds(plans)
     key_tasks = _key_tasks(plans, scanned)
     gids = {tp: bounds.gids[tp].tolist() for tp in bounds.gids}
-    near = scanned.storage.near and open_storage(staging_url)[0].near
+    near = scanned.storage.near and staging.storage.near
     if fits_driver_compaction(near, sum(t.files.size for t in key_tasks)):
         in_driver = alone_partitions(key_tasks, gids, 1)
         if len(in_driver) == len(gids):  # every partition fits one task: no Spark at all

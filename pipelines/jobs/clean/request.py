@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+from segment_io.storage import Location, Place
+from segment_io.storage.location import locate
 
 SELECT = ("all", "kafka")
 
@@ -26,12 +28,12 @@ class CleanRequest:
     only the partitions Kafka's cleaner would choose now are compacted. `plan_json`: a dry run
     prints its plan as JSON."""
 
-    src: str
-    dst: str
+    src: Location
+    dst: Location
     config: JobConfig = field(default_factory=JobConfig)
     now_ms: int | None = None
     dry_run: bool = False
-    report_path: str | None = None
+    report_path: Location | None = None
     on_corrupt: str = "fail"
     plan_json: bool = False
     topics: Callable[[str], bool] | None = None
@@ -39,6 +41,7 @@ class CleanRequest:
     select: str = "all"
 
     def __post_init__(self) -> None:
+        locate(self, "src", "dst", "report_path")
         if self.select not in SELECT:
             raise ConfigError(f"select {self.select!r}: expected one of {', '.join(SELECT)}")
         if self.on_corrupt not in ON_CORRUPT:
@@ -60,11 +63,11 @@ class CleanRequest:
         return self.select == "kafka"
 
 
-def require_new_reports(report_path: str | None) -> None:
+def require_new_reports(report: Place | None) -> None:
     """A clean's report file, and its page beside it, must not exist yet."""
-    if report_path:
+    if report:
         from pipelines.output.destination import require_new_file
         from pipelines.output.report_html import html_path
 
-        require_new_file(report_path)
-        require_new_file(html_path(report_path))
+        require_new_file(report)
+        require_new_file(html_path(str(report)))

@@ -31,7 +31,7 @@ from segment_io.producer_snapshot import snapshot_name, snapshot_offset, write_s
 from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
-from segment_io.storage import open_storage
+from segment_io.storage import Location, Place, open_storage
 from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.cut.job", "pipelines.output.copy")
@@ -39,9 +39,9 @@ WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.cut.job", "pipelines.out
 LIMITS = SegmentLimits(segment_bytes=2**62)
 
 
-def cut(spark: Any, src: str, dst: str, log: Log = print, **options: Any) -> CutReport:
+def cut(spark: Any, src: Place, dst: Place, log: Log = print, **options: Any) -> CutReport:
     """Cut SRC into DST (options: CutRequest)."""
-    return run_cut(spark, CutRequest(src=src, dst=dst, **options), log)
+    return run_cut(spark, CutRequest(src=Location.of(src), dst=Location.of(dst), **options), log)
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,9 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
     skipped = skipped_docs(scanned)
     with timer.stage("plan"):
         cuts = _plan(scanned, request)
-    report = CutReport(request.src, request.dst, request.until_offset, request.until_time, request.dry_run)
+    report = CutReport(
+        request.src.url, request.dst.url, request.until_offset, request.until_time, request.dry_run
+    )
     report.skipped = skipped
     report.partitions = [_partition_report(scanned, tp, c) for tp, c in cuts.items()]
     for p in report.partitions:
@@ -151,7 +153,7 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
         fault_point("before-publish")
         with publishing():
             staging.publish(
-                {"run_id": staging.run_id, "src": request.src, MANIFEST_JOB: CUT_JOB,
+                {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: CUT_JOB,
                  "until_offset": request.until_offset, "until_time": request.until_time,
                  "partitions": [str(tp) for tp in cuts], "skipped": skipped,
                  INVENTORY: inventory(written, {p.partition: p.records_out for p in report.partitions})}
@@ -298,6 +300,6 @@ def _side_files(
     write_checkpoint_files(staging, checkpoints, set(scanned.listing.checkpoints))
 
 
-def _write_report(report: CutReport, report_path: str | None) -> None:
-    if report_path:
-        write_json_report(report_path, report.to_dict())
+def _write_report(report: CutReport, at: Location | None) -> None:
+    if at:
+        write_json_report(at, report.to_dict())

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+from segment_io.storage import Location
+from segment_io.storage.location import locate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,16 +18,17 @@ class CutRequest:
     for `until_time` (its first record at or after that time; a partition with none is whole).
     `topics`: a predicate on topic names; only those topics are cut and reach `dst` (None: all)."""
 
-    src: str
-    dst: str
+    src: Location
+    dst: Location
     until_offset: int | None = None
     until_time: int | None = None
     topics: Callable[[str], bool] | None = None
     dry_run: bool = False
-    report_path: str | None = None
+    report_path: Location | None = None
     on_corrupt: str = "fail"
 
     def __post_init__(self) -> None:
+        locate(self, "src", "dst", "report_path")
         if (self.until_offset is None) == (self.until_time is None):
             raise ConfigError("a cut needs exactly one of --until-offset and --until-time")
         if self.until_offset is not None and self.until_offset < 0:

@@ -24,6 +24,7 @@ from pipelines.runtime.session import raise_if_stopped
 from segment_io.remote.manifest import ORIGIN_ERASE
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
+from segment_io.storage import Location
 from segment_io.text import counted
 
 
@@ -31,26 +32,28 @@ def erase_in_place(
     spark: Any, request: EraseRequest, log: Log = print, gate: Gate | None = None
 ) -> EraseReport:
     """Erase `request`'s keys from the remote tier at `request.src` (no DST: its `dst` is unused)."""
-    tier = RemoteTier.open(request.src)  # refuses a prefix that is not a remote tier
+    tier = RemoteTier.open(request.src.url)  # refuses a prefix that is not a remote tier
     if request.report_path:
         require_new_file(request.report_path)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     staging = staging_path(tier)
     if not request.dry_run:  # a dry run writes and removes nothing
         remove_finished_staging(tier.storage, staging, log)
-    staged = replace(request, src=tiered_url(request.src, None), dst=tier.storage.url(staging))
+    staged = replace(
+        request, src=Location(tiered_url(request.src.url, None)), dst=Location.at(tier.storage, staging)
+    )
     # Checked: the staging lies inside the tier by design (the commit below publishes it), so an
     # erase's own refusal of a destination inside its source does not apply; the tier's do, above,
     # and the staging must be free of another run's output.
     require_writable(staged.dst)
     report = run_erase(spark, Checked(staged), log, gate)
-    report.src, report.dst = request.src, request.src
+    report.src = report.dst = request.src.url
     if request.dry_run:
         return report
     try:
         fault_point("in-place-erased")
         raise_if_stopped()
-        committed = commit_staged(spark, tier, staged.dst, before, ORIGIN_ERASE, {}, log)
+        committed = commit_staged(spark, tier, staged.dst.url, before, ORIGIN_ERASE, {}, log)
         log(f"segpipe: committed the erased log of {counted(committed, 'partition')} to {tier.url}")
     finally:
         tier.storage.remove(staging)

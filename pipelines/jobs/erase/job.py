@@ -29,14 +29,15 @@ from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
 from segment_io.layout import list_log_dir
-from segment_io.storage import open_storage, transfer
+from segment_io.storage import Location, Place, transfer
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
 
 
-def erase(spark: Any, src: str, dst: str, keys: str, log: Log = print, **options: Any) -> EraseReport:
+def erase(spark: Any, src: Place, dst: Place, keys: str, log: Log = print, **options: Any) -> EraseReport:
     """Erase the keys listed in the file `keys` from SRC into DST (options: EraseRequest)."""
-    return run_erase(spark, EraseRequest(src=src, dst=dst, keys=keys, **options), log)
+    request = EraseRequest(src=Location.of(src), dst=Location.of(dst), keys=keys, **options)
+    return run_erase(spark, request, log)
 
 
 # erase --validate: called with the staged output's URL and the keys (read, or the list to join);
@@ -54,10 +55,10 @@ def run_erase(
     if keys is None:
         keys = checked_key_list(request.keys, request.key_format)
     header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
-    src_storage, src_path = open_storage(request.src)
     # An archive has no writer: every segment is erased from, the active one too. A log directory
     # a broker holds is refused (its active segment is being written) and kept from one meanwhile.
-    with broker_stopped(src_storage, src_path, "erase"), job_run(spark, WORKER_MODULES) as run:
+    src = request.src
+    with broker_stopped(src.storage, src.path, "erase"), job_run(spark, WORKER_MODULES) as run:
         return _erase(run, request, keys, header_names, log, gate)
 
 
@@ -75,13 +76,13 @@ def _erase(
     names = [str(p.tp) for p in scanned.listing.partitions]
     tasks = _tasks(scanned)
     report = EraseReport(
-        request.src, request.dst, "dry-run", 0, request.dry_run, request.header_names, skipped=skipped
+        request.src.url, request.dst.url, "dry-run", 0, request.dry_run, request.header_names, skipped=skipped
     )
     if request.dry_run:
         with timer.stage("erase"):
             erased = _erase_all(run, scanned, tasks, keys, header_names, None)
         _fill(report, names, erased, timer.total, timer.seconds)
-        _write_report(report, request.report_path)
+        _write_report(report, request)
         log(report.totals_line())
         return report
     staging = Staging.create(request.dst, log)
@@ -102,13 +103,13 @@ def _erase(
         fault_point("before-publish")
         with publishing():
             staging.publish(
-                {"run_id": staging.run_id, "src": request.src, MANIFEST_JOB: ERASE_JOB,
+                {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: ERASE_JOB,
                  "keys_file": request.keys, "keys_listed": report.keys_listed,
                  "header_names": list(request.header_names), "partitions": names,
                  "skipped": skipped, INVENTORY: outputs}
             )  # fmt: skip
     fault_point("after-publish")
-    _write_report(report, request.report_path)
+    _write_report(report, request)
     log(report.totals_line())
     return report
 
@@ -202,19 +203,19 @@ def _fill(
     report.seconds_total, report.seconds_by_stage = seconds_total, seconds_by_stage
 
 
-def _write_report(report: EraseReport, report_path: str | None) -> None:
-    """The report at --report; a joined list's files of digests found nowhere are copied beside
-    it (REPORT_PATH.not-found/), and the report names the copies."""
-    if not report_path:
+def _write_report(report: EraseReport, request: EraseRequest) -> None:
+    """The report at --report; a joined list's files of digests found nowhere are copied from the
+    output beside it (REPORT_PATH.not-found/), and the report names the copies."""
+    at = request.report_path
+    if at is None:
         return
     doc = report.to_dict()
     if report.not_found_files:
-        src, src_root = open_storage(report.dst)
-        dst, target = open_storage(report_path + NOT_FOUND_SUFFIX)
+        out, beside = request.dst, Location(at.url + NOT_FOUND_SUFFIX)
         copies = []
         for name in report.not_found_files:
-            copy = posixpath.join(target, posixpath.basename(name))
-            transfer(src, posixpath.join(src_root, name), dst, copy)
-            copies.append(dst.url(copy))
+            copy = beside.file(posixpath.basename(name))
+            transfer(out.storage, out.file(name), beside.storage, copy)
+            copies.append(beside.storage.url(copy))
         doc["not_found_files"] = copies
-    write_json_report(report_path, doc)
+    write_json_report(at, doc)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+from segment_io.storage import Location
+from segment_io.storage.location import locate
 
 if TYPE_CHECKING:
     from pipelines.jobs.erase.key_list import KeyList
@@ -27,19 +29,20 @@ class EraseRequest:
     `keys` as the caller already checked it (key_list.checked_key_list), so that it is read once a
     run; None: the run reads and checks it."""
 
-    src: str
-    dst: str
+    src: Location
+    dst: Location
     keys: str
     key_format: str = "utf8"
     header_names: tuple[str, ...] = ()
     topics: Callable[[str], bool] | None = None
     dry_run: bool = False
-    report_path: str | None = None
+    report_path: Location | None = None
     on_corrupt: str = "fail"
     validate: bool = False
     checked: ErasedKeys | KeyList | None = None
 
     def __post_init__(self) -> None:
+        locate(self, "src", "dst", "report_path")
         if self.key_format not in KEY_FORMATS:
             raise ConfigError(f"key format {self.key_format!r}: expected one of {', '.join(KEY_FORMATS)}")
         if self.on_corrupt not in ON_CORRUPT:
