@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         if args.validate:
             from pipelines.jobs.validate.gate import validation_gate
 
-            gate = validation_gate(spark, args.dst, console.say, against=src.url, suites=suites)
+            gate = validation_gate(spark, request.request.dst, console.say, against=src, suites=suites)
         report = run_clean(spark, request, console.say, gate)
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 

@@ -79,18 +79,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--max-bytes-per-second must be a positive number of bytes")
     log_dir, remote = args.paths
     from pipelines.jobs.tier.request import TierRequest
-    from pipelines.output.destination import require_outside
-    from segment_io.remote.tier import RemoteTier
+    from segment_io.storage import Location
 
     asked = TierRequest(
-        log_dir=log_dir, remote_url=remote, config=config, now_ms=now_ms, dry_run=args.dry_run,
-        report_path=args.report, max_bytes_per_second=args.max_bytes_per_second,
-        new_history=args.new_history, plan_json=args.json,
+        log_dir=Location(log_dir), remote=Location(remote), config=config, now_ms=now_ms,
+        dry_run=args.dry_run, report_path=Location.of_optional(args.report),
+        max_bytes_per_second=args.max_bytes_per_second, new_history=args.new_history, plan_json=args.json,
     )  # fmt: skip
     request = preflight(asked)
-    _refuse_before_spark(log_dir)
-    require_outside(log_dir, remote, "holds only Kafka's partition directories")
-    RemoteTier.require_place(remote)
     note = config.ignored_note()
     if note:
         console.say(note)
@@ -119,22 +115,11 @@ def _refuse_ignored(args: argparse.Namespace) -> None:
         raise ConfigError(f"tier --expire does not take {', '.join(given)}")
 
 
-def _refuse_before_spark(log_dir: str) -> None:
-    """A missing or misnamed log directory, refused before anything starts (it costs nothing)."""
-    from segment_io.layout import list_log_dir
-    from segment_io.storage import open_storage
-
-    storage, path = open_storage(log_dir)
-    list_log_dir(storage, path)
-
-
 def run_restore(args: argparse.Namespace) -> int:
     from pipelines.jobs.tier.request import RestoreRequest
     from pipelines.runtime.harness import preflight
 
-    request = preflight(RestoreRequest(remote_url=args.remote, dst=args.dst, local=args.local))
-    if args.local:
-        _refuse_before_spark(args.local)
+    request = preflight(RestoreRequest(remote=args.remote, dst=args.dst, local=args.local))
     with workers_for(args, "pipelines.jobs.tier.restore") as spark:
         from pipelines.jobs.tier.restore import run_restore as restore_job
 

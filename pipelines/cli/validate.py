@@ -57,32 +57,31 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
-    from pipelines.jobs.validate.allowed import promise_terms
     from pipelines.jobs.validate.user_suites import load_suite
-    from pipelines.output.staging import published_manifest
+    from pipelines.runtime.harness import preflight
     from segment_io.layout import list_log_dir
-    from segment_io.remote.view import log_url
-    from segment_io.storage import open_storage
+    from segment_io.storage import Location
 
-    url = log_url(args.path, args.remote)
-    storage, path = open_storage(url)
-    list_log_dir(storage, path)  # a missing or misnamed path costs nothing
     if args.erased:
-        return _prove_erasure(args, url)
+        from segment_io.remote.view import log_location
+
+        log = log_location(args.path, args.remote)
+        list_log_dir(log.storage, log.path)  # a missing or misnamed path costs nothing
+        return _prove_erasure(args, log.url)
     given = args.config or args.set or args.topic_set
     config = load_job_config(args.config, args.set, args.topic_set) if given else None
-    now_ms = now_from(args)
-    # Refused before Spark starts: a promise needs its terms.
-    terms = promise_terms(args.path, published_manifest(url), config, now_ms) if args.against else None
     suites = tuple(load_suite(f) for f in args.suite)
     from pipelines.jobs.validate import ValidateRequest, default_report_dir, needs_spark, run_validate
 
-    request = ValidateRequest(
-        path=args.path, remote=args.remote, report_dir=args.report or default_report_dir(args.path),
-        against=args.against, now_ms=now_ms, terms=terms, suites=suites,
+    # Refused before Spark starts: a missing or misnamed PATH, a promise without its terms.
+    request = preflight(
+        ValidateRequest(
+            path=Location(args.path), remote=Location.of_optional(args.remote),
+            report_dir=args.report or default_report_dir(args.path),
+            against=Location.of_optional(args.against), now_ms=now_from(args), config=config, suites=suites,
+        )
     )  # fmt: skip
-    needed = needs_spark(url, log_url(args.against) if args.against else None, bool(suites))
-    with spark_on_demand(args, needed, *VALIDATION_MODULES) as spark:
+    with spark_on_demand(args, needs_spark(request.request), *VALIDATION_MODULES) as spark:
         result = run_validate(spark, request, console.say)
     result.say(console.say)
     return EXIT_OK if result.success else EXIT_INVALID

@@ -3,9 +3,11 @@ promise (`validate --against`) is judged under the same terms."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipelines.config.job import JobConfig
+from segment_io.storage import Location
 
 
 @dataclass(frozen=True)
@@ -20,3 +22,8 @@ class Terms:
 
     def selects(self, topic: str) -> bool:
         return self.topics is None or topic in self.topics
+
+
+# A clean's validation gate: it judges the staged output (where it is) under the terms of the run
+# that wrote it, before publication; an error it raises publishes nothing.
+Gate = Callable[[Location, Terms], None]

@@ -105,6 +105,11 @@ class Staging:
     def url(self) -> str:
         return self.storage.url(self.path)
 
+    @property
+    def location(self) -> Location:
+        """Where output is written, on the staging's own opened storage."""
+        return Location.at(self.storage, self.path)
+
     @classmethod
     def create(cls, dst: Place, log: Callable[[str], Any] = print) -> Staging:
         """Stage a new output for `dst` after removing what dead runs left there."""

@@ -121,10 +121,11 @@ def tier_request(job: JobFile, now_ms: int | None) -> TierRequest:
     """The tier step of `job`: its log directory into its remote tier, under its configs; `now_ms`
     counts as chosen where the job file names its `now`."""
     from pipelines.jobs.tier.request import TierRequest
+    from segment_io.storage import Location
 
     assert job.remote is not None
     return TierRequest(
-        log_dir=job.log_dir, remote_url=job.remote, config=job.configs, now_ms=now_ms,
+        log_dir=Location(job.log_dir), remote=Location(job.remote), config=job.configs, now_ms=now_ms,
         now_given=job.now_ms is not None,
     )  # fmt: skip
 
@@ -135,10 +136,11 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
     Data Docs beside the log."""
     from pipelines.jobs.validate import ValidateRequest, default_report_dir
     from pipelines.jobs.validate.user_suites import load_suite
+    from segment_io.storage import Location
 
     return ValidateRequest(
-        path=job.log_dir, report_dir=default_report_dir(job.log_dir),
-        against=job.clean_source if job.cleans else None, now_ms=now_ms,
+        path=Location(job.log_dir), report_dir=default_report_dir(job.log_dir),
+        against=Location(job.clean_source) if job.cleans else None, now_ms=now_ms,
         suites=tuple(load_suite(s) for s in job.suites),
     )  # fmt: skip
 

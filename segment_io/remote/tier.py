@@ -34,7 +34,7 @@ from segment_io.remote.manifest import (
     segment_manifest_name,
     segment_object_name,
 )
-from segment_io.storage import FileInfo, Storage, open_storage
+from segment_io.storage import FileInfo, Location, Place, Storage
 from segment_io.topic_partition import TopicPartition
 
 MANIFEST_DIR = "manifest"
@@ -92,28 +92,30 @@ class RemoteTier:
         self.root = root
 
     @classmethod
-    def open(cls, url: str, create: bool = False) -> RemoteTier:
-        """The tier at `url`; with `create`, an empty or absent prefix becomes one (its marker
+    def open(cls, place: Place, create: bool = False) -> RemoteTier:
+        """The tier at `place`; with `create`, an empty or absent prefix becomes one (its marker
         written). Anything else (a log directory, a `clean` output, other data) is refused: a
         marker is written only where nothing but a tier will ever be."""
-        storage, root = open_storage(url)
-        tier = cls(storage, root)
-        if cls.is_tier(url):
+        at = Location.of(place)
+        storage = at.storage
+        tier = cls(storage, at.path)
+        if cls.is_tier(at):
             return tier
         if not create:
-            raise NotALogDirectory(url, None, f"is not a remote tier (no {TIER_MARKER})")
-        cls.require_place(url)
+            raise NotALogDirectory(at.url, None, f"is not a remote tier (no {TIER_MARKER})")
+        cls.require_place(at)
         marker = json.dumps({"format_version": FORMAT_VERSION, "layout": "segpipe remote tier"}).encode()
         with contextlib.suppress(FileExistsError):  # another writer made it first: the same
             storage.create_exclusive(tier.marker_path, marker + b"\n")
         return tier
 
     @classmethod
-    def require_place(cls, url: str) -> None:
-        """Refuse `url` as a tier's place unless it is one, or empty, or absent."""
-        if cls.is_tier(url):
+    def require_place(cls, place: Place) -> None:
+        """Refuse `place` as a tier's place unless it is one, or empty, or absent."""
+        at = Location.of(place)
+        if cls.is_tier(at):
             return
-        storage, root = open_storage(url)
+        storage, root, url = at.storage, at.path, at.url
         present = storage.list(root) if storage.exists(root) else []
         if present:
             names = sorted(f"{f.name}/" if f.is_dir else f.name for f in present)
@@ -125,10 +127,11 @@ class RemoteTier:
             )
 
     @staticmethod
-    def is_tier(url: str) -> bool:
-        """Whether `url` holds a tier's marker; a log directory that holds one by mistake (Kafka's
+    def is_tier(place: Place) -> bool:
+        """Whether `place` holds a tier's marker; a log directory that holds one by mistake (Kafka's
         root files or partition directories with files beside it) is refused, not read as a tier."""
-        storage, root = open_storage(url)
+        at = Location.of(place)
+        storage, root, url = at.storage, at.path, at.url
         if not storage.exists(posixpath.join(root, TIER_MARKER)):
             return False
         entries = storage.list(root)

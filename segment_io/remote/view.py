@@ -35,6 +35,7 @@ from segment_io.layout import (
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage.base import FileInfo, PendingFile, Storage
+from segment_io.storage.location import Location, Place
 from segment_io.topic_partition import TopicPartition
 
 SCHEME = "tiered"
@@ -48,14 +49,20 @@ def tiered_url(remote_url: str | None, local_url: str | None) -> str:
     return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
 
 
-def log_url(path: str, remote: str | None = None) -> str:
-    """What a command reads as its log: `path` itself, its log and the remote tier `remote` as
-    one, or, where `path` is a remote tier, that tier alone."""
+def log_location(path: Place, remote: Place | None = None) -> Location:
+    """What a command reads as its log: `path` itself (as opened, where it was), its log and the
+    remote tier `remote` as one, or, where `path` is a remote tier, that tier alone."""
+    at = Location.of(path)
     if remote:
-        return tiered_url(remote, path)
-    if RemoteTier.is_tier(path):
-        return tiered_url(path, None)
-    return path
+        return Location(tiered_url(str(remote), at.url))
+    if RemoteTier.is_tier(at):
+        return Location(tiered_url(at.url, None))
+    return at
+
+
+def log_url(path: str, remote: str | None = None) -> str:
+    """`log_location` as a URL."""
+    return log_location(path, remote).url
 
 
 def sources_of(url: str) -> list[str]:

@@ -5,6 +5,7 @@ without the terms to judge it by."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -181,8 +182,14 @@ def test_a_small_local_log_is_validated_without_starting_spark(
     def no_spark() -> None:
         raise AssertionError("Spark was started for a small local log")
 
-    assert not needs_spark(str(cleaned), str(sample_dir), suites=False)
-    assert needs_spark(str(cleaned), str(sample_dir), suites=True)  # a suite reads through the source
+    from pipelines.jobs.validate import ValidateRequest
+    from pipelines.jobs.validate.user_suites import load_suite
+    from tests.spark.test_validate_suites import SAMPLE_SUITE
+
+    request = ValidateRequest(path=str(cleaned), against=str(sample_dir))
+    assert not needs_spark(request)
+    # An operator suite reads through the source.
+    assert needs_spark(dataclasses.replace(request, suites=(load_suite(SAMPLE_SUITE),)))
     report = validate(
         LazySpark(no_spark), str(cleaned), against=str(sample_dir), report_dir=str(tmp_path / "docs")
     )

@@ -12,6 +12,7 @@ from pipelines.config.selection import TopicSelection
 from pipelines.errors import ConfigError
 from pipelines.run.runner import clean_request, tier_request, validate_request
 from pipelines.run.state import open_state
+from segment_io.storage import Location
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -65,10 +66,15 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
     assert compact.cleanup_policy == {"delete"} and compact.retention_ms == -1
     # The request a unit runs: the job's source and output, the unit's half, the job's selection.
     request = clean_request(job, ("retention",), now_ms=7, dry_run=True)
-    assert (request.src.url, request.dst.url, request.now_ms, request.dry_run) == (job.source, job.output, 7, True)
+    assert (request.src.url, request.dst.url, request.now_ms, request.dry_run) == (
+        job.source,
+        job.output,
+        7,
+        True,
+    )
     assert request.config.for_topic("orders") == orders and request.topics == job.selection
     tier = tier_request(job, now_ms=7)
-    assert (tier.log_dir, tier.remote_url, tier.config, tier.now_ms) == (
+    assert (tier.log_dir.url, tier.remote.url, tier.config, tier.now_ms) == (
         job.log_dir,
         job.remote,
         job.configs,
@@ -76,7 +82,11 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
     )
     assert tier.now_chosen == (job.now_ms is not None)
     check = validate_request(job, now_ms=7)
-    assert (check.path, check.against, check.now_ms) == (job.log_dir, job.source if job.cleans else None, 7)
+    assert (check.path.url, check.against and check.against.url, check.now_ms) == (
+        job.log_dir,
+        job.source if job.cleans else None,
+        7,
+    )
     assert len(check.suites) == len(job.suites)
 
 
@@ -174,10 +184,18 @@ def test_an_erase_step_goes_first_and_needs_its_key_list(tmp_path: Path) -> None
     text = GOOD.replace("steps: [retention,", "steps: [erase, retention,") + "erase:\n  keys: keys.txt\n"
     job = load_job_file(str(_job(tmp_path, text))).for_run("r1")
     assert job.units()[:2] == [("erase",), ("retention", "compact")]
-    assert job.erased_dir == str(tmp_path / "out" / "r1.erased") == clean_request(job, job.units()[1], 0).src.url
+    assert (
+        job.erased_dir == str(tmp_path / "out" / "r1.erased") == clean_request(job, job.units()[1], 0).src.url
+    )
     erase = erase_request(job)
-    assert (erase.src.url, erase.dst.url, erase.keys) == (job.source, job.erased_dir, str(tmp_path / "keys.txt"))
-    assert validate_request(job, 0).against == job.erased_dir  # the clean's promise, against what it read
+    assert (erase.src.url, erase.dst.url, erase.keys) == (
+        job.source,
+        job.erased_dir,
+        str(tmp_path / "keys.txt"),
+    )
+    assert validate_request(job, 0).against == Location(
+        job.erased_dir
+    )  # the clean's promise, against what it read
     only = load_job_file(str(_job(tmp_path, "name: e\nsource: logs\noutput: out\nsteps: [erase]\n"
                                             "erase: {keys: keys.txt, key_format: hex}\n")))  # fmt: skip
     assert only.erased_dir == str(tmp_path / "out") and only.log_dir == only.erased_dir

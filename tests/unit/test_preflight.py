@@ -53,7 +53,7 @@ def test_each_jobs_request_refuses_what_its_run_would(tmp_path: Path) -> None:
         CleanRequest(src=str(src), dst=outside, report_path=str(report)),
         EraseRequest(src=str(src), dst=outside, keys="k.txt", report_path=str(report)),
         CutRequest(src=str(src), dst=outside, until_offset=0, report_path=str(report)),
-        TierRequest(log_dir=str(src), remote_url="memory://bucket/tier", report_path=str(report)),
+        TierRequest(log_dir=str(src), remote="memory://bucket/tier", report_path=str(report)),
     ]:
         with pytest.raises(DestinationExists):
             preflight(request)
@@ -64,4 +64,4 @@ def test_each_jobs_request_refuses_what_its_run_would(tmp_path: Path) -> None:
     from segment_io.errors import NotALogDirectory
 
     with pytest.raises(NotALogDirectory):  # a restore reads only a remote tier
-        preflight(RestoreRequest(remote_url=str(src), dst=outside))
+        preflight(RestoreRequest(remote=str(src), dst=outside))

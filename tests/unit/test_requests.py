@@ -40,12 +40,10 @@ def test_a_value_the_job_does_not_know_is_refused(field: str, value: str) -> Non
 
 
 def test_a_tier_request_knows_whether_its_now_was_chosen() -> None:
-    assert not TierRequest(log_dir="a", remote_url="b").now_chosen  # the wall clock's
-    assert TierRequest(log_dir="a", remote_url="b", now_ms=5).now_chosen
-    assert not TierRequest(
-        log_dir="a", remote_url="b", now_ms=5, now_given=False
-    ).now_chosen  # a job's run time
+    assert not TierRequest(log_dir="a", remote="b").now_chosen  # the wall clock's
+    assert TierRequest(log_dir="a", remote="b", now_ms=5).now_chosen
+    assert not TierRequest(log_dir="a", remote="b", now_ms=5, now_given=False).now_chosen  # a job's run time
     with pytest.raises(TypeError):
         TierRequest("a", "b")  # type: ignore[misc]
     with pytest.raises(ConfigError, match="max_bytes_per_second 0: expected a positive rate"):
-        TierRequest(log_dir="a", remote_url="b", max_bytes_per_second=0)
+        TierRequest(log_dir="a", remote="b", max_bytes_per_second=0)

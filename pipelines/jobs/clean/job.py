@@ -15,7 +15,7 @@ import numpy as np
 
 from pipelines.clock import iso
 from pipelines.config import JobConfig
-from pipelines.config.terms import Terms
+from pipelines.config.terms import Gate, Terms
 from pipelines.jobs.clean.alone import AlonePartition, alone_partitions, compact_alone
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
@@ -66,7 +66,7 @@ def clean(
     report_path: Place | None = None,
     log: Log = print,
     on_corrupt: str = "fail",
-    gate: Callable[[str, Terms], None] | None = None,
+    gate: Gate | None = None,
     plan_json: bool = False,
     topics: Callable[[str], bool] | None = None,
     link: bool = False,
@@ -91,7 +91,7 @@ def run_clean(
     spark: Any,
     request: CleanRequest | Checked[CleanRequest],
     log: Log = print,
-    gate: Callable[[str, Terms], None] | None = None,
+    gate: Gate | None = None,
 ) -> RunReport:
     """The clean `request` asks for (see `clean`)."""
     request = checked(request)
@@ -102,9 +102,7 @@ def run_clean(
         return _clean(run, request, log, gate)
 
 
-def _clean(
-    run: JobRun, request: CleanRequest, log: Log, gate: Callable[[str, Terms], None] | None
-) -> RunReport:
+def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> RunReport:
     spark, now, timer = run.spark, run.now, run.timer
     # Scan and plan read SRC only; nothing is created at DST until the plan stands.
     scanned = scan_stage(run, request.src, log, request.on_corrupt, request.topics)
@@ -171,7 +169,7 @@ def _clean(
         selected = sorted({*planned_topics, *(tp.topic for tp in scanned.skipped)})
         if gate is not None:
             with timer.stage("validate"):
-                gate(staging.url, Terms(request.config, now, frozenset(selected), "run"))
+                gate(staging.location, Terms(request.config, now, frozenset(selected), "run"))
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         outputs = inventory(written, {r.partition: r.records_out for r in report.partitions})
         fault_point("before-publish")

@@ -3,7 +3,7 @@ over the same tier.
 
 from pipelines.jobs.tier import tier
 report = tier(spark, "/var/lib/kafka/data", "s3://archive/kafka", JobConfig.build({...}))
-report = run_tier(spark, TierRequest(log_dir="/var/lib/kafka/data", remote_url="s3://archive/kafka"))
+report = run_tier(spark, TierRequest(log_dir="/var/lib/kafka/data", remote="s3://archive/kafka"))
 """
 
 from pipelines.jobs.tier.job import WORKER_MODULES, run_tier, tier

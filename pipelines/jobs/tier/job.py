@@ -41,7 +41,7 @@ from segment_io.broker_lock import broker_stopped
 from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, PartitionListing
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
-from segment_io.storage import open_storage
+from segment_io.storage import Location, Place
 from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.output.remote_upload")
@@ -50,12 +50,12 @@ Log = Callable[[str], Any]
 
 def tier(
     spark: Any,
-    log_dir: str,
-    remote_url: str,
+    log_dir: Place,
+    remote_url: Place,
     config: JobConfig | None = None,
     now_ms: int | None = None,
     dry_run: bool = False,
-    report_path: str | None = None,
+    report_path: Place | None = None,
     log: Log = print,
     max_bytes_per_second: int | None = None,
     *,
@@ -70,8 +70,8 @@ def tier(
     TierRequest. `clock` is the wall clock manifest versions are committed at (expiry's grace
     period counts from it)."""
     request = TierRequest(
-        log_dir=log_dir, remote_url=remote_url, config=config or JobConfig(), now_ms=now_ms,
-        now_given=now_given, dry_run=dry_run, report_path=report_path,
+        log_dir=Location.of(log_dir), remote=Location.of(remote_url), config=config or JobConfig(),
+        now_ms=now_ms, now_given=now_given, dry_run=dry_run, report_path=Location.of_optional(report_path),
         max_bytes_per_second=max_bytes_per_second, new_history=new_history, plan_json=plan_json,
     )  # fmt: skip
     return run_tier(spark, request, log, clock)
@@ -88,11 +88,10 @@ def run_tier(
     log_dir, report_path = request.log_dir, request.report_path
     with job_run(spark, WORKER_MODULES, request.now_ms, clock) as job:
         run = _Run(
-            log_dir, request.remote_url, request.config, job.now, request.now_chosen, request.dry_run,
+            log_dir, request.remote, request.config, job.now, request.now_chosen, request.dry_run,
             report_path, log, request.max_bytes_per_second, request.new_history, clock, request.plan_json,
         )  # fmt: skip
-        storage, path = open_storage(log_dir)
-        with broker_stopped(storage, path, "tier"):
+        with broker_stopped(log_dir.storage, log_dir.path, "tier"):
             return _tier(job, run)
 
 
@@ -100,13 +99,13 @@ def run_tier(
 class _Run:
     """One tier run's request as `run_tier` resolved it (its `now`), with its log and clock."""
 
-    log_dir: str
-    remote_url: str
+    log_dir: Location
+    remote: Location
     config: JobConfig
     now: int
     now_given: bool
     dry_run: bool
-    report_path: str | None
+    report_path: Location | None
     log: Log
     max_bytes_per_second: int | None
     new_history: bool
@@ -118,14 +117,14 @@ def _tier(job: JobRun, run: _Run) -> TierReport:
     config, now, log = run.config, run.now, run.log
     spark, timer = job.spark, job.timer
     # The tier is created only once nothing is refused: a refused run leaves an empty place empty.
-    remote = RemoteTier.open(run.remote_url) if RemoteTier.is_tier(run.remote_url) else None
+    remote = RemoteTier.open(run.remote) if RemoteTier.is_tier(run.remote) else None
     if remote is None:
-        RemoteTier.require_place(run.remote_url)
+        RemoteTier.require_place(run.remote)
     with timer.stage("scan"):
         scanned = scan_log(spark, run.log_dir, log, skip_corrupt=False)
         partitions = {p.tp: p for p in scanned.listing.partitions}
         manifests = _manifests(remote, partitions)
-    config.require_topics({tp.topic for tp in manifests}, run.log_dir)
+    config.require_topics({tp.topic for tp in manifests}, run.log_dir.url)
     with timer.stage("plan"):
         bases, superseded = _histories(remote, scanned, partitions, manifests, run.new_history)
         plans = [_plan(tp, scanned, partitions.get(tp), bases[tp], config, now) for tp in sorted(manifests)]
@@ -139,7 +138,7 @@ def _tier(job: JobRun, run: _Run) -> TierReport:
         if finished:
             log(f"segpipe: finished the release a stopped run began: {finished} files removed")
     summaries = [p.summary() for p in plans]
-    report = TierReport(run.log_dir, run.remote_url, now, run.dry_run, plans=summaries)
+    report = TierReport(run.log_dir.url, run.remote.url, now, run.dry_run, plans=summaries)
     if run.dry_run:
         if run.plan_json:
             log(json.dumps({"now_ms": now, "partitions": summaries}, indent=2))
@@ -148,7 +147,7 @@ def _tier(job: JobRun, run: _Run) -> TierReport:
             for line in tier_plan_table(summaries):
                 log(line)
         return _finish(report, timer, run.report_path, log)
-    remote = remote or RemoteTier.open(run.remote_url, create=True)
+    remote = remote or RemoteTier.open(run.remote, create=True)
     fault_point("before-upload")
     raise_if_stopped()
     with timer.stage("upload"):
@@ -272,9 +271,9 @@ def _plan(
     )
 
 
-def _finish(report: TierReport, timer: StageTimer, report_path: str | None, log: Log) -> TierReport:
+def _finish(report: TierReport, timer: StageTimer, at: Location | None, log: Log) -> TierReport:
     report.seconds_total, report.seconds_by_stage = timer.total, timer.seconds
-    if report_path:
-        write_json_report(report_path, report.to_dict())
+    if at:
+        write_json_report(at, report.to_dict())
     log(report.totals_line())
     return report

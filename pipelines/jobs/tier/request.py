@@ -4,15 +4,18 @@ one frozen, keyword-only value (as CleanRequest is for `clean`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
+from segment_io.storage import Location
+from segment_io.storage.location import locate
 
 
 @dataclass(frozen=True, kw_only=True)
 class TierRequest:
-    """A tier of the Kafka log directory `log_dir` into the remote tier at `remote_url` (created
-    when absent).
+    """A tier of the Kafka log directory `log_dir` into the remote tier at `remote` (created when
+    absent).
 
     `now_ms`: when the retention rules are judged (None: the wall clock at the start of the run).
     `now_given`: whether the operator chose that `now` (None: whether `now_ms` is given); retention
@@ -21,26 +24,28 @@ class TierRequest:
     re-created topic) starts the partition's remote history anew. `plan_json`: a dry run prints
     its plan as JSON instead of a table."""
 
-    log_dir: str
-    remote_url: str
+    log_dir: Location
+    remote: Location
     config: JobConfig = field(default_factory=JobConfig)
     now_ms: int | None = None
     now_given: bool | None = None
     dry_run: bool = False
-    report_path: str | None = None
+    report_path: Location | None = None
     max_bytes_per_second: int | None = None
     new_history: bool = False
     plan_json: bool = False
 
     def __post_init__(self) -> None:
+        locate(self, "log_dir", "remote", "report_path")
         if self.max_bytes_per_second is not None and self.max_bytes_per_second <= 0:
             raise ConfigError(f"max_bytes_per_second {self.max_bytes_per_second}: expected a positive rate")
 
     def refusals(self) -> None:
         """A report file that exists; a remote tier given as the log directory (the arguments
-        swapped)."""
-        from pipelines.output.destination import require_new_file
-        from segment_io.layout import TIER_MARKER
+        swapped); a missing or misnamed log directory; a remote tier inside the log directory, or
+        at a place that holds anything but a tier."""
+        from pipelines.output.destination import require_new_file, require_outside
+        from segment_io.layout import TIER_MARKER, list_log_dir
         from segment_io.remote.tier import RemoteTier
 
         if self.report_path:
@@ -50,6 +55,9 @@ class TierRequest:
                 f"tier refused: {self.log_dir} is a remote tier ({TIER_MARKER}), not a Kafka log directory; "
                 "the order is tier LOG_DIR REMOTE_URL"
             )
+        list_log_dir(self.log_dir.storage, self.log_dir.path)
+        require_outside(self.log_dir, self.remote, "holds only Kafka's partition directories")
+        RemoteTier.require_place(self.remote)
 
     @property
     def now_chosen(self) -> bool:
@@ -58,20 +66,33 @@ class TierRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreRequest:
-    """The remote tier at `remote_url`, and above it the local log directory `local` (None: the
+    """The remote tier at `remote`, and above it the local log directory `local` (None: the
     remote tier alone), written out as one plain Kafka log directory at `dst`."""
 
-    remote_url: str
-    dst: str
-    local: str | None = None
+    remote: Location
+    dst: Location
+    local: Location | None = None
 
-    def refusals(self) -> None:
-        """A prefix that is not a remote tier; a destination inside what is read, or in use."""
-        from pipelines.output.destination import require_destination
-        from segment_io.remote.tier import RemoteTier
+    def __post_init__(self) -> None:
+        locate(self, "remote", "dst", "local")
+
+    @cached_property
+    def view(self) -> Location:
+        """The two tiers as one log (what is read), opened once for the refusals and the run."""
         from segment_io.remote.view import tiered_url
 
-        RemoteTier.open(self.remote_url)
-        if self.local is not None and RemoteTier.is_tier(self.local):
-            raise ConfigError(f"restore refused: the local log directory {self.local} is a remote tier")
-        require_destination(tiered_url(self.remote_url, self.local), self.dst)
+        return Location(tiered_url(self.remote.url, None if self.local is None else self.local.url))
+
+    def refusals(self) -> None:
+        """A prefix that is not a remote tier; a local log directory that is a tier, missing or
+        misnamed; a destination inside what is read, or in use."""
+        from pipelines.output.destination import require_destination
+        from segment_io.layout import list_log_dir
+        from segment_io.remote.tier import RemoteTier
+
+        RemoteTier.open(self.remote)
+        if self.local is not None:
+            if RemoteTier.is_tier(self.local):
+                raise ConfigError(f"restore refused: the local log directory {self.local} is a remote tier")
+            list_log_dir(self.local.storage, self.local.path)
+        require_destination(self.view, self.dst)

@@ -16,8 +16,7 @@ from pipelines.runtime.harness import Checked, checked, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import LogDirListing, list_log_dir
-from segment_io.remote.view import tiered_url
-from segment_io.storage import Storage, open_storage
+from segment_io.storage import Location, Place, Storage
 from segment_io.text import counted
 
 WORKER_MODULES = ("pipelines.output.copy",)
@@ -25,11 +24,14 @@ COPY_TASKS_PER_CORE = 2
 
 
 def restore(
-    spark: Any, remote_url: str, dst: str, local: str | None = None, log: Callable[[str], Any] = print
+    spark: Any, remote_url: Place, dst: Place, local: Place | None = None, log: Callable[[str], Any] = print
 ) -> int:
     """Write every segment of the remote tier (then the local ones above it) with their indexes,
     snapshots, leader-epoch checkpoints and log-start offsets to DST; returns the bytes written."""
-    return run_restore(spark, RestoreRequest(remote_url=remote_url, dst=dst, local=local), log)
+    request = RestoreRequest(
+        remote=Location.of(remote_url), dst=Location.of(dst), local=Location.of_optional(local)
+    )
+    return run_restore(spark, request, log)
 
 
 def run_restore(
@@ -37,11 +39,10 @@ def run_restore(
 ) -> int:
     """The restore `request` asks for (see `restore`)."""
     request = checked(request)
-    remote_url, dst, local = request.remote_url, request.dst, request.local
-    view_url = tiered_url(remote_url, local)
-    view, root = open_storage(view_url)
+    dst, local = request.dst, request.local
+    view, root = request.view.storage, request.view.path
     listing = list_log_dir(view, root)
-    tasks = _copy_tasks(listing, view, root, view_url)
+    tasks = _copy_tasks(listing, view, root, request.view.url)
     with job_run(spark, WORKER_MODULES) as run, staged_output(run, Staging.create(dst, log)) as staging:
         if tasks:
             staging_url = staging.url
@@ -50,7 +51,8 @@ def run_restore(
         raise_if_stopped()
         fault_point("before-publish")
         with publishing():
-            staging.publish({"run_id": staging.run_id, "restored_from": remote_url, "local": local,
+            staging.publish({"run_id": staging.run_id, "restored_from": request.remote.url,
+                             "local": None if local is None else local.url,
                              "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
     written = sum(t.size for t in tasks)
     log(

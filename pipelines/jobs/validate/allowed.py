@@ -15,6 +15,7 @@ from pipelines.errors import ConfigError
 from pipelines.jobs.clean.plan import PartitionPlan, plan_log
 from segment_io.errors import SegmentError
 from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, LogDirListing, list_log_dir
+from segment_io.storage import Location
 from segment_io.topic_partition import TopicPartition
 
 NEEDS = "--now and --config/--set/--topic-set (the topic configs and `now` it was cleaned with)"
@@ -82,14 +83,14 @@ class SourcePlan:
     """SRC as the rules see it: per partition what may go, the listing, and the partitions whose
     data is bad (nothing can be promised of those)."""
 
-    url: str
+    log: Location  # SRC as read
     listing: LogDirListing
     allowed: dict[TopicPartition, Allowed]
     bad: dict[TopicPartition, SegmentError]
     unselected: tuple[str, ...] = ()  # SRC's topics outside the output's topic selection
 
 
-def plan_source(sc: Any, src: str, terms: Terms, log: Callable[[str], Any]) -> SourcePlan:
+def plan_source(sc: Any, src: Location, terms: Terms, log: Callable[[str], Any]) -> SourcePlan:
     """Scan SRC (one Spark job over its batch headers, bad partitions set aside as `clean
     --on-corrupt skip-partition` would) and plan every partition under `terms`."""
     from pipelines.log.scanned import scan_log
@@ -102,7 +103,7 @@ def plan_source(sc: Any, src: str, terms: Terms, log: Callable[[str], Any]) -> S
     if terms.topics is not None:
         everything = list_log_dir(scanned.storage, scanned.listing.path).partitions
         unselected = tuple(sorted({p.tp.topic for p in everything} - terms.topics))
-    return SourcePlan(scanned.url, scanned.listing, allowed, dict(scanned.skipped), unselected)
+    return SourcePlan(src, scanned.listing, allowed, dict(scanned.skipped), unselected)
 
 
 def claim_problems(allowed: Allowed, output_log_start: int | None, output_cleaner: int | None) -> list[str]:

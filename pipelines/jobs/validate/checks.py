@@ -31,7 +31,7 @@ from segment_io.errors import CorruptIndex, CrcMismatch, OverlappingSegments, Se
 from segment_io.layout import PartitionListing
 from segment_io.partition import inspect_partition
 from segment_io.segment.arrow import RECORD_SCHEMA
-from segment_io.storage import open_storage
+from segment_io.storage import Location, open_storage
 
 FILE_RULES = ("batches_crc_valid", "batches_well_formed", "indexes_consistent", "segment_offsets_in_order")
 RECORD_RULES = (
@@ -70,18 +70,18 @@ class FileCheck:
     records: int  # the partition's records, counted from its batch headers
 
 
-def file_checks(sc: Any, url: str, parts: list[PartitionListing]) -> list[FileCheck]:
+def file_checks(sc: Any, log: Location, parts: list[PartitionListing]) -> list[FileCheck]:
     """The file rules of every partition: in the driver's threads where the files are near and
     not too many bytes (as the scan), else one Spark task per pack of partitions."""
     from pipelines.log.scanned import SCAN_TASKS_PER_CORE
     from pipelines.runtime.tasks import run_packed
 
-    sizes = [part.size for part in parts]
+    sizes, url = [part.size for part in parts], log.url
 
     def work(pack: list[PartitionListing]) -> list[FileCheck]:
         return [r for part in pack for r in check_partition_files(url, part)]
 
-    return run_packed(sc, parts, sizes, SCAN_TASKS_PER_CORE, work, open_storage(url)[0].near)
+    return run_packed(sc, parts, sizes, SCAN_TASKS_PER_CORE, work, log.near)
 
 
 def check_partition_files(url: str, part: PartitionListing) -> list[FileCheck]:
@@ -183,18 +183,20 @@ def partition_facts(url: str, part: PartitionListing, bounds: Bounds) -> pa.Reco
     )  # fmt: skip
 
 
-def record_checks(spark: Any, url: str, parts: list[PartitionListing], bounds: dict[Any, Bounds]) -> Any:
+def record_checks(spark: Any, log: Location, parts: list[PartitionListing], bounds: dict[Any, Bounds]) -> Any:
     """The record rules of `parts` (partitions whose files passed): identity (topic, partition,
     offset, base64 key) and one boolean column per rule, with each partition's `bounds`; a Table
     made in the driver for a small near log, else a DataFrame (pipelines.runtime.tasks)."""
     from pipelines.jobs.validate.frames import with_key_b64
     from pipelines.runtime.tasks import one_task_each
 
+    url = log.url
+
     def facts(part: PartitionListing) -> Any:
         return [partition_facts(url, part, bounds.get(part.tp, Bounds()))]
 
     sizes = [part.size for part in parts]
-    rows = one_task_each(spark, parts, facts, FACTS_DDL, sizes, open_storage(url)[0].near)
+    rows = one_task_each(spark, parts, facts, FACTS_DDL, sizes, log.near)
     return with_key_b64(rows, ["topic", "partition", "offset", *RECORD_RULES])
 
 

@@ -11,38 +11,38 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from pipelines.config.terms import Terms
+from pipelines.config.terms import Gate, Terms
 from pipelines.errors import ValidationFailed
 from pipelines.jobs.validate.job import run_validate
 from pipelines.jobs.validate.request import ValidateRequest
 from pipelines.jobs.validate.user_suites import UserSuite
 from segment_io.layout import META_DIR
-from segment_io.storage import LocalStorage, open_storage
+from segment_io.storage import LocalStorage, Location, Place
 
 VALIDATION_DIR = posixpath.join(META_DIR, "validation")
-# A gate judges a staged output (its URL) under the terms of the run that wrote it.
-Gate = Callable[[str, Terms], None]
 
 
 def validation_gate(
     spark: Any,
-    dst: str,
+    dst: Place,
     log: Callable[[str], Any] = print,
-    against: str | None = None,
+    against: Place | None = None,
     suites: tuple[UserSuite, ...] = (),
 ) -> Gate:
     """A `gate` for `clean`: validates the staged output (and, `against` SRC, the promise under the
     run's own terms); on success its Data Docs go into the output (`DST/_segpipe/validation/`)."""
 
-    def gate(staged_url: str, terms: Terms) -> None:
-        storage, final = open_storage(dst)
-        if isinstance(storage, LocalStorage):
-            docs = f"{final}.validation"
+    final = Location.of(dst)
+    source = Location.of_optional(against)
+
+    def gate(staged: Location, terms: Terms) -> None:
+        if isinstance(final.storage, LocalStorage):
+            docs = f"{final.path}.validation"
             shutil.rmtree(docs, ignore_errors=True)
         else:
             docs = tempfile.mkdtemp(prefix="segpipe-validation-")
         request = ValidateRequest(
-            path=staged_url, report_dir=docs, against=against, staged=True, terms=terms, suites=suites
+            path=staged, report_dir=docs, against=source, staged=True, terms=terms, suites=suites
         )
         result = run_validate(spark, request, log)
         if not result.success:
@@ -53,16 +53,15 @@ def validation_gate(
                 f"validation failed: the output broke {broken} rules and was not published; "
                 f"Data Docs: {os.path.join(docs, 'index.html')}"
             )
-        staged, path = open_storage(staged_url)
-        target = posixpath.join(path, VALIDATION_DIR)
-        if isinstance(staged, LocalStorage):
+        target = staged.file(VALIDATION_DIR)
+        if isinstance(staged.storage, LocalStorage):
             os.rename(docs, target)
         else:
             for root, _, names in os.walk(docs):
                 for name in names:
                     local = os.path.join(root, name)
                     with open(local, "rb") as handle:
-                        staged.write_atomic(
+                        staged.storage.write_atomic(
                             posixpath.join(target, os.path.relpath(local, docs)), handle.read()
                         )
             shutil.rmtree(docs, ignore_errors=True)

@@ -38,7 +38,7 @@ from pipelines.jobs.validate.suites import (
 from pipelines.jobs.validate.user_suites import UserSuite, gx_suite, records_frame, require_topics
 from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, REPORT, published_manifest
-from pipelines.runtime.harness import job_run
+from pipelines.runtime.harness import Checked, checked, job_run
 from pipelines.runtime.session import LazySpark, session_of
 from pipelines.runtime.tasks import fits_driver
 from segment_io.format.constants import INT64_MAX
@@ -50,8 +50,7 @@ from segment_io.layout import (
     PartitionListing,
     list_log_dir,
 )
-from segment_io.remote.view import log_url
-from segment_io.storage import Storage, open_storage
+from segment_io.storage import Location, Place, Storage
 from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.jobs.validate.checks",)
@@ -70,26 +69,28 @@ def default_report_dir(path: str) -> str | None:
     )
 
 
-def needs_spark(url: str, against_url: str | None, suites: bool) -> bool:
-    """Whether a validation of the log at `url` (against the one at `against_url`) will need
-    Spark: its rows are made in the driver where every file is near and few enough bytes
-    (tasks.fits_driver); an operator suite reads records through the kafka-segments source."""
-    if suites:
+def needs_spark(request: ValidateRequest) -> bool:
+    """Whether the validation `request` asks for will need Spark: its rows are made in the driver
+    where every file is near and few enough bytes (tasks.fits_driver); an operator suite reads
+    records through the kafka-segments source."""
+    if request.suites:
         return True
-    opened = [open_storage(u) for u in (url, against_url) if u is not None]
-    if not all(storage.near for storage, _ in opened):  # far files never pass the driver: no listing
+    opened = [at for at in (request.log, request.source) if at is not None]
+    if not all(at.near for at in opened):  # far files never pass the driver: no listing
         return True
-    size = sum(p.size for s, root in opened for p in list_log_dir(s, root, allow_incomplete=True).partitions)
+    size = sum(
+        p.size for at in opened for p in list_log_dir(at.storage, at.path, allow_incomplete=True).partitions
+    )
     return not fits_driver(True, size)
 
 
 def validate(
     spark: Any,
-    path: str,
-    remote: str | None = None,
+    path: Place,
+    remote: Place | None = None,
     report_dir: str | None = None,
     log: Log = print,
-    against: str | None = None,
+    against: Place | None = None,
     now_ms: int | None = None,
     staged: bool = False,
     config: JobConfig | None = None,
@@ -101,32 +102,35 @@ def validate(
     options: ValidateRequest). `spark`: a session, or a LazySpark started only where a step needs
     Spark (a small local log is judged in the driver)."""
     request = ValidateRequest(
-        path=path, remote=remote, report_dir=report_dir, against=against, now_ms=now_ms, staged=staged,
-        config=config, terms=terms, suites=suites,
+        path=Location.of(path), remote=Location.of_optional(remote), report_dir=report_dir,
+        against=Location.of_optional(against), now_ms=now_ms, staged=staged, config=config, terms=terms,
+        suites=suites,
     )  # fmt: skip
     return run_validate(spark, request, log)
 
 
-def run_validate(spark: Any, request: ValidateRequest, log: Log = print) -> ValidationReport:
+def run_validate(
+    spark: Any, request: ValidateRequest | Checked[ValidateRequest], log: Log = print
+) -> ValidationReport:
     """The validation `request` asks for (see `validate`). Its `now` is the request's or the one
     the output was cleaned at (`promise_terms`), not the run's."""
+    request = checked(request)
     with job_run(spark, WORKER_MODULES) as run:
         return _validate(run.spark, request, log)
 
 
 def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> ValidationReport:
-    path, remote, report_dir, against = request.path, request.remote, request.report_dir, request.against
-    staged, terms, suites = request.staged, request.terms, request.suites
+    path, remote, report_dir, against = request.path.url, request.remote, request.report_dir, request.against
+    staged, terms, suites, at = request.staged, request.terms, request.suites, request.log
     started = time.perf_counter()
-    url = log_url(path, remote)
-    storage, root = open_storage(url)
+    storage, root = at.storage, at.path
     listing = list_log_dir(storage, root, allow_incomplete=staged)
-    manifest = None if staged else published_manifest(url)
+    manifest = None if staged else published_manifest(at)
     if against is not None and terms is None:
         terms = promise_terms(path, manifest, request.config, request.now_ms)  # refused before any work
     require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
     parts = list(listing.partitions)
-    file_rows = file_checks(spark, url, parts)
+    file_rows = file_checks(spark, at, parts)
     report = ValidationReport(path)
     run = _run_report(storage, root)
     for skipped in (run or {}).get("skipped", []):
@@ -145,19 +149,19 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
         verdicts.add(r.rule, r.topic, r.partition, r.ok, r.detail)
     _inventory(verdicts, manifest, listing, file_rows, remote, report)
     source = None
-    if against is not None:
+    if request.source is not None:
         assert terms is not None
         report.notes.append(
             f"segpipe: note: the promise is judged under the topic configs and now ({iso(terms.now_ms)}) "
             f"{TERMS_FROM[terms.origin]}"
         )
-        source = plan_source(spark, log_url(against), terms, log)
+        source = plan_source(spark, request.source, terms, log)
     if sound:
         # Each expectation is its own Spark job: the checks are computed once for all of them and
         # kept, narrow (identity and one boolean per rule).
         bounds = _bounds_of(listing.checkpoints, source)
         erased = next(
-            (where for where, doc in ((path, manifest), (against, _manifest_of(against)))
+            (where for where, doc in ((path, manifest), (against, _manifest_of(request.source)))
              if (doc or {}).get(MANIFEST_JOB) == ERASE_JOB),
             None,
         )  # fmt: skip
@@ -169,13 +173,13 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
                 "removed (validate --erased FILE --against ITS_SOURCE proves them)"
             )
             bounds = {p.tp: replace(bounds.get(p.tp, Bounds()), compacted_end=INT64_MAX) for p in sound}
-        with kept(record_checks(spark, url, sound, bounds)) as checks:
+        with kept(record_checks(spark, at, sound, bounds)) as checks:
             _run(spark, gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
     for index, suite in enumerate(suites):
-        _user_suite(spark, gx, context, url, sound, suite, index, report)
+        _user_suite(spark, gx, context, at.url, sound, suite, index, report)
     if source is not None:
         assert terms is not None
-        _promise(spark, gx, context, url, sound, listing, source, terms, report, run, verdicts)
+        _promise(spark, gx, context, at, sound, listing, source, terms, report, run, verdicts)
     if verdicts.rules:
         suite = partition_suite(gx, verdicts.rules)
         _run(spark, gx, context, "partitions", suite, verdicts.frame(), verdicts.identity, report)
@@ -191,7 +195,7 @@ def _promise(
     spark: Any,
     gx: Any,
     context: Any,
-    url: str,
+    output: Location,
     sound: list[PartitionListing],
     listing: LogDirListing,
     source: SourcePlan,
@@ -228,7 +232,7 @@ def _promise(
         )
         for tp in sorted(tps)
     ]
-    with kept(promise_rows(spark, pairs, url, source.url, terms.now_ms)) as rows:
+    with kept(promise_rows(spark, pairs, output, source.log, terms.now_ms)) as rows:
         records = of_kind(rows, "count", keep=False)
         records = with_key_b64(records, ["topic", "partition", "offset", *PROMISE_RULES])
         _run(spark, gx, context, "promise", promise_suite(gx), records, list(IDENTITY), report)
@@ -265,7 +269,7 @@ def _inventory(
     manifest: dict[str, Any] | None,
     listing: LogDirListing,
     file_rows: list[FileCheck],
-    remote: str | None,
+    remote: Location | None,
     report: ValidationReport,
 ) -> None:
     """A segpipe output against the inventory its manifest recorded at publication: every partition
@@ -310,8 +314,8 @@ def _context(report_dir: str | None) -> tuple[Any, Any]:
     return gx, context
 
 
-def _manifest_of(against: str | None) -> dict[str, Any] | None:
-    return None if against is None else published_manifest(log_url(against))
+def _manifest_of(source: Location | None) -> dict[str, Any] | None:
+    return None if source is None else published_manifest(source)
 
 
 def _bounds_of(

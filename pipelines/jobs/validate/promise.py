@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from pipelines.jobs.validate.allowed import Allowed
 from segment_io.layout import PartitionListing
-from segment_io.storage import open_storage
+from segment_io.storage import Location, open_storage
 
 # One boolean column per rule; a row fills those of its kind and leaves the others null.
 PROMISE_RULES = (
@@ -257,14 +257,14 @@ def partition_promise(
 
 
 def promise_rows(
-    spark: Any, pairs: list[PartitionPair], output_url: str, source_url: str, now_ms: int
+    spark: Any, pairs: list[PartitionPair], output: Location, source: Location, now_ms: int
 ) -> Any:
     """`partition_promise` of every pair as one DataFrame (PROMISE_DDL), one task per pair."""
 
     from pipelines.runtime.tasks import one_task_each
 
     sizes = [sum(part.size for part in (pair.output, pair.source) if part is not None) for pair in pairs]
-    near = open_storage(output_url)[0].near and open_storage(source_url)[0].near
+    near, output_url, source_url = output.near and source.near, output.url, source.url
     return one_task_each(
         spark,
         pairs,
