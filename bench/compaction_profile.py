@@ -32,6 +32,7 @@ from pipelines.jobs.clean.plan import plan_log  # noqa: E402
 from pipelines.jobs.clean.rewrite import RewriteContext, rewrite_groups  # noqa: E402
 from pipelines.log.scanned import scan_log  # noqa: E402
 from pipelines.runtime.session import LazySpark  # noqa: E402
+from segment_io.storage import Location  # noqa: E402
 
 NOW_MS = 1_800_000_000_000
 CONFIG_SETS = ["cleanup.policy=compact", "segpipe.last.segment.sealed=true"]
@@ -95,7 +96,7 @@ def main() -> None:
     staging = Path(tempfile.mkdtemp(prefix="segpipe-profile-"))
     try:
         configs = {plan.tp.dir_name: plan.config for plan in plans}
-        ctx = RewriteContext(scanned.url, str(staging), scanned.files, NOW_MS, configs)
+        ctx = RewriteContext(scanned.src, Location(str(staging)), scanned.files, NOW_MS, configs)
         timed("rewrite", lambda: list(rewrite_groups(reduced, groups, ctx)), args.top)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -50,8 +50,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.errors import ConfigError
     from segment_io.layout import list_log_dir
-    from segment_io.remote.view import log_url
-    from segment_io.storage import open_storage
+    from segment_io.remote.view import log_location
 
     for low, high, what in (
         (args.from_offset, args.to_offset, "offset"),
@@ -59,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     ):
         if low is not None and high is not None and low > high:
             raise ConfigError(f"--from-{what} {low} is above --to-{what} {high}: the range holds nothing")
-    storage, path = open_storage(log_url(args.path, args.remote))
+    log = log_location(args.path, args.remote)
+    storage, path = log.storage, log.path
     listing = list_log_dir(storage, path, segment_file=True)
     chosen = [
         part

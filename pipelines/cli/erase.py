@@ -10,6 +10,7 @@ from pipelines.cli import console
 from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
+from segment_io.storage import Place
 
 
 def add_key_arguments(p: argparse.ArgumentParser) -> None:
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.jobs.erase.job import run_erase
 
         request = replace(asked, checked=keys)
-        gate = erasure_gate(spark, args.src, request.header_names, request.topics) if args.validate else None
+        gate = erasure_gate(spark, src, request.header_names, request.topics) if args.validate else None
         if preflighted is None:
             report = erase_in_place(spark, request, console.say, gate)
         else:  # the request preflight checked, with its list now read
@@ -139,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def erasure_gate(
-    spark: Any, src: str, header_names: tuple[str, ...], topics: Callable[[str], bool] | None = None
-) -> Callable[[str, Any], None]:
+    spark: Any, src: Place, header_names: tuple[str, ...], topics: Callable[[str], bool] | None = None
+) -> Callable[[Place, Any], None]:
     """The proof of an erased output against SRC (of the `topics` selected), raising
     ValidationFailed: erase --validate's gate, and validate --erased."""
     from pipelines.jobs.erase.key_list import KeyList
@@ -149,8 +150,8 @@ def erasure_gate(
 
     names = ErasedKeys.of([n.encode() for n in header_names]) if header_names else None
 
-    def gate(staged_url: str, keys: ErasedKeys | KeyList) -> None:
-        verdicts = prove_erasure(spark, staged_url, src, keys, names, topics)
+    def gate(staged: Place, keys: ErasedKeys | KeyList) -> None:
+        verdicts = prove_erasure(spark, staged, src, keys, names, topics)
         problems = list(failures(verdicts))
         for line in problems:
             console.say(f"segpipe: erasure proof failed: {line}")

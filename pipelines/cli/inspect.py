@@ -29,10 +29,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
-    from segment_io.remote.view import log_url
-    from segment_io.storage import open_storage
+    from segment_io.remote.view import log_location
 
-    storage, path = open_storage(log_url(args.path, args.remote))
+    log = log_location(args.path, args.remote)
+    storage, path = log.storage, log.path
     if args.at is not None:
         return _offsets_at(storage, path, args)
     listing, reports = inspect_log_dir(storage, path, verify_crc=not args.no_crc)

@@ -17,6 +17,7 @@ from pipelines.cli.spark_args import (
     spark_on_demand,
 )
 from pipelines.errors import EXIT_INVALID, EXIT_OK, ConfigError, ValidationFailed
+from segment_io.storage import Location
 
 
 def add_parser(sub: Any) -> None:
@@ -60,14 +61,13 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.jobs.validate.user_suites import load_suite
     from pipelines.runtime.harness import preflight
     from segment_io.layout import list_log_dir
-    from segment_io.storage import Location
 
     if args.erased:
         from segment_io.remote.view import log_location
 
         log = log_location(args.path, args.remote)
         list_log_dir(log.storage, log.path)  # a missing or misnamed path costs nothing
-        return _prove_erasure(args, log.url)
+        return _prove_erasure(args, log)
     given = args.config or args.set or args.topic_set
     config = load_job_config(args.config, args.set, args.topic_set) if given else None
     suites = tuple(load_suite(f) for f in args.suite)
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if result.success else EXIT_INVALID
 
 
-def _prove_erasure(args: argparse.Namespace, url: str) -> int:
+def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
@@ -103,7 +103,7 @@ def _prove_erasure(args: argparse.Namespace, url: str) -> int:
     with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:
         gate = erasure_gate(spark, args.against, tuple(args.also_in_headers), topics)
         try:
-            gate(url, keys)
+            gate(log, keys)
         except ValidationFailed as exc:
             console.say(f"segpipe: {exc}")
             return EXIT_INVALID

@@ -16,7 +16,7 @@ from segment_io.segment.framing import chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable
 from segment_io.segment.sections import Arena
-from segment_io.storage import Storage, open_storage
+from segment_io.storage import Location, Storage
 
 NOT_CONTROL = -1
 EMPTY_CONTROL = -2
@@ -24,11 +24,13 @@ EMPTY_CONTROL = -2
 
 @dataclass(frozen=True)
 class SegmentTask:
-    """One segment to scan: where it is and which partition it belongs to."""
+    """One segment to scan: the log it is in and which partition it belongs to. Like every task,
+    it reads its log through a Location: in the driver's threads the run's own opened storage, on
+    a worker one opened once per pack of tasks (a Location travels as its URL)."""
 
     segment_id: int
     partition_id: int
-    url: str
+    src: Location
     files: SegmentFiles
 
 
@@ -105,11 +107,11 @@ def scan_segment(
     return meta, scan.table, control_types(reader)
 
 
-def scan_tasks(listing: LogDirListing, url: str) -> list[SegmentTask]:
+def scan_tasks(listing: LogDirListing, src: Location) -> list[SegmentTask]:
     tasks: list[SegmentTask] = []
     for pid, part in enumerate(listing.partitions):
         for files in part.segments:
-            tasks.append(SegmentTask(len(tasks), pid, url, files))
+            tasks.append(SegmentTask(len(tasks), pid, src, files))
     return tasks
 
 
@@ -130,9 +132,8 @@ class ScanFailure:
 
 def run_scan_task(task: SegmentTask, skip_corrupt: bool = False) -> ScannedSegment | ScanFailure:
     """Executed on a worker: one segment's metadata (small: one row per batch)."""
-    storage, _ = open_storage(task.url)
     try:
-        meta, table, controls = scan_segment(storage, task.files, deep=skip_corrupt)
+        meta, table, controls = scan_segment(task.src.storage, task.files, deep=skip_corrupt)
     except SegmentError as exc:
         if not skip_corrupt:
             raise

@@ -32,12 +32,19 @@ class Scanned:
     """What the scan stage learnt of SRC: its listing (without skipped partitions), one task per
     segment, and per partition the scanned segments in offset order."""
 
-    storage: Storage
-    url: str
+    src: Location  # SRC as the run opened it: every task reads it through this
     listing: LogDirListing
     tasks: list[SegmentTask]
     segments: dict[TopicPartition, list[ScannedSegment]]
     skipped: dict[TopicPartition, SegmentError]  # partitions left out for bad data, and why
+
+    @property
+    def storage(self) -> Storage:
+        return self.src.storage
+
+    @property
+    def url(self) -> str:
+        return self.src.url
 
     @cached_property
     def files(self) -> dict[int, SegmentFiles]:
@@ -58,7 +65,6 @@ def scan_log(
     name) are read and kept, root checkpoint entries included."""
     src = Location.of(src)
     storage, path = src.storage, src.path
-    url = storage.url(path)
     listing = list_log_dir(storage, path)
     if topics is not None:
         left_out = {p.tp for p in listing.partitions if not topics(p.tp.topic)}
@@ -69,7 +75,7 @@ def scan_log(
         )
     if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
         log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
-    tasks = scan_tasks(listing, url)
+    tasks = scan_tasks(listing, src)
     results: list[ScannedSegment | ScanFailure] = run_packed(
         spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
         lambda pack: [run_scan_task(t, skip_corrupt) for t in pack], storage.near,
@@ -99,7 +105,7 @@ def scan_log(
             skipped[part.tp] = exc
     kept = tuple(p for p in listing.partitions if p.tp not in skipped)
     listing = replace(listing, partitions=kept, checkpoints=without(listing.checkpoints, set(skipped)))
-    return Scanned(storage, url, listing, tasks, segments, skipped)
+    return Scanned(src, listing, tasks, segments, skipped)
 
 
 def scan_stage(

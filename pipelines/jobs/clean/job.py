@@ -210,7 +210,7 @@ def _key_tasks(plans: list[PartitionPlan], scanned: Scanned) -> list[KeyTask]:
                     records = int(by_id[sid].table.records_count[batches].sum())
                     first_dirty = plan.compaction.first_dirty
                     tasks.append(
-                        KeyTask(tp_index, g.gid, scanned.url, files[sid], batches, first_dirty, records)
+                        KeyTask(tp_index, g.gid, scanned.src, files[sid], batches, first_dirty, records)
                     )
     return tasks
 
@@ -240,7 +240,7 @@ def _compact(
     if not groups:
         return []
     configs = {plan.tp.dir_name: plan.config for plan in plans}
-    ctx = RewriteContext(scanned.url, staging.url, scanned.files, now, configs)
+    ctx = RewriteContext(scanned.src, staging.location, scanned.files, now, configs)
     bounds = _group_bounds(plans)
     key_tasks = _key_tasks(plans, scanned)
     gids = {tp: bounds.gids[tp].tolist() for tp in bounds.gids}
@@ -348,7 +348,7 @@ def _copy(
         for sid in p.copied
         for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url, link)
     ]
-    copy_pack = partial(run_copies, staging_url=staging.url)
+    copy_pack = partial(run_copies, staging=staging.location)
     near = scanned.storage.near and staging.storage.near
     run_packed(spark, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):

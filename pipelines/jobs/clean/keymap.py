@@ -24,7 +24,8 @@ from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.sections import Arena
-from segment_io.storage import open_storage
+from segment_io.storage import Location
+from segment_io.storage.location import locate
 
 if TYPE_CHECKING:
     from pipelines.jobs.clean.record_cache import RecordCache
@@ -41,11 +42,14 @@ class KeyTask:
 
     tp: int  # index of the partition in the run
     gid: int  # the output group the segment belongs to
-    url: str
+    src: Location
     files: SegmentFiles
     batches: np.ndarray  # batches whose records take part (not control, not aborted)
     first_dirty: int
     records: int  # records in those batches (from their headers), for sizing the shuffle
+
+    def __post_init__(self) -> None:
+        locate(self, "src")
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,7 @@ def extract_keys(
     clean: list[KeyRows] = []  # rows of the clean section
     held_rows = 0  # rows in `held` and `clean`
     for task in tasks if cache is None else tasks[::-1]:
-        storage, _ = open_storage(task.url)
-        reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
+        reader = SegmentReader(task.src.storage, task.files.log.path, task.files.base_offset)
         if cache is not None:
             cache.keep_reader(reader)
         table = reader.scan().table

@@ -26,7 +26,7 @@ from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable
 from segment_io.segment.sections import Arena
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
-from segment_io.storage import open_storage
+from segment_io.storage import Location
 
 # ---------------------------------------------------------------------------------------------
 # Rewrite
@@ -36,8 +36,8 @@ from segment_io.storage import open_storage
 class RewriteContext:
     """What a rewrite task needs besides its group plan."""
 
-    src_url: str
-    staging_url: str
+    src: Location
+    staging: Location
     segments: dict[int, SegmentFiles]
     now_ms: int
     configs: dict[str, TopicConfig]  # by partition directory
@@ -106,8 +106,7 @@ def rewrite_group(
     report); `cache`: records the key pass kept decoded (record_cache.py)."""
     started = time.perf_counter()
     config = ctx.configs[plan.partition_dir]
-    src, _ = open_storage(ctx.src_url)
-    dst, dst_root = open_storage(ctx.staging_url)
+    src, dst, dst_root = ctx.src.storage, ctx.staging.storage, ctx.staging.path
     stats = GroupStats(gid=plan.gid, partition_dir=plan.partition_dir, base_offset=plan.base_offset)
     limits = SegmentLimits(2**62, config.segment_index_bytes * 2**20, config.index_interval_bytes)
     writer = SegmentWriter(dst, posixpath.join(dst_root, plan.partition_dir), limits)

@@ -31,7 +31,7 @@ from segment_io.producer_snapshot import snapshot_name, snapshot_offset, write_s
 from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
-from segment_io.storage import Location, Place, open_storage
+from segment_io.storage import Location, Place
 from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.cut.job", "pipelines.output.copy")
@@ -49,7 +49,7 @@ class CutTask:
     """One segment written up to its `batches`-th batch (0: an empty segment at `base_offset`),
     under `partition_dir` of the staging area; `end`: the cut log's end offset."""
 
-    url: str
+    src: Location
     partition_dir: str
     base_offset: int
     files: SegmentFiles | None  # None: no source segment (an empty one at the cut)
@@ -142,7 +142,7 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
             items: list[CutTask | CopyTask] = [*tasks, *copies]
             run_packed(
                 run.spark, items, sizes, SCAN_TASKS_PER_CORE,
-                lambda pack: _write_pack(pack, staging.url), scanned.storage.near, DRIVER_BYTES,
+                lambda pack: _write_pack(pack, staging.location), scanned.storage.near, DRIVER_BYTES,
             )  # fmt: skip
         raise_if_stopped()
         with timer.stage("copy"):
@@ -214,32 +214,31 @@ def _work(scanned: Scanned, cuts: dict[TopicPartition, PartitionCut]) -> tuple[l
             if kept == len(seg.table):
                 copies += segment_copies(part.tp.dir_name, files, scanned.url)
             else:
-                tasks.append(CutTask(scanned.url, part.tp.dir_name, files.base_offset, files, kept, c.end))
+                tasks.append(CutTask(scanned.src, part.tp.dir_name, files.base_offset, files, kept, c.end))
         if c.empty_at is not None:
-            tasks.append(CutTask(scanned.url, part.tp.dir_name, c.empty_at, None, 0, c.end))
+            tasks.append(CutTask(scanned.src, part.tp.dir_name, c.empty_at, None, 0, c.end))
     return copies, tasks
 
 
-def _write_pack(pack: list[CutTask | CopyTask], staging_url: str) -> list[None]:
+def _write_pack(pack: list[CutTask | CopyTask], staging: Location) -> list[None]:
     """Executed on a worker: copies, and segments written up to the cut."""
-    run_copies([t for t in pack if isinstance(t, CopyTask)], staging_url)
+    run_copies([t for t in pack if isinstance(t, CopyTask)], staging)
     for task in pack:
         if isinstance(task, CutTask):
-            cut_segment(task, staging_url)
+            cut_segment(task, staging)
     return []
 
 
-def cut_segment(task: CutTask, staging_url: str) -> None:
+def cut_segment(task: CutTask, staging: Location) -> None:
     """The segment's first `task.batches` batches copied as they are into a segment of the same
     base offset (its indexes rebuilt, its `.txnindex` without the transactions whose marker is
     gone, its mtime kept)."""
-    dst, root = open_storage(staging_url)
-    writer = SegmentWriter(dst, posixpath.join(root, task.partition_dir), LIMITS)
+    writer = SegmentWriter(staging.storage, staging.file(task.partition_dir), LIMITS)
     files = task.files
     mtime = None if files is None else files.log.mtime_ms
     writer.roll(task.base_offset, mtime)
     if files is not None:
-        storage, _ = open_storage(task.url)
+        storage = task.src.storage
         reader = SegmentReader(storage, files.log.path, files.base_offset)
         table = reader.scan().table
         for i in range(task.batches):
@@ -275,7 +274,7 @@ def _side_files(
         for info in kept_snapshots(part, log_start, end) if ours else part.snapshots:
             if not (ours and snapshot_offset(info.name) == end):
                 target = posixpath.join(part.tp.dir_name, info.name)
-                copies.append(CopyTask(scanned.url, info.path, target, info.mtime_ms, info.size))
+                copies.append(CopyTask(scanned.src, info.path, target, info.mtime_ms, info.size))
         if ours:
             state = state_at_end(scanned.storage, part, scanned.segments[part.tp], cut, log_start, log)
             staging.storage.write_atomic(
@@ -291,8 +290,8 @@ def _side_files(
                     info.mtime_ms,
                 )
             else:
-                copies.append(CopyTask(scanned.url, info.path, target, info.mtime_ms, info.size))
-    run_copies(copies, staging.url)
+                copies.append(CopyTask(scanned.src, info.path, target, info.mtime_ms, info.size))
+    run_copies(copies, staging.location)
     checkpoints = {
         name: {tp: lowered(offset, cuts[tp].end) for tp, offset in entries.items() if tp in cuts}
         for name, entries in scanned.listing.checkpoints.items()

@@ -40,9 +40,9 @@ def erase(spark: Any, src: Place, dst: Place, keys: str, log: Log = print, **opt
     return run_erase(spark, request, log)
 
 
-# erase --validate: called with the staged output's URL and the keys (read, or the list to join);
+# erase --validate: called with the staged output and the keys (read, or the list to join);
 # raising publishes nothing.
-Gate = Callable[[str, ErasedKeys | KeyList], None]
+Gate = Callable[[Location, ErasedKeys | KeyList], None]
 
 
 def run_erase(
@@ -89,7 +89,7 @@ def _erase(
     report.run_id = staging.run_id
     with staged_output(run, staging):
         with timer.stage("erase"):
-            erased = _erase_all(run, scanned, tasks, keys, header_names, staging.url)
+            erased = _erase_all(run, scanned, tasks, keys, header_names, staging.location)
         raise_if_stopped()
         with timer.stage("copy"):
             _copy_side_files(scanned, staging)
@@ -97,7 +97,7 @@ def _erase(
         staging.write_meta(REPORT, report.to_dict())
         if gate is not None:
             with timer.stage("validate"):
-                gate(staging.url, keys)
+                gate(staging.location, keys)
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         outputs = inventory(written, {p.partition: p.records_out for p in report.partitions})
         fault_point("before-publish")
@@ -121,7 +121,7 @@ def _tasks(scanned: Scanned) -> list[EraseTask]:
         segments = scanned.segments[part.tp]
         masks = retain_empty([s.table for s in segments])
         for files, mask in zip(part.segments, masks, strict=True):
-            tasks.append(EraseTask(index, part.tp.dir_name, scanned.url, files, mask))
+            tasks.append(EraseTask(index, part.tp.dir_name, scanned.src, files, mask))
     return tasks
 
 
@@ -143,25 +143,25 @@ def _erase_all(
     tasks: list[EraseTask],
     keys: ErasedKeys | KeyList,
     header_names: ErasedKeys | None,
-    staging_url: str | None,
+    staging: Location | None,
 ) -> _Erased:
     """Every segment's erase: each task matching its records against the keys itself (a list read
     whole), or handed its listed records by the key join (a list too large for that). The tasks
     run in the driver's threads where a small local log allows it (as clean's small compactions:
     every record is decoded), else in a local master's processes or as Spark tasks."""
     if isinstance(keys, ErasedKeys):
-        ctx = EraseContext(keys, header_names, staging_url)
+        ctx = EraseContext(keys, header_names, staging)
         results = run_packed(
             run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
             lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
         )  # fmt: skip
         return _Erased(results, len(keys), keys.digests(), None)
-    ctx = EraseContext(None, header_names, staging_url)
+    ctx = EraseContext(None, header_names, staging)
     # The digests of keys found nowhere stay in files of the output, a file per bucket (a dry run
     # counts them only).
-    not_found_dir = posixpath.join(staging_url, NOT_FOUND_DIR) if staging_url else None
+    not_found_dir = None if staging is None else staging.child(NOT_FOUND_DIR)
     results, joined = run_joined(
-        run.spark, keys, header_names, tasks, lambda t: [(t.url, t.files)], [t.files.size for t in tasks],
+        run.spark, keys, header_names, tasks, lambda t: [(t.src, t.files)], [t.files.size for t in tasks],
         SCAN_TASKS_PER_CORE, lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
         not_found_dir,
     )  # fmt: skip
@@ -173,14 +173,14 @@ def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
     batches that carry producer state are kept), and the root checkpoints of the partitions."""
     copies = [
         CopyTask(
-            scanned.url, info.path, posixpath.join(part.tp.dir_name, info.name), info.mtime_ms, info.size
+            scanned.src, info.path, posixpath.join(part.tp.dir_name, info.name), info.mtime_ms, info.size
         )
         for part in scanned.listing.partitions
         for info in (*part.snapshots, *part.other_files)
     ]
     for part in scanned.listing.partitions:  # a partition without segments still has its directory
         staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
-    run_copies(copies, staging.url)
+    run_copies(copies, staging.location)
     write_checkpoint_files(staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints))
 
 

@@ -17,7 +17,6 @@ ref · 2^40 + priority · 2^32 + relative offset (a segment's relative offsets f
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -34,7 +33,7 @@ from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.sections import Arena
-from segment_io.storage import open_storage
+from segment_io.storage import Location, Place
 
 # A reduce task's share: about this many bytes of listed keys per bucket (the table holding them
 # takes about three times that).
@@ -56,7 +55,7 @@ class SegmentRef:
     """A segment the join reads; its matches go to the next stage's task `route`."""
 
     route: int
-    url: str
+    log: Location  # the log the segment is in
     files: SegmentFiles
 
 
@@ -130,11 +129,11 @@ def listed_records(
     refs: list[SegmentRef],
     header_names: ErasedKeys | None,
     evidence_route: int,
-    not_found_dir: str | None = None,
+    not_found_dir: Location | None = None,
 ) -> object:
     """The join over `flow`: a frame of (route, SegmentMatches) and (evidence_route, BucketKeys),
     to be routed to the next stage's tasks; the digests of keys found nowhere are written under
-    `not_found_dir` (a URL), or only counted (None)."""
+    `not_found_dir`, or only counted (None)."""
     if len(refs) >= MOST_REFS:
         raise ValueError(f"a key join reads at most {MOST_REFS - 1} segments at once")
     buckets = buckets_for(key_list, sum(r.files.size for r in refs), parallelism)
@@ -168,7 +167,7 @@ def _record_rows(
     by bucket; control batches carry no data record."""
     arena = Arena()
     for index, ref in refs:
-        reader = SegmentReader(open_storage(ref.url)[0], ref.files.log.path, ref.files.base_offset)
+        reader = SegmentReader(ref.log.storage, ref.files.log.path, ref.files.base_offset)
         table = reader.scan().table
         tag = np.int64(index) << np.int64(REF_SHIFT)
         for chunk in chunk_batches(table):
@@ -201,7 +200,7 @@ def _match_bucket(
     items: Iterator[tuple[int, KeyRows]],
     routes: np.ndarray,
     evidence_route: int,
-    not_found_dir: str | None,
+    not_found_dir: Location | None,
 ) -> Iterator[tuple[int, object]]:
     """Executed on a worker, per bucket: its keys in a table, its record rows looked up in it;
     the matches to their segments' routes, what the bucket learnt of its keys to the evidence's."""
@@ -247,14 +246,13 @@ def _match_bucket(
 DIGEST_LINES = 1 << 20
 
 
-def _write_digests(table: ErasedKeys, entries: np.ndarray, directory_url: str, name: str) -> None:
+def _write_digests(table: ErasedKeys, entries: np.ndarray, directory: Location, name: str) -> None:
     """The SHA-256 of the keys `entries` as lines of hex, sorted, into one new file: a digest
     kernel over the keys, no Python object per key."""
     rows = table.table.rows()
     digests = sha256_rows(rows.data, rows.starts[entries], rows.lengths[entries])
     digests = digests[_byte_order(digests)]
-    storage, directory = open_storage(directory_url)
-    pending = storage.open_write(posixpath.join(directory, name))
+    pending = directory.storage.open_write(directory.file(name))
     try:
         for lo in range(0, len(digests), DIGEST_LINES):
             pending.write(hex_lines(digests[lo : lo + DIGEST_LINES]))
@@ -296,11 +294,11 @@ def run_joined(
     key_list: KeyList,
     header_names: ErasedKeys | None,
     units: Sequence[U],
-    segments_of: Callable[[U], list[tuple[str, SegmentFiles]]],
+    segments_of: Callable[[U], list[tuple[Place, SegmentFiles]]],
     sizes: list[int],
     tasks_per_core: int,
     work: Callable[[U, list[ListedRecords]], R],
-    not_found_dir: str | None = None,
+    not_found_dir: Place | None = None,
 ) -> tuple[list[R], JoinedKeys]:
     """`work(unit, listed records of each of its segments)` for every unit (an erase's segment, a
     proof's pair of segments), on the run's flow after the key join; results in no set order.
@@ -314,11 +312,12 @@ def run_joined(
             for u in pack:
                 segments = segments_of(units[u])
                 ref_ids[u] = list(range(len(refs), len(refs) + len(segments)))
-                refs += [SegmentRef(route, url, files) for url, files in segments]
+                refs += [SegmentRef(route, Location.of(log), files) for log, files in segments]
         by_route = [[(units[u], ref_ids[u]) for u in pack] for pack in chosen]
         bases = [ref.files.base_offset for ref in refs]
         evidence = len(chosen)  # the route of what the buckets learnt of their keys
-        matched = listed_records(flow, parallelism, key_list, refs, header_names, evidence, not_found_dir)
+        not_found = Location.of_optional(not_found_dir)
+        matched = listed_records(flow, parallelism, key_list, refs, header_names, evidence, not_found)
         done = flow.collected(
             flow.routed(
                 matched,

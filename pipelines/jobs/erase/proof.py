@@ -19,12 +19,12 @@ from pipelines.log.scanned import SCAN_TASKS_PER_CORE
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.format import records as rec
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
-from segment_io.remote.view import log_url
+from segment_io.remote.view import log_location
 from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable
 from segment_io.segment.sections import Arena
-from segment_io.storage import open_storage
+from segment_io.storage import Location, Place
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class PairTask:
     """One SRC segment and the OUT segment of the same base offset."""
 
     partition: str
-    src_url: str
-    out_url: str
+    src_log: Location
+    out_log: Location
     src: SegmentFiles
     out: SegmentFiles
     # Each side's records carrying a listed key, found by the key join (jobs/erase/join.py);
@@ -72,8 +72,8 @@ class _Proof:
 
 def prove_erasure(
     spark: object,
-    out_url: str,
-    src_url: str,
+    out_log: Place,
+    src_log: Place,
     keys: ErasedKeys | KeyList,
     header_names: ErasedKeys | None,
     topics: Callable[[str], bool] | None = None,
@@ -81,22 +81,21 @@ def prove_erasure(
     """One verdict per partition of SRC (of the `topics` selected: erase --topic) or OUT; a
     partition in one only is a problem. A key list too large to hand every task is joined with
     both sides' records (jobs/erase/join.py)."""
-    out_storage, out_path = open_storage(log_url(out_url))  # either may be a remote tier
-    src_storage, src_path = open_storage(log_url(src_url))
-    out_listing = list_log_dir(out_storage, out_path, allow_incomplete=True)
-    src_listing = list_log_dir(src_storage, src_path)
+    out, src = log_location(out_log), log_location(src_log)  # either may be a remote tier
+    out_listing = list_log_dir(out.storage, out.path, allow_incomplete=True)
+    src_listing = list_log_dir(src.storage, src.path)
     if topics is not None:
         src_listing = replace(
             src_listing, partitions=tuple(p for p in src_listing.partitions if topics(p.tp.topic))
         )
-    verdicts, tasks = _pair(out_listing, src_listing, out_storage.url(out_path), src_storage.url(src_path))
+    verdicts, tasks = _pair(out_listing, src_listing, out, src)
     if isinstance(keys, KeyList) and keys.broadcast:
         keys = keys.read()
     sizes = [t.src.size + t.out.size for t in tasks]
     results: list[ErasureVerdict]
     if isinstance(keys, ErasedKeys):
         proof = _Proof(keys, header_names)
-        near = out_storage.near and src_storage.near
+        near = out.near and src.near
         results = run_packed(
             spark, tasks, sizes, SCAN_TASKS_PER_CORE,
             lambda pack: [compare_pair(t, proof) for t in pack], near, DRIVER_COMPACT_BYTES,
@@ -104,7 +103,7 @@ def prove_erasure(
     else:
         joined = _Proof(None, header_names)
         results, _ = run_joined(
-            spark, keys, header_names, tasks, lambda t: [(t.src_url, t.src), (t.out_url, t.out)], sizes,
+            spark, keys, header_names, tasks, lambda t: [(t.src_log, t.src), (t.out_log, t.out)], sizes,
             SCAN_TASKS_PER_CORE,
             lambda t, listed: compare_pair(replace(t, src_listed=listed[0], out_listed=listed[1]), joined),
         )  # fmt: skip
@@ -125,7 +124,7 @@ def prove_erasure(
 
 
 def _pair(
-    out_listing: LogDirListing, src_listing: LogDirListing, out_url: str, src_url: str
+    out_listing: LogDirListing, src_listing: LogDirListing, out_log: Location, src_log: Location
 ) -> tuple[list[ErasureVerdict], list[PairTask]]:
     """Segments paired by base offset (an erase keeps every segment under its base offset); what
     cannot be paired is a verdict already."""
@@ -147,7 +146,7 @@ def _pair(
             verdicts.append(ErasureVerdict(name, 0, 0, detail))
             continue
         tasks += [
-            PairTask(name, src_url, out_url, src_segments[b], out_segments[b]) for b in sorted(src_segments)
+            PairTask(name, src_log, out_log, src_segments[b], out_segments[b]) for b in sorted(src_segments)
         ]
     return verdicts, tasks
 
@@ -155,8 +154,8 @@ def _pair(
 def compare_pair(task: PairTask, proof: _Proof) -> ErasureVerdict:
     """Executed on a worker: one segment pair, chunk by chunk of SRC (an OUT batch keeps its SRC
     batch's last offset, so each chunk's OUT batches are found from its last offsets)."""
-    src = SegmentReader(open_storage(task.src_url)[0], task.src.log.path, task.src.base_offset)
-    out = SegmentReader(open_storage(task.out_url)[0], task.out.log.path, task.out.base_offset)
+    src = SegmentReader(task.src_log.storage, task.src.log.path, task.src.base_offset)
+    out = SegmentReader(task.out_log.storage, task.out.log.path, task.out.base_offset)
     st, ot = src.scan().table, out.scan().table
     listed_left = erased = 0
     src_arena, out_arena = Arena(), Arena()

@@ -30,7 +30,7 @@ from segment_io.segment.framing import Framed, chunk_batches
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.sections import Arena
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
-from segment_io.storage import open_storage, transfer
+from segment_io.storage import Location, transfer
 
 # Index density of rewritten segments: Kafka's defaults (index.interval.bytes, segment.index.bytes).
 LIMITS = SegmentLimits(segment_bytes=2**62)
@@ -43,7 +43,7 @@ class EraseTask:
 
     partition: int  # index of the partition in the run
     partition_dir: str
-    url: str
+    src: Location
     files: SegmentFiles
     retain_empty: np.ndarray  # bool, per batch
     # The records carrying a listed key, found by the key join (jobs/erase/join.py); None: the
@@ -84,15 +84,14 @@ class EraseContext:
 
     keys: ErasedKeys | None  # None: every task's listed records come from the key join
     header_names: ErasedKeys | None
-    staging_url: str | None  # None: a dry run
+    staging: Location | None  # None: a dry run
 
 
 def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
     """Executed on a worker: erase the listed keys from one segment into the staging area, in one
     pass: each chunk's data batches are framed once, matched, and (from the first chunk with a
     match on) written; the chunks before that are copied batch by batch, unread."""
-    storage, _ = open_storage(task.url)
-    reader = SegmentReader(storage, task.files.log.path, task.files.base_offset)
+    reader = SegmentReader(task.src.storage, task.files.log.path, task.files.base_offset)
     table = reader.scan().table
     arena = Arena()
     offsets: list[np.ndarray] = []
@@ -114,10 +113,10 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
         if len(hit):
             offsets.append(framed.offset[hit].copy())
             entries.append(matched[hit])
-        if ctx.staging_url is None:  # a dry run: what would go, nothing written
+        if ctx.staging is None:  # a dry run: what would go, nothing written
             continue
         if out is None and len(hit):
-            out = _Output.start(task, reader, ctx.staging_url, int(index[0]))
+            out = _Output.start(task, reader, ctx.staging, int(index[0]))
         if out is not None:
             write_chunk(out.segment, out.source, index, whole, framed, matched < 0)
             fault_point("mid-rewrite")
@@ -128,8 +127,8 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
         return _result(
             task, True, size, out.finish(task), records_in, erased, matched_all, out.segment.counts
         )
-    if ctx.staging_url is not None:
-        run_copies(segment_copies(task.partition_dir, task.files, task.url), ctx.staging_url)
+    if ctx.staging is not None:
+        run_copies(segment_copies(task.partition_dir, task.files, task.src), ctx.staging)
     return _result(task, bool(offsets), size, size, records_in, erased, matched_all, None)
 
 
@@ -162,12 +161,11 @@ class _Output:
     out_dir: str
 
     @classmethod
-    def start(cls, task: EraseTask, reader: SegmentReader, staging_url: str, unread: int) -> _Output:
+    def start(cls, task: EraseTask, reader: SegmentReader, staging: Location, unread: int) -> _Output:
         """The output, with the input's first `unread` batches (no listed key) copied as they are."""
         table = reader.scan().table
-        dst, dst_root = open_storage(staging_url)
-        out_dir = posixpath.join(dst_root, task.partition_dir)
-        writer = SegmentWriter(dst, out_dir, LIMITS)
+        out_dir = staging.file(task.partition_dir)
+        writer = SegmentWriter(staging.storage, out_dir, LIMITS)
         writer.roll(task.files.base_offset)
         actions = np.where(task.retain_empty, BatchRetention.RETAIN_EMPTY, BatchRetention.DELETE_EMPTY)
         # No horizon is stamped (nothing is compacted), no transaction indexed (the .txnindex is copied).
@@ -190,7 +188,7 @@ class _Output:
         if files.txnindex is not None:
             dst = self.segment.writer.storage
             target = posixpath.join(self.out_dir, files.txnindex.name)
-            transfer(open_storage(task.url)[0], files.txnindex.path, dst, target, files.txnindex.mtime_ms)
+            transfer(task.src.storage, files.txnindex.path, dst, target, files.txnindex.mtime_ms)
         return written.size
 
 

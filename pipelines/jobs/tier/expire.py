@@ -25,6 +25,7 @@ from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
+from segment_io.storage import Place
 from segment_io.topic_partition import TopicPartition
 
 
@@ -45,14 +46,14 @@ class ExpiryResult:
 
 
 def expire(
-    remote_url: str,
+    remote: Place,
     config: JobConfig,
     log: Callable[[str], Any] = print,
     dry_run: bool = False,
     clock: Callable[[], int] = clock_ms,
 ) -> ExpiryResult:
     """Remove what no version needs once the grace period has passed on the wall clock `clock`."""
-    tier = RemoteTier.open(remote_url)
+    tier = RemoteTier.open(remote)
     result = ExpiryResult()
     now_ms = clock()
     for tp in tier.partitions():

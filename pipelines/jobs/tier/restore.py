@@ -16,7 +16,7 @@ from pipelines.runtime.harness import Checked, checked, job_run, staged_output
 from pipelines.runtime.session import publishing, raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import LogDirListing, list_log_dir
-from segment_io.storage import Location, Place, Storage
+from segment_io.storage import Location, Place
 from segment_io.text import counted
 
 WORKER_MODULES = ("pipelines.output.copy",)
@@ -40,14 +40,12 @@ def run_restore(
     """The restore `request` asks for (see `restore`)."""
     request = checked(request)
     dst, local = request.dst, request.local
-    view, root = request.view.storage, request.view.path
-    listing = list_log_dir(view, root)
-    tasks = _copy_tasks(listing, view, root, request.view.url)
+    listing = list_log_dir(request.view.storage, request.view.path)
+    tasks = _copy_tasks(listing, request.view)
     with job_run(spark, WORKER_MODULES) as run, staged_output(run, Staging.create(dst, log)) as staging:
         if tasks:
-            staging_url = staging.url
             chosen = spark_packs(run.spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
-            on_workers(run.spark, chosen, partial(run_copies, staging_url=staging_url))
+            on_workers(run.spark, chosen, partial(run_copies, staging=staging.location))
         raise_if_stopped()
         fault_point("before-publish")
         with publishing():
@@ -62,19 +60,17 @@ def run_restore(
     return written
 
 
-def _copy_tasks(listing: LogDirListing, view: Storage, root: str, view_url: str) -> list[CopyTask]:
+def _copy_tasks(listing: LogDirListing, view: Location) -> list[CopyTask]:
     """Every file of the two tiers as one log: segments with their indexes, the partitions' other
     files, the root files."""
     tasks: list[CopyTask] = []
     for part in listing.partitions:
         name = part.tp.dir_name
         for files in part.segments:
-            tasks.extend(segment_copies(name, files, view_url))
+            tasks.extend(segment_copies(name, files, view))
         for info in (*part.snapshots, *part.other_files):
-            tasks.append(
-                CopyTask(view_url, info.path, posixpath.join(name, info.name), info.mtime_ms, info.size)
-            )
-    for info in view.list(root):
+            tasks.append(CopyTask(view, info.path, posixpath.join(name, info.name), info.mtime_ms, info.size))
+    for info in view.storage.list(view.path):
         if not info.is_dir:
-            tasks.append(CopyTask(view_url, info.path, info.name, info.mtime_ms, info.size))
+            tasks.append(CopyTask(view, info.path, info.name, info.mtime_ms, info.size))
     return tasks

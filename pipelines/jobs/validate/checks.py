@@ -31,7 +31,7 @@ from segment_io.errors import CorruptIndex, CrcMismatch, OverlappingSegments, Se
 from segment_io.layout import PartitionListing
 from segment_io.partition import inspect_partition
 from segment_io.segment.arrow import RECORD_SCHEMA
-from segment_io.storage import Location, open_storage
+from segment_io.storage import Location
 
 FILE_RULES = ("batches_crc_valid", "batches_well_formed", "indexes_consistent", "segment_offsets_in_order")
 RECORD_RULES = (
@@ -76,18 +76,17 @@ def file_checks(sc: Any, log: Location, parts: list[PartitionListing]) -> list[F
     from pipelines.log.scanned import SCAN_TASKS_PER_CORE
     from pipelines.runtime.tasks import run_packed
 
-    sizes, url = [part.size for part in parts], log.url
+    sizes = [part.size for part in parts]
 
     def work(pack: list[PartitionListing]) -> list[FileCheck]:
-        return [r for part in pack for r in check_partition_files(url, part)]
+        return [r for part in pack for r in check_partition_files(log, part)]
 
     return run_packed(sc, parts, sizes, SCAN_TASKS_PER_CORE, work, log.near)
 
 
-def check_partition_files(url: str, part: PartitionListing) -> list[FileCheck]:
+def check_partition_files(log: Location, part: PartitionListing) -> list[FileCheck]:
     """Executed on a worker: one partition's files, every problem kept (nothing raised)."""
-    storage, _ = open_storage(url)
-    report = inspect_partition(storage, part, verify_crc=True)
+    report = inspect_partition(log.storage, part, verify_crc=True)
     found: dict[str, str] = {}
     for error in report.errors:
         found.setdefault(_rule_of(error), str(error))
@@ -114,7 +113,7 @@ FACTS_DDL = "topic string, partition int, offset long, key binary, " + ", ".join
 )
 
 
-def partition_facts(url: str, part: PartitionListing, bounds: Bounds) -> pa.RecordBatch:
+def partition_facts(log: Location, part: PartitionListing, bounds: Bounds) -> pa.RecordBatch:
     """Executed on a worker: one row per record of one partition (in file order) with one boolean
     per record rule, computed with numpy and pyarrow over the records as the kafka-segments
     source decodes them. Key uniqueness needs the whole partition, so a task takes one."""
@@ -124,7 +123,7 @@ def partition_facts(url: str, part: PartitionListing, bounds: Bounds) -> pa.Reco
 
     from segment_io.segment.reader import SegmentReader
 
-    storage, _ = open_storage(url)
+    storage = log.storage
     log_start_offset, cleaner_offset = bounds.log_start_offset, bounds.cleaner_offset
     wanted = ("offset", "timestamp", "magic", "is_control", "is_transactional", "batch_base_offset",
               "batch_last_offset", "segment_base_offset", "key")  # fmt: skip
@@ -190,10 +189,8 @@ def record_checks(spark: Any, log: Location, parts: list[PartitionListing], boun
     from pipelines.jobs.validate.frames import with_key_b64
     from pipelines.runtime.tasks import one_task_each
 
-    url = log.url
-
     def facts(part: PartitionListing) -> Any:
-        return [partition_facts(url, part, bounds.get(part.tp, Bounds()))]
+        return [partition_facts(log, part, bounds.get(part.tp, Bounds()))]
 
     sizes = [part.size for part in parts]
     rows = one_task_each(spark, parts, facts, FACTS_DDL, sizes, log.near)

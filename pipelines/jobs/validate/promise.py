@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from pipelines.jobs.validate.allowed import Allowed
 from segment_io.layout import PartitionListing
-from segment_io.storage import Location, open_storage
+from segment_io.storage import Location
 
 # One boolean column per rule; a row fills those of its kind and leaves the others null.
 PROMISE_RULES = (
@@ -69,7 +69,7 @@ class PartitionPair:
 
 
 def _read(
-    url: str, part: PartitionListing | None, verify_crc: bool, digest_at: np.ndarray | None = None
+    log: Location, part: PartitionListing | None, verify_crc: bool, digest_at: np.ndarray | None = None
 ) -> dict[str, Any]:
     """One partition's records as arrays (file order), with the digest of each record whose offset
     is in `digest_at` (sorted; None: every record) and 0 for the others: only records at an output
@@ -79,7 +79,7 @@ def _read(
 
     chunks: dict[str, list[Any]] = {name: [] for name in (*READ, "digest", "has_value")}
     if part is not None:
-        storage, _ = open_storage(url)
+        storage = log.storage
         for seg in part.segments:
             reader = SegmentReader(storage, seg.log.path, seg.base_offset)
             if verify_crc:
@@ -199,12 +199,12 @@ def _superseded(src: dict[str, Any], out: dict[str, Any], first_dirty: int, end:
 
 
 def partition_promise(
-    pair: PartitionPair, output_url: str, source_url: str, now_ms: int
+    pair: PartitionPair, output: Location, source: Location, now_ms: int
 ) -> Iterator[pa.RecordBatch]:
     """Executed on a worker: the promise rows of one partition (see the module)."""
-    out = _read(output_url, pair.output, verify_crc=False)  # its files passed the structure suite
+    out = _read(output, pair.output, verify_crc=False)  # its files passed the structure suite
     # The source's scan verified its CRCs; only its records at an output offset are compared.
-    src = _read(source_url, pair.source, verify_crc=False, digest_at=np.unique(out["offset"]))
+    src = _read(source, pair.source, verify_crc=False, digest_at=np.unique(out["offset"]))
     topic, partition = pair.topic, pair.partition
 
     def rows(
@@ -264,11 +264,11 @@ def promise_rows(
     from pipelines.runtime.tasks import one_task_each
 
     sizes = [sum(part.size for part in (pair.output, pair.source) if part is not None) for pair in pairs]
-    near, output_url, source_url = output.near and source.near, output.url, source.url
+    near = output.near and source.near
     return one_task_each(
         spark,
         pairs,
-        lambda pair: partition_promise(pair, output_url, source_url, now_ms),
+        lambda pair: partition_promise(pair, output, source, now_ms),
         PROMISE_DDL,
         sizes,
         near,
