@@ -346,7 +346,7 @@ def _copy(
         c
         for p in plans
         for sid in p.copied
-        for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.url, link)
+        for c in segment_copies(p.tp.dir_name, scanned.files[sid], scanned.src, link)
     ]
     copy_pack = partial(run_copies, staging=staging.location)
     near = scanned.storage.near and staging.storage.near
