@@ -34,7 +34,9 @@ class Location:
 
     @classmethod
     def at(cls, storage: Storage, path: str) -> Location:
-        """The Location of `path` on an already opened `storage`."""
+        """The Location of `path` on an already opened `storage` (a place whose `storage.url(path)`
+        opens it again where it travels: a disk or an object store, not a path inside a tiered
+        view, which has no URL of its own)."""
         return cls(storage.url(path), (storage, path))
 
     @cached_property
