@@ -21,7 +21,7 @@ from pipelines.runtime.session import publishing, raise_if_stopped
 from segment_io.layout import CLEANER_CHECKPOINT, INCOMPLETE, META_DIR
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
-from segment_io.storage import Storage
+from segment_io.storage import Place, Storage
 from segment_io.topic_partition import TopicPartition
 
 STAGING = posixpath.join(META_DIR, "in-place")
@@ -46,7 +46,7 @@ def remove_finished_staging(storage: Storage, path: str, log: Callable[[str], An
 def commit_staged(
     spark: Any,
     tier: RemoteTier,
-    staging_url: str,
+    staged: Place,
     before: dict[TopicPartition, PartitionManifest],
     origin: str,
     log_starts: Mapping[str, int],
@@ -55,7 +55,7 @@ def commit_staged(
     """Upload the staged log's segments into the tier and commit one new version per partition
     (segments marked `origin`; log start offsets raised to `log_starts`, by partition name, where
     higher); returns the partitions committed."""
-    scanned = scan_log(spark, staging_url, log, skip_corrupt=False)
+    scanned = scan_log(spark, staged, log, skip_corrupt=False)
     cleaned = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})
     tasks = []
     parts = list(scanned.listing.partitions)

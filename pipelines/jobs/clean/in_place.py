@@ -63,7 +63,7 @@ def clean_in_place(
         fault_point("in-place-cleaned")
         raise_if_stopped()
         starts = {m.partition: m.log_start_offset for m in result.partitions}
-        committed = commit_staged(spark, tier, staged.url, before, ORIGIN_CLEAN, starts, log)
+        committed = commit_staged(spark, tier, staged, before, ORIGIN_CLEAN, starts, log)
         log(f"segpipe: committed the cleaned log of {counted(committed, 'partition')} to {tier.url}")
     finally:
         tier.storage.remove(staging)

@@ -212,7 +212,7 @@ def _work(scanned: Scanned, cuts: dict[TopicPartition, PartitionCut]) -> tuple[l
             if kept is None:
                 continue
             if kept == len(seg.table):
-                copies += segment_copies(part.tp.dir_name, files, scanned.url)
+                copies += segment_copies(part.tp.dir_name, files, scanned.src)
             else:
                 tasks.append(CutTask(scanned.src, part.tp.dir_name, files.base_offset, files, kept, c.end))
         if c.empty_at is not None:

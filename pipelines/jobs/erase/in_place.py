@@ -53,7 +53,7 @@ def erase_in_place(
     try:
         fault_point("in-place-erased")
         raise_if_stopped()
-        committed = commit_staged(spark, tier, staged.dst.url, before, ORIGIN_ERASE, {}, log)
+        committed = commit_staged(spark, tier, staged.dst, before, ORIGIN_ERASE, {}, log)
         log(f"segpipe: committed the erased log of {counted(committed, 'partition')} to {tier.url}")
     finally:
         tier.storage.remove(staging)
