@@ -169,8 +169,6 @@ _WITH_SOURCES: weakref.WeakSet[Any] = weakref.WeakSet()
 # batch of pickled items handed to a Python task stays far below Arrow's 2 GiB per column.
 SESSION_SETTINGS = {
     "spark.sql.execution.arrow.maxBytesPerBatch": str(64 * 2**20),
-    # Spark hands the kafka-segments source the filters of a query (offset and time ranges).
-    "spark.sql.python.filterPushdown.enabled": "true",
 }
 
 

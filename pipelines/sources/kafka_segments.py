@@ -5,50 +5,42 @@
 Options: `topic` (one topic, or several comma-separated; a name that matches no topic of the log
 is an error naming the topics there), `verifyCrc` (default true: every batch read has its CRC
 checked before its records are returned, and a mismatch fails the read naming file and byte, as
-`inspect`, `dump` and `clean` do; false skips the check), `pushdown` (default true; see below).
+`inspect`, `dump` and `clean` do; false skips the check), `partitions` (only these partition
+directories, `orders-0,orders-1`), `remote` (the log's remote tier, read with it as one log).
 Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA); each segment
 is one input partition and is read in Arrow batches, so memory stays bounded by the chunk size. A
 log with no segment reads as an empty DataFrame.
 
-Filters on `topic` and `partition` (=, IN) choose partition directories; filters on `offset` and
-`timestamp` (=, <, <=, >, >=, BETWEEN, AND-ed) choose segments and, through their `.index` and
-`.timeindex`, the byte window of each that can hold such records (segment_io.segment.ranges):
-only those windows are read, and every record read is checked against the range, so the rows are
-the rows Spark's own filter would keep. Spark hands filters to a Python source only with
-`spark.sql.python.filterPushdown.enabled` (segpipe's sessions and `register` turn it on; a
-session without it refuses the source, naming the setting, unless the option `pushdown` is false).
+Options `fromOffset`, `toOffset`, `fromTime`, `toTime` (inclusive; times in epoch ms or ISO-8601)
+choose segments and, through their `.index` and `.timeindex`, the byte window of each that can hold
+such records (segment_io.segment.ranges): only those windows are read, and every record read is
+checked against the range. They are options, not pushed filters, on purpose: Spark 4.3 keeps the
+read a Python source planned for one query's pushed filters on the DataFrame and reuses it for the
+next query of that DataFrame (or temporary view) that pushes no filter, which then answers with the
+earlier query's rows. An option belongs to the DataFrame, so every query of it reads the same rows;
+Spark's own `where` on any column is always applied by Spark, after a read of the whole log.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualNullSafe,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    IsNotNull,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from segment_io.segment.ranges import RecordRange, Window
 
 NAME = "kafka-segments"
-# The setting without which Spark hands a Python source no filter (and refuses one that takes them).
-PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
-# Columns every record has a value in: a filter that they are not null holds for every row.
-NEVER_NULL = {("topic",), ("partition",), ("offset",), ("timestamp",)}
+# The options that bound the records read (inclusive), with the RecordRange field each sets.
+RANGE_OPTIONS = {
+    "fromOffset": "from_offset",
+    "toOffset": "to_offset",
+    "fromTime": "from_time",
+    "toTime": "to_time",
+}
 
 
 def spark_schema() -> Any:
@@ -96,9 +88,9 @@ class KafkaSegmentsReader(DataSourceReader):
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
         self.url = log_url(self.url, options.get("remote"))
-        self.want = RecordRange()  # the offset and time range the pushed filters ask for
-        self.topic_filter: set[str] | None = None  # from pushed filters; None: no such filter
-        self.partition_filter: set[int] | None = None
+        # Set once from the options, never by a query: the read is the same for every query of the
+        # DataFrame (see the module's docstring).
+        self.want = range_option(options)
 
     def partitions(self) -> list[SegmentPartition]:
         from segment_io.layout import list_log_dir
@@ -115,8 +107,6 @@ class KafkaSegmentsReader(DataSourceReader):
             for part in listing.partitions
             if (self.topics is None or part.tp.topic in self.topics)
             and (self.partition_dirs is None or part.tp.dir_name in self.partition_dirs)
-            and (self.topic_filter is None or part.tp.topic in self.topic_filter)
-            and (self.partition_filter is None or part.tp.partition in self.partition_filter)
         ]
         segments = [
             (part, files, part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None)
@@ -158,77 +148,26 @@ class KafkaSegmentsReader(DataSourceReader):
         yield from reader.record_batches(partition.topic, partition.partition, want=want)
 
 
-class PushdownReader(KafkaSegmentsReader):
-    """The reader that takes Spark's filters on topic, partition, offset and timestamp."""
+def range_option(options: dict[str, str]) -> RecordRange:
+    """The offset and time range the options bound (inclusive); a bad value or an empty range is
+    refused naming the option."""
+    from pipelines.clock import parse_time
 
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        for condition in filters:
-            if not self._take(condition):
-                yield condition
-
-    def _take(self, condition: Filter) -> bool:
-        """Whether `condition` is applied in full here (else Spark applies it after the read)."""
-        column = condition.attribute if hasattr(condition, "attribute") else ()
-        if isinstance(condition, IsNotNull) and column in NEVER_NULL:
-            return True
-        values: tuple[Any, ...]
-        if isinstance(condition, EqualTo | EqualNullSafe):
-            values = (condition.value,)
-        elif isinstance(condition, In):
-            values = tuple(condition.value)
+    bounds: dict[str, int] = {}
+    for name, field in RANGE_OPTIONS.items():
+        value = options.get(name, options.get(name.lower()))
+        if value is None:
+            continue
+        if "Time" in name:
+            bounds[field] = parse_time(value, f"kafka-segments: option {name}")
+        elif value.strip().lstrip("-").isdigit():
+            bounds[field] = int(value)
         else:
-            values = ()
-        if column == ("topic",) and values and all(isinstance(v, str) for v in values):
-            chosen = set(values)
-            self.topic_filter = chosen if self.topic_filter is None else self.topic_filter & chosen
-            return True
-        if column == ("partition",) and values and all(_is_int(v) for v in values):
-            numbers = set(values)
-            self.partition_filter = (
-                numbers if self.partition_filter is None else self.partition_filter & numbers
-            )
-            return True
-        if column not in (("offset",), ("timestamp",)):
-            return False
-        bound = _bound(condition)
-        if bound is None:
-            return False
-        low, high = bound
-        narrowed = (
-            RecordRange(from_offset=low, to_offset=high)
-            if column == ("offset",)
-            else RecordRange(from_time=low, to_time=high)
-        )
-        self.want = self.want.narrowed(narrowed)
-        # IN narrows the range to its smallest and largest value; Spark still picks the values.
-        return not isinstance(condition, In)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _bound(condition: Filter) -> tuple[int | None, int | None] | None:
-    """The inclusive bounds an integer comparison states, None for any other condition."""
-    if isinstance(condition, In):
-        values = tuple(condition.value)
-        if not values or not all(_is_int(v) for v in values):
-            return None
-        return min(values), max(values)
-    value = getattr(condition, "value", None)
-    if not isinstance(value, int) or isinstance(value, bool):
-        return None
-    if isinstance(condition, EqualTo | EqualNullSafe):
-        return value, value
-    if isinstance(condition, GreaterThan):
-        return value + 1, None
-    if isinstance(condition, GreaterThanOrEqual):
-        return value, None
-    if isinstance(condition, LessThan):
-        return None, value - 1
-    if isinstance(condition, LessThanOrEqual):
-        return None, value
-    return None
+            raise ValueError(f"kafka-segments: option {name}={value!r} must be an offset (an integer)")
+    want = RecordRange(**bounds)
+    if want.empty:
+        raise ValueError(f"kafka-segments: the range {bounds} holds nothing (a lower bound above its upper)")
+    return want
 
 
 def _windows(
@@ -265,12 +204,16 @@ class KafkaSegmentsDataSource(DataSource):
     def reader(self, schema: Any) -> KafkaSegmentsReader:
         del schema
         options = dict(self.options)
-        if _flag(options, "pushdown", True):
-            return PushdownReader(options)
+        if _flag(options, "pushdown", False):
+            raise ValueError(
+                "kafka-segments: option pushdown=true is no longer taken: Spark 4.3 reuses a read "
+                "planned for one query's filters in the next query of the same DataFrame, which "
+                "then answers wrongly; bound the read with the options fromOffset, toOffset, "
+                "fromTime and toTime instead"
+            )
         return KafkaSegmentsReader(options)
 
 
 def register(spark: Any) -> None:
-    """Register the source on `spark`, with the setting that lets Spark push filters to it."""
-    spark.conf.set(PUSHDOWN_SETTING, "true")
+    """Register the source on `spark`."""
     spark.dataSource.register(KafkaSegmentsDataSource)

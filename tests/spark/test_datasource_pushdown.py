@@ -1,7 +1,8 @@
-"""Filters pushed to the `kafka-segments` source: for random offset and time ranges (with topic
-and partition filters), the rows read with pushdown equal the rows Spark's own filter keeps
-without it, for every codec, CreateTime out of order and LogAppendTime, across segments, with a
-segment's indexes missing; the plan keeps no filter of its own for what was pushed."""
+"""Ranges read by the `kafka-segments` source: the options fromOffset/toOffset/fromTime/toTime
+read exactly the rows Spark's own filter keeps on the whole log (every codec, CreateTime out of
+order and LogAppendTime, across segments, a segment's indexes missing), and a DataFrame or view
+reused across queries answers each query as a fresh one does, whatever the earlier query's
+filters were (Spark 4.3 reuses a read planned for one query's pushed filters)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ SPECS = [
     TopicSpec("appended", records=1000, log_append_time=True, segment_bytes=32 * 1024, span_ms=3_600_000),
 ]
 START, SPAN = 1_700_000_000_000, 3_600_000  # the generator's default start; the topics' span
+COLS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "batch_position"]
 
 
 @pytest.fixture(scope="module")
@@ -38,55 +40,96 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def both(spark: Any, log: Path, where: Any) -> tuple[Any, Any]:
-    reader = spark.read.format("kafka-segments")
-    cols = ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "batch_position"]
-    pushed = reader.load(str(log)).where(where).select(cols)
-    plain = reader.option("pushdown", "false").load(str(log)).where(where).select(cols)
-    return pushed, plain
-
-
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     low=st.integers(0, 1600),
     width=st.integers(0, 400),
     t0=st.integers(-60_000, SPAN),
-    t_width=st.integers(0, SPAN // 4),
-    topic=st.sampled_from([None, "created", "appended"]),
+    t_width=st.integers(1, SPAN // 4),
 )
-def test_pushed_rows_equal_spark_filtered_rows(
-    spark: Any, log: Path, low: int, width: int, t0: int, t_width: int, topic: str | None
+def test_range_options_read_the_rows_spark_filter_keeps(
+    spark: Any, log: Path, low: int, width: int, t0: int, t_width: int
 ) -> None:
+    ranged = (
+        spark.read.format("kafka-segments")
+        .option("fromOffset", str(low))
+        .option("toOffset", str(low + width))
+        .option("fromTime", str(START + t0))
+        .option("toTime", str(START + t0 + t_width - 1))
+        .load(str(log))
+    )
     where = F.col("offset").between(low, low + width) & (F.col("timestamp") >= START + t0)
     where = where & (F.col("timestamp") < START + t0 + t_width)
-    if topic:
-        where = where & (F.col("topic") == topic) & F.col("partition").isin(0, 1)
-    pushed, plain = both(spark, log, where)
-    assert_df_equality(pushed, plain, ignore_row_order=True, ignore_nullable=True)
+    plain = spark.read.format("kafka-segments").load(str(log)).where(where)
+    assert_df_equality(ranged.select(COLS), plain.select(COLS), ignore_row_order=True, ignore_nullable=True)
 
 
-def test_offset_only_and_time_only_ranges(spark: Any, log: Path) -> None:
-    for where in (
+def test_a_range_option_is_the_dataframe_s_for_every_query(spark: Any, log: Path) -> None:
+    ranged = spark.read.format("kafka-segments").option("toOffset", "99").load(str(log))
+    plain = spark.read.format("kafka-segments").load(str(log)).where(F.col("offset") <= 99)
+    first = ranged.count()
+    assert first == plain.count() > 0
+    created = F.col("topic") == "created"
+    assert ranged.where(created).count() == plain.where(created).count() < first
+    assert ranged.count() == first
+    with pytest.raises(Exception, match="fromOffset"):
+        spark.read.format("kafka-segments").option("fromOffset", "x").load(str(log)).count()
+    with pytest.raises(Exception, match="holds nothing"):
+        spark.read.format("kafka-segments").option("fromTime", "5").option("toTime", "4").load(
+            str(log)
+        ).count()
+
+
+def shapes() -> list[Any]:
+    """Every filter shape the source once took from Spark, with one it never took."""
+    return [
+        F.col("topic") == "appended",
+        F.col("topic").isin("appended", "created"),
+        F.col("partition") == 1,
+        F.col("partition").isin(0),
+        (F.col("topic") == "created") | (F.col("partition") == 0),
         F.col("offset") == 700,
         F.col("offset") > 1400,
+        F.col("offset") >= 1400,
+        F.col("offset") < 20,
+        F.col("offset") <= 20,
+        F.col("offset").between(10, 20),
+        F.col("offset").isin(3, 900),
         F.col("timestamp") <= START + 60_000,
         F.col("timestamp").between(START + SPAN // 2, START + SPAN // 2 + 120_000),
-    ):
-        pushed, plain = both(spark, log, where)
-        assert plain.count() > 0
-        assert_df_equality(pushed, plain, ignore_row_order=True, ignore_nullable=True)
+        F.col("offset").isNotNull() & F.col("timestamp").isNotNull(),
+        F.col("key").isNotNull(),
+    ]
 
 
-def test_the_plan_keeps_no_filter_for_what_was_pushed(spark: Any, log: Path) -> None:
-    df = spark.read.format("kafka-segments").load(str(log))
-    query = df.where((F.col("topic") == "created") & F.col("offset").between(10, 20))
-    plan = query._jdf.queryExecution().executedPlan().toString()
-    assert "BatchScan kafka-segments" in plan
-    assert " Filter " not in plan, plan
-    # A condition the source cannot take stays with Spark, alone.
-    kept = df.where(F.col("key").isNotNull() & (F.col("offset") >= 10))
-    plan = kept._jdf.queryExecution().executedPlan().toString()
-    [condition] = [line for line in plan.splitlines() if " Filter " in line]
-    assert "key" in condition and "offset" not in condition, plan
-    # The windows read: a narrow offset range spans few input partitions' bytes.
-    assert query.count() == 2 * 11
+def test_a_reused_dataframe_answers_each_query_as_a_fresh_one(spark: Any, log: Path) -> None:
+    reused = spark.read.format("kafka-segments").load(str(log))
+    whole = spark.read.format("kafka-segments").load(str(log)).count()
+    for where in shapes():
+        fresh = spark.read.format("kafka-segments").load(str(log)).where(where).count()
+        assert reused.where(where).count() == fresh, where
+        # The query after it pushes no filter: it reads the whole log, not the last query's rows.
+        assert reused.count() == whole, where
+        assert reused.groupBy("topic").count().count() == 2, where  # both topics, whatever came before
+
+
+def test_a_view_answers_each_sql_query_as_a_fresh_one(spark: Any, log: Path) -> None:
+    fresh = spark.read.format("kafka-segments").load(str(log))
+    fresh.createOrReplaceTempView("reused_log")
+    whole = fresh.count()
+
+    def count(sql: str) -> int:
+        return int(spark.sql(f"SELECT count(*) AS n FROM reused_log {sql}").first()["n"])
+
+    assert count("") == whole
+    appended = spark.read.format("kafka-segments").load(str(log)).where(F.col("topic") == "appended")
+    assert count("WHERE topic = 'appended'") == appended.count() < whole
+    assert count("WHERE offset < 10") == 3 * 10  # offsets 0-9 of each of the three partitions
+    assert count("") == whole
+
+
+def test_pushdown_true_is_refused_with_the_reason(spark: Any, log: Path) -> None:
+    with pytest.raises(Exception, match="fromOffset, toOffset"):
+        spark.read.format("kafka-segments").option("pushdown", "true").load(str(log)).count()
+    plain = spark.read.format("kafka-segments").option("pushdown", "false").load(str(log))
+    assert plain.count() == spark.read.format("kafka-segments").load(str(log)).count() > 0
