@@ -92,8 +92,9 @@ def _job_settings(job: JobFile) -> dict[str, str]:
 
 
 def _refuse_before_spark(job: JobFile) -> None:
-    """What the clean step would refuse, refused before Spark starts: per-topic configs and topic
-    patterns that name no topic of the source."""
+    """What the steps would refuse, refused before Spark starts and before any step publishes:
+    per-topic configs and topic patterns that name no topic of the source, a key list that cannot
+    be read, a suite great-expectations cannot run whole."""
     from pipelines.cli.clean import source_topics
 
     if job.cleans or job.erases:
@@ -102,6 +103,11 @@ def _refuse_before_spark(job: JobFile) -> None:
         from pipelines.jobs.erase.key_list import checked_key_list
 
         checked_key_list(job.erase.keys, job.erase.key_format)
+    if job.suites:
+        from pipelines.jobs.validate.user_suites import load_suite
+
+        for suite in job.suites:
+            load_suite(suite)
 
 
 def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[str, ...]) -> int:

@@ -112,3 +112,23 @@ def test_validating_a_small_local_log_starts_no_jvm(tmp_path: Path) -> None:
         assert "validation passed" in proc.stdout + proc.stderr
     suite = run_segpipe("validate", samples, "--suite", "conf/suites/orders.json", *bad_jvm)
     assert suite.returncode != 0 and "validation passed" not in suite.stdout + suite.stderr
+
+
+def test_a_suite_with_an_expectation_ge_cannot_build_is_refused_before_any_work(
+    sample_dir: Path, tmp_path: Path
+) -> None:
+    import json
+
+    from pipelines.errors import EXIT_REFUSED
+
+    doc = json.loads(Path("conf/suites/orders.json").read_text())
+    doc["expectations"].append({"type": "expect_column_values_to_be_purple", "kwargs": {"column": "key"}})
+    suite = tmp_path / "purple.json"
+    suite.write_text(json.dumps(doc))
+    checked = run_segpipe("validate", str(sample_dir), "--suite", str(suite), "--master", "local[2]")
+    assert checked.returncode == EXIT_REFUSED, checked.stderr[-3000:]
+    assert "expect_column_values_to_be_purple" in checked.stderr and "validation passed" not in checked.stdout
+    gated = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *FLAGS, "--suite", str(suite))
+    assert gated.returncode == EXIT_REFUSED, gated.stderr[-3000:]
+    assert "purple.json: expectation 4" in gated.stderr
+    assert not (tmp_path / "out").exists()

@@ -129,3 +129,23 @@ def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir:
 
     assert log_files(tmp_path / "out.cut") == log_files(tmp_path / "cut")
     assert log_files(tmp_path / "out") == log_files(tmp_path / "clean")
+
+
+def test_a_job_whose_suite_ge_cannot_build_is_refused_before_its_first_step(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    from pipelines.errors import EXIT_REFUSED
+
+    doc = json.loads((ROOT / "conf" / "suites" / "orders.json").read_text())
+    doc["expectations"].append({"type": "expect_column_values_to_be_purple", "kwargs": {"column": "key"}})
+    (tmp_path / "purple.json").write_text(json.dumps(doc))
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: judged\nsource: {sample_dir}\noutput: out\nsteps: [compact, validate]\n"
+        "now: 2023-11-23T00:40:00Z\nsuites: [purple.json]\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    proc = run_segpipe("run", str(job))
+    assert proc.returncode == EXIT_REFUSED, proc.stderr[-3000:]
+    assert "expect_column_values_to_be_purple" in proc.stderr
+    assert not (tmp_path / "out").exists()

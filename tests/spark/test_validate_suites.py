@@ -90,3 +90,22 @@ def test_a_suite_naming_a_topic_the_log_lacks_is_refused(spark, sample_dir: Path
         ConfigError, match=r"names topic ordrs, which .* does not hold \(topics there: clicks"
     ):
         validate(spark, str(sample_dir), suites=(load_suite(path),))
+
+
+def test_an_expectation_great_expectations_cannot_build_refuses_the_suite(tmp_path: Path) -> None:
+    """GE only logs an expectation it does not know and drops it: the suite would pass unjudged."""
+    doc = json.loads(Path(SAMPLE_SUITE).read_text())
+    doc["expectations"].append({"type": "expect_column_values_to_be_purple", "kwargs": {"column": "key"}})
+    purple = tmp_path / "purple.json"
+    purple.write_text(json.dumps(doc))
+    with pytest.raises(
+        ConfigError, match=r"purple.json: expectation 4 \(expect_column_values_to_be_purple\) cannot be built"
+    ):
+        load_suite(str(purple))
+    doc["expectations"][-1] = {
+        "type": "expect_column_values_to_be_between",
+        "kwargs": {"column": "key", "strict_min": "x"},
+    }
+    (tmp_path / "bad-args.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=r"expectation 4 \(expect_column_values_to_be_between\)"):
+        load_suite(str(tmp_path / "bad-args.json"))
