@@ -12,11 +12,33 @@ def clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Epoch milliseconds below this (1973-03-03) that are at or after SECONDS_FROM as seconds (2001-09-09)
+# can only be epoch seconds: no Kafka record is that old, and a cut or a `now` there would drop every
+# record of a log.
+MILLIS_FROM = 10**11
+SECONDS_FROM = 10**9
+
+
 def parse_time(text: str, flag: str = "time") -> int:
-    """Epoch milliseconds, or an ISO-8601 date or time (UTC unless it names its offset)."""
+    """Epoch milliseconds, or an ISO-8601 date or time (UTC unless it names its offset). Refused:
+    a negative value (in Kafka's ListOffsets, −1 and −2 are LATEST and EARLIEST, not times) and a
+    value that can only be epoch seconds."""
     text = text.strip()
     if text.lstrip("-").isdigit():
-        return int(text)
+        value = int(text)
+        if value < 0:
+            raise ConfigError(
+                f"{flag} {value}: not a time (in Kafka's ListOffsets -1 means the latest offset and -2 "
+                "the earliest; a cut there would keep every record or none); give epoch milliseconds "
+                "or an ISO-8601 time, or cut with --until-offset"
+            )
+        if SECONDS_FROM <= value < MILLIS_FROM:
+            raise ConfigError(
+                f"{flag} {value}: read as epoch milliseconds this is {iso(value)}, before any Kafka "
+                f"record; it looks like epoch seconds ({iso(value * 1000)}): give {value * 1000} "
+                "or an ISO-8601 time"
+            )
+        return value
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

@@ -180,3 +180,32 @@ def test_the_readme_cut_example_runs(tmp_path: Path) -> None:
         proc = run_segpipe(*args)
         assert proc.returncode == 0, (command, proc.stderr)
     assert (tmp_path / "as-it-was-cleaned" / "_segpipe" / "manifest.json").exists()
+
+
+def test_times_that_are_not_times_are_refused_and_an_emptied_partition_is_named(
+    src: Path, tmp_path: Path
+) -> None:
+    from pipelines.errors import EXIT_REFUSED
+
+    out = tmp_path / "out"
+    for sentinel in ("-1", "-2", "-5"):
+        proc = run_segpipe("cut", str(src), str(out), "--until-time", sentinel)
+        assert proc.returncode == EXIT_REFUSED and "-1 means the latest offset" in proc.stderr, proc.stderr
+        at = run_segpipe("inspect", str(src), "--at", sentinel)
+        assert at.returncode == EXIT_REFUSED and "-2 the earliest" in at.stderr, at.stderr
+    seconds = run_segpipe("cut", str(src), str(out), "--until-time", "1700300000")
+    assert seconds.returncode == EXIT_REFUSED and "looks like epoch seconds" in seconds.stderr
+    assert "give 1700300000000" in seconds.stderr and not out.exists()
+    # Before every record of orders-0 but after clicks-0 starts: orders-0 is emptied, and said so.
+    first = dumped(src)["orders-0"][0]["timestamp"]
+    emptied = run_segpipe("cut", str(src), str(out), "--until-time", str(first), "--topic", "orders")
+    assert emptied.returncode == 0, emptied.stderr
+    assert "segpipe: warning: the cut leaves orders-0 empty" in emptied.stdout + emptied.stderr
+
+
+def test_a_cut_past_the_end_leaves_no_transaction_open_that_was_not(src: Path, tmp_path: Path) -> None:
+    proc = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-offset", "999999999", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 transactions left open by the cut" in proc.stdout, proc.stdout
+    assert "open in the source already" in proc.stdout
+    assert "1 transactions" not in proc.stdout

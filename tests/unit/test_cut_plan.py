@@ -75,3 +75,15 @@ def test_side_files_follow_the_new_end() -> None:
     assert kept_txns(txns, 9) == [AbortedTxn(1, 0, 4, 0)]  # a marker at 9 is cut off
     assert kept_epochs([(0, 0), (1, 5), (2, 9)], 9) == [(0, 0), (1, 5)]
     assert (lowered(12, 9), lowered(4, 9)) == (9, 4)
+
+
+def test_a_transaction_open_in_the_log_as_it_is_is_not_one_the_cut_left_open() -> None:
+    seg = segment(
+        0, 0,
+        txn(0, 1, pid=7, epoch=3), marker(2, 7, ControlType.COMMIT),  # closed above a cut at 2
+        txn(3, 4, pid=9),  # never closed: open in the log as it is
+    )  # fmt: skip
+    cut = cut_partition([0], [seg.table], 2, 5)
+    assert cut.open_transactions == (OpenTransaction(7, 3, 0),) and cut.already_open == ()
+    past_the_end = cut_partition([0], [seg.table], 99, 5)
+    assert past_the_end.open_transactions == past_the_end.already_open == (OpenTransaction(9, 0, 3),)

@@ -8,10 +8,17 @@ complete or not at all."""
 from __future__ import annotations
 
 import posixpath
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipelines.jobs.cut.plan import PartitionCut, cut_partition, kept_epochs, kept_txns, lowered
+from pipelines.jobs.cut.plan import (
+    OpenTransaction,
+    PartitionCut,
+    cut_partition,
+    kept_epochs,
+    kept_txns,
+    lowered,
+)
 from pipelines.jobs.cut.producers import kept_snapshots, state_at_end
 from pipelines.jobs.cut.request import CutRequest
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
@@ -32,6 +39,7 @@ from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
 from segment_io.storage import Location, Place
+from segment_io.text import counted
 from segment_io.topic_partition import TopicPartition
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.cut.job", "pipelines.output.copy")
@@ -68,13 +76,29 @@ class PartitionReport:
     batches_removed: int
     bytes_removed: int
     records_out: int
-    open_transactions: list[dict[str, int]]
+    open_transactions: list[dict[str, int]]  # every transaction open at the new end
+    already_open: list[dict[str, int]] = field(default_factory=list)  # of those, open in SRC as well
+
+    @property
+    def left_open(self) -> int:
+        """The transactions the cut leaves open (their marker is above it)."""
+        return len(self.open_transactions) - len(self.already_open)
 
     def line(self) -> str:
-        opened = f", {len(self.open_transactions)} transactions left open" if self.open_transactions else ""
+        opened = f", {counted(self.left_open, 'transaction')} left open" if self.left_open else ""
         return (
             f"segpipe: {self.partition}: cut at offset {self.asked}, log end {self.log_end_offset_before} -> "
-            f"{self.log_end_offset}, {self.records_removed:,} records removed{opened}"
+            f"{self.log_end_offset}, {counted(self.records_removed, 'record')} removed{opened}"
+        )
+
+    def emptied_line(self) -> str | None:
+        """A warning where the cut leaves a partition that held records with none."""
+        if self.records_out or not self.records_removed:
+            return None
+        return (
+            f"segpipe: warning: the cut leaves {self.partition} empty: its first record is at or after "
+            f"the cut (log end {self.log_end_offset_before} -> {self.log_end_offset}, "
+            f"{counted(self.records_removed, 'record')} removed)"
         )
 
 
@@ -99,11 +123,13 @@ class CutReport:
         parts = self.partitions or []
         cut = [p for p in parts if p.log_end_offset < p.log_end_offset_before]
         removed = sum(p.records_removed for p in parts)
-        opened = sum(len(p.open_transactions) for p in parts)
+        opened = sum(p.left_open for p in parts)
+        already = sum(len(p.already_open) for p in parts)
         what = "would cut" if self.dry_run else "cut"
         return (
-            f"segpipe: {what} {len(cut)} of {len(parts)} partitions, {removed:,} records removed, "
-            f"{opened} transactions left open at the cut"
+            f"segpipe: {what} {len(cut)} of {counted(len(parts), 'partition')}, "
+            f"{counted(removed, 'record')} removed, {counted(opened, 'transaction')} left open by the cut"
+            + (f" ({already} open in the source already)" if already else "")
         )
 
 
@@ -128,6 +154,9 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
     for p in report.partitions:
         if p.log_end_offset < p.log_end_offset_before:
             log(p.line())
+        emptied = p.emptied_line()
+        if emptied:
+            log(emptied)
     if request.dry_run:
         report.seconds_total = timer.total
         _write_report(report, request.report_path)
@@ -195,10 +224,14 @@ def _partition_report(scanned: Scanned, tp: TopicPartition, c: PartitionCut) -> 
         records_out += int(table.records_count[:n].clip(min=0).sum())
         batches += len(table) - n
         size += f.size - (int(table.position[n]) if n < len(table) else f.size)
+
+    def named(transactions: tuple[OpenTransaction, ...]) -> list[dict[str, int]]:
+        return [{"producer_id": o.producer_id, "producer_epoch": o.producer_epoch,
+                 "first_offset": o.first_offset} for o in transactions]  # fmt: skip
+
     return PartitionReport(
         str(tp), c.asked, c.before, c.end, dropped, records, batches, size, records_out,
-        [{"producer_id": o.producer_id, "producer_epoch": o.producer_epoch, "first_offset": o.first_offset}
-         for o in c.open_transactions],
+        named(c.open_transactions), named(c.already_open),
     )  # fmt: skip
 
 

@@ -43,7 +43,8 @@ class PartitionCut:
     end: int
     kept_batches: tuple[int | None, ...]
     empty_at: int | None
-    open_transactions: tuple[OpenTransaction, ...]
+    open_transactions: tuple[OpenTransaction, ...]  # every transaction open at the new end
+    already_open: tuple[OpenTransaction, ...] = ()  # of those, the ones open in the log as it is too
 
 
 def cut_partition(
@@ -51,9 +52,10 @@ def cut_partition(
 ) -> PartitionCut:
     """The cut at offset `asked` of a partition whose segments start at `bases` (ascending) with
     these batch tables; `log_end`: its log end offset as it is."""
+    whole: tuple[int | None, ...] = tuple(len(t) for t in tables)
     if asked is None or asked >= log_end:
-        whole: tuple[int | None, ...] = tuple(len(t) for t in tables)
-        return PartitionCut(asked, log_end, log_end, whole, None, _open(tables, whole))
+        as_is = _open(tables, whole)
+        return PartitionCut(asked, log_end, log_end, whole, None, as_is, as_is)
     if not bases or asked < bases[0]:
         return PartitionCut(asked, log_end, asked, tuple(None for _ in bases), asked, ())
     floor = int(np.searchsorted(np.asarray(bases), asked, side="right")) - 1
@@ -69,7 +71,9 @@ def cut_partition(
         else:
             kept_list.append(None)
     kept = tuple(kept_list)
-    return PartitionCut(asked, log_end, end, kept, None, _open(tables, kept))
+    at_cut, open_as_is = _open(tables, kept), set(_open(tables, whole))
+    already = tuple(t for t in at_cut if t in open_as_is)
+    return PartitionCut(asked, log_end, end, kept, None, at_cut, already)
 
 
 def _open(tables: Sequence[BatchTable], kept: tuple[int | None, ...]) -> tuple[OpenTransaction, ...]:
