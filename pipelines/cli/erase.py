@@ -123,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
     needed = heavy and not local
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
     # to stop, start first and warm up while the driver reads it.
-    keys = None if local else checked_key_list(args.keys, args.key_format)
+    keys = None if local else checked_key_list(args.keys, args.key_format, console.say)
     with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:
         if keys is None:
-            keys = checked_key_list(args.keys, args.key_format)
+            keys = checked_key_list(args.keys, args.key_format, console.say)
         from pipelines.jobs.erase.in_place import erase_in_place
         from pipelines.jobs.erase.job import run_erase
 

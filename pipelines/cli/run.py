@@ -102,7 +102,7 @@ def _refuse_before_spark(job: JobFile) -> None:
     if job.erase is not None:
         from pipelines.jobs.erase.key_list import checked_key_list
 
-        checked_key_list(job.erase.keys, job.erase.key_format)
+        checked_key_list(job.erase.keys, job.erase.key_format, console.say)
     if job.suites:
         from pipelines.jobs.validate.user_suites import load_suite
 

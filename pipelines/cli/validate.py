@@ -97,7 +97,7 @@ def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
         raise ConfigError(
             "--erased proves an erase against its source: give --against SRC (no --remote, --suite)"
         )
-    keys = checked_key_list(args.erased, args.key_format)
+    keys = checked_key_list(args.erased, args.key_format, console.say)
     selection, _ = source_topics(args.against, JobConfig(), tuple(args.topic))
     topics = None if selection.everything else selection
     with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:

@@ -38,7 +38,12 @@ class RemoteObject:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RemoteObject:
-        return cls(str(data["name"]), int(data["size"]), int(str(data["crc32c"]), 16))
+        name = str(data["name"])
+        # Objects live in their partition's folder, named there: a path that climbs out of it or
+        # starts at a root would read (or, on expiry, delete) something that is not the segment's.
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise ValueError(f"object name {name!r} is not a file name in the partition's folder")
+        return cls(name, int(data["size"]), int(str(data["crc32c"]), 16))
 
 
 @dataclass(frozen=True)

@@ -359,6 +359,15 @@ def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
     empty.write_text("\n")
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(empty))
     assert proc.returncode == 2 and "holds no key" in proc.stderr
+    zero = tmp_path / "zero.txt"
+    zero.write_bytes(b"")  # 0 bytes: the same refusal from every command that reads a list
+    for args in (
+        ("erase", str(src), str(tmp_path / "out"), "--keys", str(zero)),
+        ("erase", str(src), str(tmp_path / "out"), "--keys", str(zero), "--dry-run"),
+        ("validate", str(src), "--erased", str(zero), "--against", str(src)),
+    ):
+        proc = run_segpipe(*args)
+        assert proc.returncode == 2 and "zero.txt: the list holds no key" in proc.stderr, (args, proc.stderr)
     # A joined CSV list whose bad row only a task of the join reaches: the same typed refusal.
     bad = tmp_path / "bad.csv"
     bad.write_text("id,key\n" + "".join(f"{i},user-{i}\n" for i in range(200_000)) + "1,a,b\n")

@@ -66,6 +66,31 @@ def test_bad_lists_are_refused_with_where(tmp_path: Path) -> None:
         read_key_list(str(tmp_path / "nokey.parquet"))
     with pytest.raises(ConfigError, match="no such file"):
         read_key_list(str(tmp_path / "absent.txt"))
+    zero = tmp_path / "zero.txt"
+    zero.write_bytes(b"")  # 0 bytes: refused as empty, for every format (was an IndexError)
+    for key_format in ("utf8", "hex", "base64"):
+        with pytest.raises(ConfigError, match="zero.txt: the list holds no key"):
+            read_key_list(str(zero), key_format)
+    odd = tmp_path / "odd.txt"
+    odd.write_text("00ff\nabc\n")
+    with pytest.raises(ConfigError, match="at byte 5: not hex: an odd number of hex digits"):
+        read_key_list(str(odd), "hex")
+
+
+def test_lines_padded_with_whitespace_are_warned_of_by_line_number(tmp_path: Path) -> None:
+    from pipelines.jobs.erase.key_list import checked_key_list
+
+    listed = tmp_path / "k.txt"
+    listed.write_bytes(b"alice\n bob\ncarol \r\n\ndave\n\teve\nfrank\t\ng \nh \ni \n")
+    said: list[str] = []
+    keys = checked_key_list(str(listed), "utf8", said.append)
+    assert keys_of(keys) == [b"alice", b" bob", b"carol ", b"dave", b"\teve", b"frank\t", b"g ", b"h ", b"i "]
+    [line] = said
+    assert "7 lines begin or end with a space or a tab (line 2, 3, 6, 7, 8, ...)" in line
+    assert KeyList.open(str(listed)).padded_lines == 7
+    clean = tmp_path / "clean.txt"
+    clean.write_text("alice\nbob\n")
+    assert KeyList.open(str(clean)).warnings() == []
 
 
 def parts_read(keys: KeyList, count: int) -> list[bytes]:

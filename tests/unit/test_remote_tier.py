@@ -63,6 +63,26 @@ def test_a_damaged_manifest_version_is_refused_not_skipped(tmp_path: Path) -> No
         tier.read(TP)
 
 
+@pytest.mark.parametrize(
+    "name", ["../../etc/passwd", "/abs/00000000000000000000-a.log", "..", "x\\..\\y", ""]
+)
+def test_a_manifest_naming_an_object_outside_its_partition_folder_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    import json
+
+    tier = RemoteTier.open(str(tmp_path / "tier"), create=True)
+    tier.commit(tier.read(TP).successor(T0, segments=(remote_segment("a", 0, 9),)))
+    path = Path(tier.version_path(TP, 1))
+    body = json.loads(path.read_bytes())
+    body["segments"][0]["objects"]["log"]["name"] = name
+    path.write_text(json.dumps(body))
+    with pytest.raises(
+        RemoteTierCorrupt, match=r"00000000000000000001\.json.*not a file name in the partition"
+    ):
+        tier.read(TP)
+
+
 class LossyStorage(LocalStorage):
     """A store that keeps all but the last byte of what it is sent."""
 

@@ -53,7 +53,7 @@ def run_erase(
     request = checked(request)
     keys = request.checked
     if keys is None:
-        keys = checked_key_list(request.keys, request.key_format)
+        keys = checked_key_list(request.keys, request.key_format, log)
     header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
     # An archive has no writer: every segment is erased from, the active one too. A log directory
     # a broker holds is refused (its active segment is being written) and kept from one meanwhile.

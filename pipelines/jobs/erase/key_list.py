@@ -14,7 +14,7 @@ import io
 import itertools
 import os
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from pipelines.jobs.erase.keys import ErasedKeys
 from segment_io.format.records import gather
 from segment_io.storage import open_storage
 from segment_io.storage.base import Storage
+from segment_io.text import counted
 
 KEY_COLUMN = "key"
 # A key list of up to this many bytes (its file, or a Parquet key column's uncompressed bytes) is
@@ -67,6 +68,22 @@ class KeyList:
     size: int
     size_on_disk: int
     row_groups: int  # a Parquet file's (0 for the others)
+    # A line list's lines that begin or end with a space or a tab: how many, and the first few by
+    # line number. Such a line is a key with that whitespace, which no record may carry.
+    padded_lines: int = 0
+    padded_first: tuple[int, ...] = ()
+
+    def warnings(self) -> list[str]:
+        """What an operator should hear of the list before it is used."""
+        if not self.padded_lines:
+            return []
+        shown = ", ".join(str(n) for n in self.padded_first)
+        more = ", ..." if self.padded_lines > len(self.padded_first) else ""
+        return [
+            f"segpipe: warning: --keys {self.url}: {counted(self.padded_lines, 'line')} begin or end with "
+            f"a space or a tab (line {shown}{more}); the whitespace is part of the key, so such a key "
+            "matches only a record whose key carries it too"
+        ]
 
     @classmethod
     def open(cls, url: str, key_format: str = "utf8") -> KeyList:
@@ -105,7 +122,8 @@ class KeyList:
             if KEY_COLUMN not in names:
                 raise ConfigError(f"--keys {url}: no {KEY_COLUMN!r} column (it has {', '.join(names)})")
             return cls(url, key_format, CSV, info.size, info.size, 0)
-        return cls(url, key_format, LINES, info.size, info.size, 0)
+        padded, first = _padded_lines(storage, path, info.size)
+        return cls(url, key_format, LINES, info.size, info.size, 0, padded, first)
 
     @property
     def broadcast(self) -> bool:
@@ -215,11 +233,16 @@ def refused_empty(url: str) -> ConfigError:
     return ConfigError(f"--keys {url}: the list holds no key; an erase of nothing is refused")
 
 
-def checked_key_list(url: str, key_format: str = "utf8") -> ErasedKeys | KeyList:
+def checked_key_list(
+    url: str, key_format: str = "utf8", log: Callable[[str], Any] | None = None
+) -> ErasedKeys | KeyList:
     """The list read whole where it travels whole (a bad line or an empty list refused now), or
     the list to join, checked as far as it can be unread (its parts' readers refuse a bad line,
-    the join an empty list)."""
+    the join an empty list); its warnings go to `log`."""
     key_list = KeyList.open(url, key_format)
+    if log is not None:
+        for line in key_list.warnings():
+            log(line)
     return key_list.read() if key_list.broadcast else key_list
 
 
@@ -257,15 +280,47 @@ class StorageFile(io.RawIOBase):
         return len(data)
 
 
-def _line_array(raw: bytes, url: str, key_format: str, position: int = 0) -> pa.Array:
-    """The keys of whole lines `raw` (from byte `position` of the list), as a binary array."""
-    buffer = np.frombuffer(raw, dtype=np.uint8)
+def _line_bounds(buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each line of `buffer` starts and ends (its newline and a CR before it left out)."""
+    if not len(buffer):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     newlines = np.flatnonzero(buffer == 10)
-    ends = np.append(newlines, len(buffer)) if not raw.endswith(b"\n") else newlines
+    ends = np.append(newlines, len(buffer)) if buffer[-1] != 10 else newlines
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     ends = ends.astype(np.int64)
     crlf = (ends > starts) & (buffer[np.maximum(ends - 1, 0)] == 13)
-    ends = ends - crlf
+    return starts, ends - crlf
+
+
+PADDED_SHOWN = 5  # the line numbers a warning of padded lines names
+
+
+def _padded_lines(storage: Storage, path: str, size: int) -> tuple[int, tuple[int, ...]]:
+    """How many lines of a line list begin or end with a space or a tab, and the first few of them
+    (1-based line numbers), read LINE_READ_BYTES at a time."""
+    count, line, at = 0, 1, 0
+    first: list[int] = []
+    while at < size:
+        chunk = storage.read(path, at, min(size, at + LINE_READ_BYTES))
+        cut = len(chunk) if at + len(chunk) >= size else chunk.rfind(b"\n") + 1
+        if cut == 0:  # a line longer than a read: read on to its end
+            cut = len(chunk)
+        buffer = np.frombuffer(chunk[:cut], dtype=np.uint8)
+        starts, ends = _line_bounds(buffer)
+        full = ends > starts
+        blank = np.isin(buffer[starts[full]], (9, 32)) | np.isin(buffer[ends[full] - 1], (9, 32))
+        padded = np.flatnonzero(full)[blank]
+        count += len(padded)
+        first += (padded[: PADDED_SHOWN - len(first)] + line).tolist() if len(first) < PADDED_SHOWN else []
+        line += len(starts)
+        at += cut
+    return count, tuple(first)
+
+
+def _line_array(raw: bytes, url: str, key_format: str, position: int = 0) -> pa.Array:
+    """The keys of whole lines `raw` (from byte `position` of the list), as a binary array."""
+    buffer = np.frombuffer(raw, dtype=np.uint8)
+    starts, ends = _line_bounds(buffer)
     kept = np.flatnonzero(ends > starts)  # blank lines are skipped
     if key_format == "utf8":
         lengths = ends[kept] - starts[kept]
@@ -283,7 +338,10 @@ def _line_array(raw: bytes, url: str, key_format: str, position: int = 0) -> pa.
 
 def _decode(text: bytes, key_format: str) -> bytes:
     if key_format == "hex":
-        return bytes.fromhex(text.decode("ascii"))
+        digits = text.decode("ascii")
+        if len(digits.replace(" ", "")) % 2:
+            raise ValueError(f"an odd number of hex digits ({len(digits)}): a byte is two")
+        return bytes.fromhex(digits)
     if key_format == "base64":
         return base64.b64decode(text, validate=True)
     return text
