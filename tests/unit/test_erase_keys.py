@@ -69,7 +69,7 @@ def test_bad_lists_are_refused_with_where(tmp_path: Path) -> None:
     zero = tmp_path / "zero.txt"
     zero.write_bytes(b"")  # 0 bytes: refused as empty, for every format (was an IndexError)
     for key_format in ("utf8", "hex", "base64"):
-        with pytest.raises(ConfigError, match="zero.txt: the list holds no key"):
+        with pytest.raises(ConfigError, match=r"zero\.txt: the list holds no key"):
             read_key_list(str(zero), key_format)
     odd = tmp_path / "odd.txt"
     odd.write_text("00ff\nabc\n")
