@@ -13,8 +13,9 @@ from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFaile
 from segment_io.storage import Place
 
 
-def add_key_arguments(p: argparse.ArgumentParser) -> None:
-    """How the key list is read, which headers also name a record's key, and which topics."""
+def add_key_arguments(p: argparse.ArgumentParser, proving: bool = False) -> None:
+    """How the key list is read, which headers also name a record's key, which topics, and the
+    secret of the evidence's digests; `proving`: said as validate --erased proves an erase."""
     p.add_argument(
         "--key-format",
         choices=KEY_FORMATS,
@@ -26,14 +27,37 @@ def add_key_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="also erase a record when its header NAME carries a listed key as its value; repeat for more",
+        help=(
+            "the erase also removed a record whose header NAME carries a listed key as its value; repeat "
+            "for more (give the erase's own)"
+            if proving
+            else "also erase a record when its header NAME carries a listed key as its value; repeat for more"
+        ),
     )
     p.add_argument(
         "--topic",
         action="append",
         default=[],
         metavar="PATTERN",
-        help="erase from and keep only these topics in DST: a name or a glob; repeat for more (default: all)",
+        help=(
+            "prove only these topics of SRC (those the erase was given): a name or a glob; repeat for more "
+            "(default: all)"
+            if proving
+            else "erase from and keep only these topics in DST: a name or a glob; repeat for more "
+            "(default: all)"
+        ),
+    )
+    p.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help=(
+            "the secret the erase's evidence was keyed with: also check that its report names exactly "
+            "the listed keys"
+            if proving
+            else "a file holding a secret of at least 16 bytes the evidence names keys under "
+            "(HMAC-SHA-256), so that only its holder can match a key against the report; keep it apart "
+            "from the reports (default: a secret made for the run and kept nowhere)"
+        ),
     )
 
 
@@ -82,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
+    from pipelines.jobs.erase.key_digest import read_secret
     from pipelines.jobs.erase.key_list import checked_key_list
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.output.destination import require_new_file
@@ -110,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         src=src, dst=Location(args.dst or ""), keys=args.keys, key_format=args.key_format,
         header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
         dry_run=args.dry_run, report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
-        validate=args.validate,
+        validate=args.validate, digest=None if args.secret_file is None else read_secret(args.secret_file),
     )  # fmt: skip
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)

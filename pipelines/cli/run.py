@@ -103,6 +103,10 @@ def _refuse_before_spark(job: JobFile) -> None:
         from pipelines.jobs.erase.key_list import checked_key_list
 
         checked_key_list(job.erase.keys, job.erase.key_format, console.say)
+        if job.erase.secret_file is not None:
+            from pipelines.jobs.erase.key_digest import read_secret
+
+            read_secret(job.erase.secret_file)
     if job.suites:
         from pipelines.jobs.validate.user_suites import load_suite
 

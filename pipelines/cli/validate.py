@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
         help="with --against: prove PATH is SRC minus exactly the records of the keys FILE lists (segpipe "
         "erase): none of them left, every other record unchanged",
     )
-    add_key_arguments(p)
+    add_key_arguments(p, proving=True)
     add_suite_argument(p)
     add_config_arguments(p)
     add_now_argument(
@@ -91,6 +91,7 @@ def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
+    from pipelines.jobs.erase.key_digest import read_secret
     from pipelines.jobs.erase.key_list import checked_key_list
 
     if not args.against or args.remote or args.suite:
@@ -100,6 +101,7 @@ def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
     keys = checked_key_list(args.erased, args.key_format, console.say)
     selection, _ = source_topics(args.against, JobConfig(), tuple(args.topic))
     topics = None if selection.everything else selection
+    digest = None if args.secret_file is None else read_secret(args.secret_file)
     with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:
         gate = erasure_gate(spark, args.against, tuple(args.also_in_headers), topics)
         try:
@@ -107,4 +109,32 @@ def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
         except ValidationFailed as exc:
             console.say(f"segpipe: {exc}")
             return EXIT_INVALID
+    if digest is not None:
+        return _check_evidence(log, keys, digest)
     return EXIT_OK
+
+
+def _check_evidence(out: Location, keys: Any, digest: Any) -> int:
+    """The output's own report, checked against the list under the operator's secret: it names
+    exactly the listed keys (each found, or found nowhere)."""
+    import json
+    import posixpath
+
+    from pipelines.jobs.erase.evidence import evidence_problems
+    from pipelines.output.staging import REPORT
+    from segment_io.layout import META_DIR
+
+    path = out.file(posixpath.join(META_DIR, REPORT))
+    if not out.storage.is_file(path):
+        console.say(f"segpipe: evidence not checked: {out.storage.url(path)} does not exist")
+        return EXIT_INVALID
+    doc = json.loads(out.storage.read(path))
+    problems = evidence_problems(doc, keys, digest, lambda name: out.storage.read(out.file(name)))
+    for line in problems:
+        console.say(f"segpipe: evidence check failed: {line}")
+    if not problems:
+        console.say(
+            f"segpipe: evidence checked: the report names each of the {doc.get('keys_listed', 0):,} listed "
+            "keys under this secret, and nothing else"
+        )
+    return EXIT_INVALID if problems else EXIT_OK

@@ -82,6 +82,8 @@ ERASE_KEYS: tuple[Key, ...] = (
         required=True),
     Key("key_format", "string", "utf8 (the default), hex or base64: how a key is written in a text list"),
     Key("also_in_headers", "list", "header names: a record whose header carries a listed key goes too"),
+    Key("secret_file", "path or URL", "a file holding the secret (≥ 16 bytes) the evidence names keys under "
+        "(HMAC-SHA-256); default: one made for the run and kept nowhere"),
 )  # fmt: skip
 SPARK_KEYS: tuple[Key, ...] = (
     Key("master", "string", "Spark master for `segpipe run` (default: local[*]; spark-submit's own wins)"),
@@ -108,6 +110,7 @@ class EraseSettings:
     keys: str
     key_format: str = "utf8"
     also_in_headers: tuple[str, ...] = ()
+    secret_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -512,7 +515,12 @@ def _erase(node: _Node | None, base: str, check_source: bool) -> EraseSettings:
     headers = (
         tuple(items["also_in_headers"].strings("erase.also_in_headers")) if "also_in_headers" in items else ()
     )
-    return EraseSettings(keys, key_format, headers)
+    secret = (
+        _resolve(items["secret_file"].string("erase.secret_file"), base) if "secret_file" in items else None
+    )
+    if secret is not None and check_source and not _exists(secret):
+        raise items["secret_file"].refuse(f"erase.secret_file {secret}: no such file")
+    return EraseSettings(keys, key_format, headers, secret)
 
 
 def schema_table() -> list[str]:

@@ -106,14 +106,16 @@ def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
 def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
     """The erase step of `job`: its source (or what its cut step wrote) into its erased log
     directory, the job's topics only."""
+    from pipelines.jobs.erase.key_digest import read_secret
     from pipelines.jobs.erase.request import EraseRequest
     from segment_io.storage import Location
 
     assert job.erase is not None
+    secret = job.erase.secret_file
     return EraseRequest(
         src=Location(job.erase_source), dst=Location(job.erased_dir), keys=job.erase.keys,
         key_format=job.erase.key_format, header_names=job.erase.also_in_headers, topics=job.selection,
-        dry_run=dry_run,
+        dry_run=dry_run, digest=None if secret is None else read_secret(secret),
     )  # fmt: skip
 
 

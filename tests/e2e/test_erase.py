@@ -6,6 +6,7 @@ refusals and kills that lose nothing."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import signal
 from pathlib import Path
@@ -84,10 +85,20 @@ def key_file(path: Path, keys: list[bytes]) -> Path:
     return path
 
 
+SECRET = b"the operator's erasure secret, kept apart"
+
+
+def secret_file(directory: Path) -> Path:
+    path = directory / "erasure.secret"
+    path.write_bytes(SECRET + b"\n")
+    return path
+
+
 def erase(src: Path, out: Path, keys: Path, *flags: str, env: dict[str, str] | None = None) -> Any:
+    """The erase of `keys` (hex), with the header and the operator's secret (beside the key list)."""
     return run_segpipe(
         "erase", str(src), str(out), "--keys", str(keys), "--key-format", "hex", "--also-in-headers", HEADER,
-        *flags, env=env,
+        "--secret-file", str(secret_file(keys.parent)), *flags, env=env,
     )  # fmt: skip
 
 
@@ -203,15 +214,20 @@ def attributed(record: dict[str, Any], keys: list[bytes]) -> bytes | None:
     return next((h["value"] for h in record["headers"] if h["key"] == HEADER and h["value"] in keys), None)
 
 
+def keyed(key: bytes, secret: bytes = SECRET) -> str:
+    return hmac.new(secret, key, hashlib.sha256).hexdigest()
+
+
 def test_the_evidence_names_keys_by_digest_only(
     src: Path, erased: tuple[Path, Path], keys: list[bytes]
 ) -> None:
     out, work = erased
     report = json.loads((work / "report.json").read_text())
     assert report["erased"] == json.loads((out / "_segpipe" / "report.json").read_text())["erased"]
-    digest = {hashlib.sha256(k).hexdigest(): k for k in keys}
-    assert report["key_digest"] == "sha256" and report["keys_listed"] == len(digest)
-    assert report["not_found"] == [hashlib.sha256(ABSENT).hexdigest()]
+    digest = {keyed(k): k for k in keys}
+    assert report["key_digest"] == "hmac-sha256" and report["keys_listed"] == len(digest)
+    assert report["secret"] not in ("", None) and SECRET.decode() not in json.dumps(report)
+    assert report["not_found"] == [keyed(ABSENT)]
     assert {digest[item["digest"]] for item in report["erased"]} == set(keys) - {ABSENT}
     for item in report["erased"]:
         key = digest[item["digest"]]
@@ -231,6 +247,41 @@ def test_the_evidence_names_keys_by_digest_only(
         *(p.read_bytes() for p in (out / "_segpipe").iterdir()),
     ):
         assert not any(k in text or k.hex().encode() in text for k in keys)
+
+
+def test_without_the_secret_candidate_keys_match_nothing(
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path
+) -> None:
+    """Given candidate keys (the listed ones among a thousand others), no unkeyed or wrongly keyed
+    digest of any candidate is in the evidence; only the secret's holder matches them."""
+    _, work = erased
+    report = (work / "report.json").read_text()
+    candidates = sorted({*keys, *(b"k%010d" % i for i in range(1000))})
+    for guess in (
+        [hashlib.sha256(k).hexdigest() for k in candidates],
+        [hashlib.md5(k).hexdigest() for k in candidates],
+        [keyed(k, b"a guessed secret, not the one") for k in candidates],
+    ):
+        assert not any(g in report for g in guess)
+    assert sum(keyed(k) in report for k in candidates) == len(keys)
+    # validate --erased with the secret checks the evidence names exactly the listed keys.
+    proof = ("--key-format", "hex", "--also-in-headers", HEADER, "--against", str(src))
+    out = work / "out"
+    ok = run_segpipe("validate", str(out), "--erased", str(work / "keys.hex"), *proof,
+                     "--secret-file", str(secret_file(work)))  # fmt: skip
+    assert ok.returncode == 0 and "evidence checked" in ok.stdout, ok.stdout + ok.stderr
+    other = tmp_path / "other.secret"
+    other.write_bytes(b"another secret of enough bytes")
+    wrong = run_segpipe("validate", str(out), "--erased", str(work / "keys.hex"), *proof,
+                        "--secret-file", str(other))  # fmt: skip
+    assert wrong.returncode == 1 and "keyed with another secret" in wrong.stdout, wrong.stdout
+    short = tmp_path / "short.secret"
+    short.write_bytes(b"tiny\n")
+    refused = erase(src, tmp_path / "o", work / "keys.hex", "--secret-file", str(short))
+    assert refused.returncode == 2 and "needs at least 16" in refused.stderr, refused.stderr
+    unkeyed = run_segpipe("erase", str(src), str(tmp_path / "o"), "--keys", str(work / "keys.hex"),
+                          "--key-format", "hex", "--dry-run")  # fmt: skip
+    assert unkeyed.returncode == 0 and "kept nowhere" in unkeyed.stdout + unkeyed.stderr
 
 
 def test_the_proof_passes_and_fails_where_it_must(

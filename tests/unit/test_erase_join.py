@@ -5,6 +5,7 @@ processes and however many buckets the list is spread over."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from pipelines.errors import ConfigError
 from pipelines.jobs.erase import join
 from pipelines.jobs.erase.join import ListedRecords, SegmentMatches, run_joined
+from pipelines.jobs.erase.key_digest import KeyDigest
 from pipelines.jobs.erase.key_list import KeyList
 from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
 from pipelines.runtime.local_workers import LocalWorkers
@@ -32,6 +34,7 @@ RECORDS = [
     (7, 0, b"y", b"v", [("user", b"bob"), ("user", b"alice")]),  # its first matching header
 ]
 LISTED = [b"alice", b"bob", b"nobody"]
+SECRET = b"the secret of these tests"
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +81,10 @@ def test_the_join_matches_what_a_list_read_whole_matches(
     results, joined = run_joined(
         spark_less, KeyList.open(str(tmp_path / "keys.txt")), names, segments,
         lambda files: [(url, files)], [s.size for s in segments], 2, work, str(tmp_path / "not-found"),
+        KeyDigest(SECRET),
     )  # fmt: skip
     assert joined.listed == 3
-    sha = [hashlib.sha256(k).hexdigest() for k in LISTED]
+    sha = [hmac.new(SECRET, k, hashlib.sha256).hexdigest() for k in LISTED]
     assert sorted(joined.found.values()) == sorted(sha[:2]) and joined.not_found == 1
     [name] = joined.not_found_files  # the digests of keys found nowhere, in a file of their bucket's
     assert (tmp_path / "not-found" / name).read_text() == sha[2] + "\n"

@@ -160,11 +160,15 @@ def test_parquet_and_csv_lists_read_in_parts_as_whole(tmp_path: Path) -> None:
         KeyList.open(str(tmp_path / "nokey.csv"))
 
 
-def test_digests_are_sha256_of_the_key_bytes() -> None:
+def test_digests_are_hmac_sha256_of_the_key_bytes_under_the_secret() -> None:
     import hashlib
+    import hmac
 
+    from pipelines.jobs.erase.key_digest import KeyDigest
+
+    secret = b"sixteen or more bytes"
     found = ErasedKeys.of(KEYS)
-    assert found.digests() == [hashlib.sha256(k).hexdigest() for k in KEYS]
+    assert found.digests(KeyDigest(secret)) == [hmac.new(secret, k, hashlib.sha256).hexdigest() for k in KEYS]
 
 
 # (offset delta, timestamp delta, key, value, headers) of records matched against alice and bob,

@@ -1,16 +1,18 @@
-"""The evidence's key digest: the numba SHA-256 kernel equals hashlib's, for keys of every length
-around the block boundaries and any bytes."""
+"""The evidence's key digest: the numba SHA-256 kernel equals hashlib's, and its HMAC equals the
+hmac module's, for keys of every length around the block boundaries, any bytes and secrets of
+every length (longer than a block too)."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.jobs.erase.key_digest import hex_digests, hex_lines, sha256_rows
+from pipelines.jobs.erase.key_digest import KeyDigest, hex_lines, sha256_rows
 
 pytestmark = pytest.mark.unit
 
@@ -24,7 +26,28 @@ def packed(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.binary(max_size=300), max_size=20))
 def test_the_kernel_is_sha256(keys: list[bytes]) -> None:
-    assert hex_digests(*packed(keys)) == [hashlib.sha256(k).hexdigest() for k in keys]
+    assert hex_lines(sha256_rows(*packed(keys))).decode().splitlines() == [
+        hashlib.sha256(k).hexdigest() for k in keys
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=20), st.binary(min_size=16, max_size=200))
+def test_the_keyed_digest_is_hmac_sha256(keys: list[bytes], secret: bytes) -> None:
+    digest = KeyDigest(secret)
+    assert digest.hex(*packed(keys)) == [hmac.new(secret, k, hashlib.sha256).hexdigest() for k in keys]
+
+
+def test_a_secret_is_long_enough_never_printed_and_named_by_a_fingerprint() -> None:
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        KeyDigest(b"short")
+    secret = b"a secret the operator keeps"
+    assert secret.decode() not in repr(KeyDigest(secret))
+    assert (
+        KeyDigest(secret).fingerprint == KeyDigest(secret).fingerprint != KeyDigest(secret + b"!").fingerprint
+    )
+    once, twice = KeyDigest.ephemeral(), KeyDigest.ephemeral()
+    assert not once.given and once.hex(*packed([b"k"])) != twice.hex(*packed([b"k"]))
 
 
 def test_every_length_across_two_blocks_and_the_hex_lines() -> None:

@@ -1,16 +1,19 @@
 """An erase's report: the evidence of what it removed, without the keys. Each listed key is named
-by the SHA-256 of its bytes; per key, the records removed and from which partitions and offset
+by the HMAC-SHA-256 of its bytes under the operator's secret (jobs/erase/key_digest.py), which the
+report names by a fingerprint only; per key, the records removed and from which partitions and offset
 ranges; the keys found nowhere; per partition, the totals; the run's identity."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pipelines.jobs.erase.key_digest import DIGEST
+from pipelines.jobs.erase.key_digest import DIGEST, KeyDigest
+from pipelines.jobs.erase.key_list import KeyList
+from pipelines.jobs.erase.keys import ErasedKeys
 from pipelines.jobs.erase.segment import SegmentErasure
 
 
@@ -54,6 +57,7 @@ class EraseReport:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     seconds_total: float = 0.0
     seconds_by_stage: dict[str, float] = field(default_factory=dict)
+    secret: str | None = None  # the fingerprint of the operator's secret (None: one made for the run)
 
     @property
     def records_erased(self) -> int:
@@ -74,6 +78,7 @@ class EraseReport:
             "dst": self.dst,
             "dry_run": self.dry_run,
             "key_digest": DIGEST,
+            "secret": self.secret if self.secret is not None else "made for this run, kept nowhere",
             "keys_listed": self.keys_listed,
             "header_names": list(self.header_names),
             "records_erased": self.records_erased,
@@ -144,3 +149,32 @@ def key_evidence(
         )
     listed = digests.items() if isinstance(digests, Mapping) else enumerate(digests)
     return [found[e] for e in sorted(found)], [d for e, d in listed if e not in found]
+
+
+def evidence_problems(
+    doc: dict[str, Any], listed: ErasedKeys | KeyList, digest: KeyDigest, read: Callable[[str], bytes]
+) -> list[str]:
+    """What is wrong with an erase report's evidence for the keys `listed`, to the holder of the
+    secret `digest`: keyed with another secret, a digest that names no listed key, listed keys
+    missing from it. `read(name)` reads a file the report names (its digests of keys found
+    nowhere), relative to the output."""
+    if doc.get("key_digest") != DIGEST:
+        return [f"the report names keys by {doc.get('key_digest')!r}, not by {DIGEST} under a secret"]
+    if doc.get("secret") != digest.fingerprint:
+        return ["the report was keyed with another secret (its fingerprint differs from --secret-file's)"]
+    keys = listed if isinstance(listed, ErasedKeys) else listed.read()
+    want = set(keys.digests(digest))
+    found = [item["digest"] for item in doc.get("erased", [])]
+    missing = list(doc.get("not_found") or [])
+    for name in doc.get("not_found_files") or []:
+        missing += read(name).decode("ascii").split()
+    problems = []
+    strangers = (set(found) | set(missing)) - want
+    if strangers:
+        problems.append(f"{len(strangers)} digests of the report name no listed key")
+    unnamed = want - set(found) - set(missing)
+    if unnamed:
+        problems.append(f"{len(unnamed)} listed keys are named nowhere in the report")
+    if len(found) != len(set(found)) or set(found) & set(missing):
+        problems.append("a key is named twice in the report")
+    return problems

@@ -12,6 +12,7 @@ from typing import Any
 
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
 from pipelines.jobs.erase.join import JoinedKeys, run_joined
+from pipelines.jobs.erase.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.jobs.erase.key_list import KeyList, checked_key_list
 from pipelines.jobs.erase.keys import ErasedKeys
 from pipelines.jobs.erase.plan import retain_empty
@@ -75,12 +76,16 @@ def _erase(
     skipped = skipped_docs(scanned)
     names = [str(p.tp) for p in scanned.listing.partitions]
     tasks = _tasks(scanned)
+    digest = request.digest or KeyDigest.ephemeral()
+    if not digest.given:
+        log(EPHEMERAL_NOTE)
     report = EraseReport(
-        request.src.url, request.dst.url, "dry-run", 0, request.dry_run, request.header_names, skipped=skipped
-    )
+        request.src.url, request.dst.url, "dry-run", 0, request.dry_run, request.header_names,
+        skipped=skipped, secret=digest.fingerprint if digest.given else None,
+    )  # fmt: skip
     if request.dry_run:
         with timer.stage("erase"):
-            erased = _erase_all(run, scanned, tasks, keys, header_names, None)
+            erased = _erase_all(run, scanned, tasks, keys, header_names, None, digest)
         _fill(report, names, erased, timer.total, timer.seconds)
         _write_report(report, request)
         log(report.totals_line())
@@ -89,7 +94,7 @@ def _erase(
     report.run_id = staging.run_id
     with staged_output(run, staging):
         with timer.stage("erase"):
-            erased = _erase_all(run, scanned, tasks, keys, header_names, staging.location)
+            erased = _erase_all(run, scanned, tasks, keys, header_names, staging.location, digest)
         raise_if_stopped()
         with timer.stage("copy"):
             _copy_side_files(scanned, staging)
@@ -144,6 +149,7 @@ def _erase_all(
     keys: ErasedKeys | KeyList,
     header_names: ErasedKeys | None,
     staging: Location | None,
+    digest: KeyDigest,
 ) -> _Erased:
     """Every segment's erase: each task matching its records against the keys itself (a list read
     whole), or handed its listed records by the key join (a list too large for that). The tasks
@@ -155,7 +161,7 @@ def _erase_all(
             run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
             lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
         )  # fmt: skip
-        return _Erased(results, len(keys), keys.digests(), None)
+        return _Erased(results, len(keys), keys.digests(digest), None)
     ctx = EraseContext(None, header_names, staging)
     # The digests of keys found nowhere stay in files of the output, a file per bucket (a dry run
     # counts them only).
@@ -163,7 +169,7 @@ def _erase_all(
     results, joined = run_joined(
         run.spark, keys, header_names, tasks, lambda t: [(t.src, t.files)], [t.files.size for t in tasks],
         SCAN_TASKS_PER_CORE, lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
-        not_found_dir,
+        not_found_dir, digest,
     )  # fmt: skip
     return _Erased(results, joined.listed, joined.found, joined)
 

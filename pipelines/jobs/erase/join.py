@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pipelines.jobs.erase.key_digest import hex_lines, sha256_rows
+from pipelines.jobs.erase.key_digest import KeyDigest, hex_lines
 from pipelines.jobs.erase.key_list import KeyList, KeyListPart, refused_empty
 from pipelines.jobs.erase.keys import ErasedKeys, key_rows, named_header_values
 from pipelines.log.keytable import EMPTY, KeyRows, hash_keys
@@ -130,6 +130,7 @@ def listed_records(
     header_names: ErasedKeys | None,
     evidence_route: int,
     not_found_dir: Location | None = None,
+    digest: KeyDigest | None = None,
 ) -> object:
     """The join over `flow`: a frame of (route, SegmentMatches) and (evidence_route, BucketKeys),
     to be routed to the next stage's tasks; the digests of keys found nowhere are written under
@@ -144,10 +145,11 @@ def listed_records(
     key_side = flow.each(list_parts, lambda pack: _list_rows(pack, buckets))
     record_side = flow.each(ref_packs, lambda pack: _record_rows(pack, header_names, buckets))
     routes = np.array([r.route for r in refs], dtype=np.int64)
+    named = digest or KeyDigest.ephemeral()  # one secret for every bucket of the run
     return flow.routed(
         flow.union([key_side, record_side]),
         buckets,
-        lambda bucket, items: _match_bucket(bucket, items, routes, evidence_route, not_found_dir),
+        lambda bucket, items: _match_bucket(bucket, items, routes, evidence_route, not_found_dir, named),
     )
 
 
@@ -201,6 +203,7 @@ def _match_bucket(
     routes: np.ndarray,
     evidence_route: int,
     not_found_dir: Location | None,
+    digest: KeyDigest,
 ) -> Iterator[tuple[int, object]]:
     """Executed on a worker, per bucket: its keys in a table, its record rows looked up in it;
     the matches to their segments' routes, what the bucket learnt of its keys to the evidence's."""
@@ -235,9 +238,9 @@ def _match_bucket(
     name = None
     if missing.any() and not_found_dir is not None:
         name = not_found_name(bucket)
-        _write_digests(table, np.flatnonzero(missing), not_found_dir, name)
+        _write_digests(table, np.flatnonzero(missing), not_found_dir, name, digest)
     found_digests = dict(
-        zip(((bucket << 32) + found_entries).tolist(), table.digests(found_entries), strict=True)
+        zip(((bucket << 32) + found_entries).tolist(), table.digests(digest, found_entries), strict=True)
     )
     yield evidence_route, BucketKeys(len(table), found_digests, int(missing.sum()), name)
 
@@ -246,11 +249,13 @@ def _match_bucket(
 DIGEST_LINES = 1 << 20
 
 
-def _write_digests(table: ErasedKeys, entries: np.ndarray, directory: Location, name: str) -> None:
-    """The SHA-256 of the keys `entries` as lines of hex, sorted, into one new file: a digest
+def _write_digests(
+    table: ErasedKeys, entries: np.ndarray, directory: Location, name: str, digest: KeyDigest
+) -> None:
+    """The digests of the keys `entries` as lines of hex, sorted, into one new file: a digest
     kernel over the keys, no Python object per key."""
     rows = table.table.rows()
-    digests = sha256_rows(rows.data, rows.starts[entries], rows.lengths[entries])
+    digests = digest.rows(rows.data, rows.starts[entries], rows.lengths[entries])
     digests = digests[_byte_order(digests)]
     pending = directory.storage.open_write(directory.file(name))
     try:
@@ -275,7 +280,7 @@ def _byte_order(digests: np.ndarray) -> np.ndarray:
 
 def not_found_name(bucket: int) -> str:
     """The file of a bucket's digests of keys found nowhere."""
-    return f"bucket-{bucket:05d}.sha256"
+    return f"bucket-{bucket:05d}.hmac-sha256"
 
 
 @dataclass(frozen=True)
@@ -299,6 +304,7 @@ def run_joined(
     tasks_per_core: int,
     work: Callable[[U, list[ListedRecords]], R],
     not_found_dir: Place | None = None,
+    digest: KeyDigest | None = None,
 ) -> tuple[list[R], JoinedKeys]:
     """`work(unit, listed records of each of its segments)` for every unit (an erase's segment, a
     proof's pair of segments), on the run's flow after the key join; results in no set order.
@@ -317,7 +323,7 @@ def run_joined(
         bases = [ref.files.base_offset for ref in refs]
         evidence = len(chosen)  # the route of what the buckets learnt of their keys
         not_found = Location.of_optional(not_found_dir)
-        matched = listed_records(flow, parallelism, key_list, refs, header_names, evidence, not_found)
+        matched = listed_records(flow, parallelism, key_list, refs, header_names, evidence, not_found, digest)
         done = flow.collected(
             flow.routed(
                 matched,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipelines.jobs.erase.key_digest import hex_digests
+from pipelines.jobs.erase.key_digest import KeyDigest
 from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.format import records as rec
 from segment_io.segment.framing import Framed
@@ -78,12 +78,12 @@ class ErasedKeys:
         start, length = int(rows.starts[entry]), int(rows.lengths[entry])
         return rows.data[start : start + length].tobytes()
 
-    def digests(self, entries: np.ndarray | None = None) -> list[str]:
-        """The SHA-256 (hex) of the key bytes of every entry, by entry (or of `entries`)."""
+    def digests(self, digest: KeyDigest, entries: np.ndarray | None = None) -> list[str]:
+        """The digest (hex) of the key bytes of every entry, by entry (or of `entries`)."""
         rows = self.table.rows()
         if entries is None:
-            return hex_digests(rows.data, rows.starts, rows.lengths)
-        return hex_digests(rows.data, rows.starts[entries], rows.lengths[entries])
+            return digest.hex(rows.data, rows.starts, rows.lengths)
+        return digest.hex(rows.data, rows.starts[entries], rows.lengths[entries])
 
 
 @dataclass(frozen=True)

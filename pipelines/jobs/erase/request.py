@@ -13,6 +13,7 @@ from segment_io.storage import Location
 from segment_io.storage.location import locate
 
 if TYPE_CHECKING:
+    from pipelines.jobs.erase.key_digest import KeyDigest
     from pipelines.jobs.erase.key_list import KeyList
     from pipelines.jobs.erase.keys import ErasedKeys
 
@@ -27,7 +28,9 @@ class EraseRequest:
     erased from and reach `dst` (None: all). `validate`: publish only once the output is proved
     to be SRC minus exactly the listed keys' records (validate --erased). `checked`: the list of
     `keys` as the caller already checked it (key_list.checked_key_list), so that it is read once a
-    run; None: the run reads and checks it."""
+    run; None: the run reads and checks it. `digest`: how the evidence names keys, keyed by the
+    operator's secret (key_digest.KeyDigest); None: by a secret made for the run and kept nowhere,
+    so that the evidence confirms no key to anyone."""
 
     src: Location
     dst: Location
@@ -40,6 +43,7 @@ class EraseRequest:
     on_corrupt: str = "fail"
     validate: bool = False
     checked: ErasedKeys | KeyList | None = None
+    digest: KeyDigest | None = None
 
     def __post_init__(self) -> None:
         locate(self, "src", "dst", "report_path")
