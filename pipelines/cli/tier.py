@@ -14,6 +14,7 @@ from pipelines.cli.spark_args import (
     now_from,
     workers_for,
 )
+from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import EXIT_OK, ConfigError
 
 
@@ -54,6 +55,15 @@ def add_parser(sub: Any) -> None:
     r.add_argument("dst", help="output directory; must be absent or empty")
     r.add_argument(
         "--local", metavar="LOG_DIR", help="the local log directory whose segments continue the remote log"
+    )
+    r.add_argument(
+        "--keys",
+        metavar="FILE",
+        help="the key list of an in-place erase of the tier: a restore with --local goes ahead only if no "
+        "record of LOG_DIR's segments above the tier carries a listed key (else it is refused)",
+    )
+    r.add_argument(
+        "--key-format", choices=KEY_FORMATS, default="utf8", help="how a key is written in a text list"
     )
     add_spark_arguments(r)
     r.set_defaults(func=run_restore)
@@ -119,7 +129,11 @@ def run_restore(args: argparse.Namespace) -> int:
     from pipelines.jobs.tier.request import RestoreRequest
     from pipelines.runtime.harness import preflight
 
-    request = preflight(RestoreRequest(remote=args.remote, dst=args.dst, local=args.local))
+    request = preflight(
+        RestoreRequest(
+            remote=args.remote, dst=args.dst, local=args.local, keys=args.keys, key_format=args.key_format
+        )
+    )
     with workers_for(args, "pipelines.jobs.tier.restore") as spark:
         from pipelines.jobs.tier.restore import run_restore as restore_job
 

@@ -32,8 +32,9 @@ STEPS = ("cut", "erase", "retention", "compact", "validate", "tier", "expire")
 WRITING_STEPS = ("cut", "erase", "retention", "compact")
 CLEAN_STEPS = ("retention", "compact")
 RUN_PLACEHOLDER = "{run}"
-# Where an erase followed by a clean writes, beside the output (kept: validate proves both from it);
-# likewise a cut followed by an erase or a clean.
+# Where an erase followed by a clean writes, beside the output (kept: validate proves the clean from
+# it); likewise a cut followed by an erase or a clean (removed once an erase is done: it holds the
+# listed keys' records, run/runner.py release_cut).
 ERASED_SUFFIX = ".erased"
 CUT_SUFFIX = ".cut"
 

@@ -62,6 +62,7 @@ def run_units(
         name = unit_name(unit)
         if state.done(unit[0]):
             log(f"segpipe: step {name}: done at {state.steps[unit[0]]['finished']}; not run again")
+            release_cut(job, state, log)  # a run stopped between the erase's record and the removal
             records.append(state.steps[unit[0]])
             continue
         log(f"segpipe: step {name}: starting")
@@ -72,6 +73,7 @@ def run_units(
         state.record(unit, record)
         log(f"segpipe: step {name}: done in {record['seconds']:.1f} s (recorded in {state.url})")
         fault_point(f"after-step-{unit[-1]}")
+        release_cut(job, state, log)
         records.append(state.steps[unit[0]])
     return records
 
@@ -193,19 +195,56 @@ def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
 
     request = erase_request(job)
     published = published_manifest(request.dst)
+    remaining = {"remaining_copies": _remaining_copies(job)}
     # Published by this step before the run stopped: the same source and key list.
     if published is not None and published.get(MANIFEST_JOB) == ERASE_JOB and (
         published.get("src"), published.get("keys_file")) == (request.src.url, request.keys):  # fmt: skip
         log(f"segpipe: step erase: {request.dst} was published by this run before it stopped")
-        return {"adopted": True, "run_id": published.get("run_id")}
-    report = run_erase(spark, request, log)
+        return {"adopted": True, "run_id": published.get("run_id"), **remaining}
+    # A job that validates proves the erasure before the erased log is published (as erase
+    # --validate), while what the erase read is still there to prove it against.
+    gate = _erasure_gate(spark, job, log) if "validate" in job.steps else None
+    report = run_erase(spark, request, log, gate)
+    for copy in remaining["remaining_copies"]:
+        log(f"segpipe: note: the listed keys' records remain in {copy} (the job's source: never changed)")
     return {
         "run_id": report.run_id,
         "records_erased": report.records_erased,
         "keys_found": len(report.erased),
         "keys_not_found": report.not_found_count,
         "partitions": {p.partition: {"records_erased": p.records_erased} for p in report.partitions},
+        "proved": gate is not None,
+        **remaining,
     }
+
+
+def _remaining_copies(job: JobFile) -> list[str]:
+    """The copies of the listed keys' records this job knows remain after its erase: the source,
+    which segpipe never changes (a cut log it read is removed once the erase is done)."""
+    return [job.source]
+
+
+def release_cut(job: JobFile, state: RunState, log: Log) -> None:
+    """Once a job's erase step is done, the cut log it read (beside the output, holding the listed
+    keys' records) is removed: an intermediate the job made must not keep what it erased. Only a
+    cut this job published of its source is removed, and only once the erased log is published."""
+    from pipelines.output.staging import CUT_JOB, ERASE_JOB, MANIFEST_JOB, published_manifest
+    from segment_io.storage import Location
+
+    if not (job.cuts and job.erases and state.done("erase")):
+        return
+    cut = Location(job.cut_dir)
+    made = published_manifest(cut)
+    if made is None:
+        return  # removed already (or never published)
+    erased = published_manifest(Location(job.erased_dir))
+    ours = made.get(MANIFEST_JOB) == CUT_JOB and made.get("src") == job.source
+    if not ours or erased is None or erased.get(MANIFEST_JOB) != ERASE_JOB or erased.get("src") != cut.url:
+        log(f"segpipe: warning: {job.cut_dir} holds the listed keys' records and is not this job's cut "
+            "of its source with its erase published: left as it is; remove it yourself")  # fmt: skip
+        return
+    cut.storage.remove(cut.path)
+    log(f"segpipe: step erase: removed {job.cut_dir}, the cut log the erase read (it held the listed keys)")
 
 
 def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
@@ -250,9 +289,8 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
     result.say(log)
     record = {"success": result.success, "failed": result.failed, "checked": result.checked,
               "data_docs": result.data_docs}  # fmt: skip
-    problems = _erasure_problems(spark, job, log) if job.erases else []
-    if problems:
-        record.update(success=False, erasure=problems)
+    if job.erases:
+        record["erasure"] = "proved by the erase step before it published"
     if not record["success"]:
         state.steps["validate"] = {**record, "state": "failed", "finished": iso(int(time.time() * 1000))}
         state.save()
@@ -260,25 +298,27 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
     return record
 
 
-def _erasure_problems(spark: Any, job: JobFile, log: Log) -> list[str]:
-    """The erase step's output proved against what it read (the source, or the cut log) from the
-    data (validate --erased)."""
-    from pipelines.jobs.erase.key_list import checked_key_list
+def _erasure_gate(spark: Any, job: JobFile, log: Log) -> Callable[[Any, Any], None]:
+    """The erase step's proof of its staged output against what it read (validate --erased),
+    raising ValidationFailed before anything is published."""
     from pipelines.jobs.erase.keys import ErasedKeys
     from pipelines.jobs.erase.proof import failures, prove_erasure
 
     assert job.erase is not None
-    keys = checked_key_list(job.erase.keys, job.erase.key_format)
     names = (
         ErasedKeys.of([n.encode() for n in job.erase.also_in_headers]) if job.erase.also_in_headers else None
     )
     read = job.erase_source
-    problems = list(failures(prove_erasure(spark, job.erased_dir, read, keys, names, job.selection)))
-    for line in problems:
-        log(f"segpipe: erasure proof failed: {line}")
-    if not problems:
-        log(f"segpipe: erasure proved: {job.erased_dir} is {read} minus exactly the listed records")
-    return problems
+
+    def gate(staged: Any, keys: Any) -> None:
+        problems = list(failures(prove_erasure(spark, staged, read, keys, names, job.selection)))
+        for line in problems:
+            log(f"segpipe: erasure proof failed: {line}")
+        if problems:
+            raise ValidationFailed(f"the erased log is not {read} minus exactly the listed records")
+        log(f"segpipe: erasure proved: the erased log is {read} minus exactly the listed records")
+
+    return gate
 
 
 def _tier(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:

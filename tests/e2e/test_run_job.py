@@ -149,3 +149,35 @@ def test_a_job_whose_suite_ge_cannot_build_is_refused_before_its_first_step(
     assert proc.returncode == EXIT_REFUSED, proc.stderr[-3000:]
     assert "expect_column_values_to_be_purple" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_job_that_cuts_then_erases_leaves_no_copy_of_the_listed_keys_behind(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    """steps: [cut, erase, compact, validate]: the cut log the erase read held the listed keys; once
+    the erase (proved before it published) is done it is removed, and no file the job wrote holds
+    a listed key. The erase's record names the copy that remains: the source."""
+    from tests.helpers import read_log
+
+    listed = [b"k0000000001", b"k0000000002"]
+    (tmp_path / "keys.txt").write_bytes(b"".join(k + b"\n" for k in listed))
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: forget-then\nsource: {sample_dir}\noutput: out\nsteps: [cut, erase, compact, validate]\n"
+        "now: 2023-11-23T00:40:00Z\ncut: {until_time: 2023-11-18T09:33:20Z}\ntopics: [orders, clicks]\n"
+        "erase: {keys: keys.txt}\nspark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    proc = run_segpipe("run", str(job), "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "erasure proved" in proc.stdout and "removed" in proc.stdout and "validation passed" in proc.stdout
+    records = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    assert records["erase"]["records_erased"] > 0 and records["erase"]["proved"]
+    assert records["erase"]["remaining_copies"] == [str(sample_dir)]
+    assert not (tmp_path / "out.cut").exists()
+    written = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert sorted(p.name for p in written) == ["out", "out.erased"]
+    for root in written:
+        for part in (p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")):
+            assert not any(r["key"] in listed for r in read_log(root, part)), (root, part)
+    again = run_segpipe("run", str(job))
+    assert again.returncode == 0 and "every step of this run is done" in again.stdout

@@ -119,3 +119,34 @@ def test_a_kill_before_the_commit_leaves_the_old_version(
     assert "removed the staging of an in-place run that did not commit" in proc.stdout
     for tp, manifest in before.items():
         assert tier.read(tp).version == manifest.version + 1
+
+
+def test_restore_with_the_local_log_does_not_bring_erased_records_back(
+    s3_env: dict[str, str], tiered: tuple[str, Path]
+) -> None:
+    """The erase rewrote the tier only: the local log's segments above it (the active ones) still
+    hold listed keys. A restore with --local is refused, and with --keys it is refused naming
+    them; once the local log is erased too, the restore goes ahead and holds no listed key."""
+    from pipelines.errors import EXIT_REFUSED
+
+    remote, work = tiered
+    keys = str(work / "keys.txt")
+    proc = run_segpipe("erase", remote, "--in-place", "--keys", keys, "--master", "local[2]", env=s3_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "remain in the log directory this tier was uploaded from" in proc.stdout
+    local = str(work / "log")
+    assert any(r["key"] in KEYS for p in PARTITIONS for r in read_log(work / "log", p))
+    refused = run_segpipe("restore", remote, str(work / "r1"), "--local", local, env=s3_env)
+    assert refused.returncode == EXIT_REFUSED and "was erased in place" in refused.stderr, refused.stderr
+    checked = run_segpipe("restore", remote, str(work / "r2"), "--local", local, "--keys", keys, env=s3_env)
+    assert checked.returncode == EXIT_REFUSED and "holds records of listed keys" in checked.stderr
+    assert not (work / "r1").exists() and not (work / "r2").exists()
+    erased_local = str(work / "log-erased")
+    proc = run_segpipe("erase", local, erased_local, "--keys", keys, env=s3_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok = run_segpipe("restore", remote, str(work / "r3"), "--local", erased_local, "--keys", keys,
+                     "--master", "local[2]", env=s3_env)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    for part in PARTITIONS:
+        rows = read_log(work / "r3", part)
+        assert rows and not any(r["key"] in KEYS for r in rows), part

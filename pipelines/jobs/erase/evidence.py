@@ -58,6 +58,9 @@ class EraseReport:
     seconds_total: float = 0.0
     seconds_by_stage: dict[str, float] = field(default_factory=dict)
     secret: str | None = None  # the fingerprint of the operator's secret (None: one made for the run)
+    # The copies of the listed keys' records the run knows remain (SRC, which an erase never changes;
+    # for a remote tier, its replaced objects and the log directory it was uploaded from).
+    remaining_copies: list[str] = field(default_factory=list)
 
     @property
     def records_erased(self) -> int:
@@ -87,6 +90,7 @@ class EraseReport:
             "not_found_count": self.not_found_count,
             "not_found_files": self.not_found_files,
             "partitions": [{**vars(p), "records_out": p.records_out} for p in self.partitions],
+            "remaining_copies": self.remaining_copies,
             "skipped": self.skipped,
             "seconds_total": round(self.seconds_total, 3),
             "seconds_by_stage": {k: round(v, 3) for k, v in self.seconds_by_stage.items()},

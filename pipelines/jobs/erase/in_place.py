@@ -48,6 +48,11 @@ def erase_in_place(
     require_writable(staged.dst)
     report = run_erase(spark, Checked(staged), log, gate)
     report.src = report.dst = request.src.url
+    report.remaining_copies = [
+        f"{tier.url}: its replaced objects, until `segpipe tier --expire` removes them after the grace",
+        "the log directory this tier was uploaded from: its local segments (those not yet tiered too); "
+        "`restore --local` refuses it unless --keys shows it holds no listed key",
+    ]
     if request.dry_run:
         return report
     try:
@@ -55,6 +60,8 @@ def erase_in_place(
         raise_if_stopped()
         committed = commit_staged(spark, tier, staged.dst, before, ORIGIN_ERASE, {}, log)
         log(f"segpipe: committed the erased log of {counted(committed, 'partition')} to {tier.url}")
+        for copy in report.remaining_copies:
+            log(f"segpipe: note: the listed keys' records remain in {copy}")
     finally:
         tier.storage.remove(staging)
     return report

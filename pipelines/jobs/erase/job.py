@@ -83,6 +83,7 @@ def _erase(
         request.src.url, request.dst.url, "dry-run", 0, request.dry_run, request.header_names,
         skipped=skipped, secret=digest.fingerprint if digest.given else None,
     )  # fmt: skip
+    report.remaining_copies = [request.src.url]
     if request.dry_run:
         with timer.stage("erase"):
             erased = _erase_all(run, scanned, tasks, keys, header_names, None, digest)

@@ -72,6 +72,8 @@ class RestoreRequest:
     remote: Location
     dst: Location
     local: Location | None = None
+    keys: str | None = None  # the key list of an in-place erase of the tier (see tier/unerased.py)
+    key_format: str = "utf8"
 
     def __post_init__(self) -> None:
         locate(self, "remote", "dst", "local")
@@ -95,4 +97,11 @@ class RestoreRequest:
             if RemoteTier.is_tier(self.local):
                 raise ConfigError(f"restore refused: the local log directory {self.local} is a remote tier")
             list_log_dir(self.local.storage, self.local.path)
+            from pipelines.jobs.erase.key_list import read_key_list
+            from pipelines.jobs.tier.unerased import require_no_unerased
+
+            keys = None if self.keys is None else read_key_list(self.keys, self.key_format)
+            require_no_unerased(self.view, self.local, keys)
+        elif self.keys is not None:
+            raise ConfigError("restore: --keys checks the local log directory's records; give --local")
         require_destination(self.view, self.dst)
