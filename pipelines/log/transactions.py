@@ -52,6 +52,31 @@ def producer_state(segments: list[ScannedSegment]) -> dict[int, Producer]:
     return state
 
 
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction with data and no marker yet: the last stable offset stops at its first offset,
+    so nothing from there on is cleaned or tiered until it ends."""
+
+    producer_id: int
+    first_offset: int
+
+    def holds(self, what: str) -> str:
+        """The line that says what it keeps from `what` (cleaning, tiering)."""
+        return (
+            f"an open transaction (producer id {self.producer_id}, first offset {self.first_offset}) keeps "
+            f"offsets {self.first_offset} and above from {what} until its COMMIT or ABORT marker is written"
+        )
+
+
+def first_open_transaction(state: dict[int, Producer]) -> OpenTransaction | None:
+    """The open transaction that starts first (the one the last stable offset stops at)."""
+    opened = [(p.open_txn_first, pid) for pid, p in state.items() if p.open_txn_first is not None]
+    if not opened:
+        return None
+    first, pid = min(opened)
+    return OpenTransaction(pid, first)
+
+
 def aborted_data_batches(segments: list[ScannedSegment]) -> list[np.ndarray]:
     """Per segment, per batch: a transactional data batch whose producer's next marker is ABORT
     (docs/cleaning-rules.md#transactions)."""

@@ -99,6 +99,12 @@ def test_an_open_transaction_bounds_the_pass_at_its_segment() -> None:
     ]
     p = plan(segments, compact(**{"segpipe.last.segment.sealed": True}))
     assert p.compaction is not None and p.compaction.first_uncleanable == 10
+    # The partition's line names the producer and where its transaction starts.
+    assert p.held_by is not None and (p.held_by.producer_id, p.held_by.first_offset) == (7, 15)
+    assert "producer id 7, first offset 15" in p.held_by.holds("cleaning")
+    assert p.summary()["held_by_transaction"] == {"producer_id": 7, "first_offset": 15}
+    # Where the active segment bounds the pass first, the transaction holds nothing back.
+    assert plan(segments[:2], compact()).held_by is None
 
 
 def test_nothing_is_cleanable_when_the_bound_falls_on_the_first_segment() -> None:

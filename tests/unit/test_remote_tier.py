@@ -168,6 +168,16 @@ def test_an_open_transaction_stops_uploads_at_its_first_offset() -> None:
     local[1] = segment(1, 10, data(10, 14), txn(15, 19, pid=7))  # never committed nor aborted
     plan = plan_tier(TP, local, PartitionManifest.empty(TP), config(), None, None, T0)
     assert plan.last_stable_offset == 15 and [u.base_offset for u in plan.uploads] == [0]
+    assert plan.held_by is not None and (plan.held_by.producer_id, plan.held_by.first_offset) == (7, 15)
+    from pipelines.jobs.tier.warnings import tier_warnings
+
+    [line] = tier_warnings([plan], {TP: local}, T0)
+    assert line == (
+        "t-0: an open transaction (producer id 7, first offset 15) keeps offsets 15 and above from "
+        "tiering until its COMMIT or ABORT marker is written"
+    )
+    # With no transaction open, the active segment alone stays local: nothing is named.
+    assert plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(), None, None, T0).held_by is None
 
 
 def test_what_the_remote_tier_holds_is_not_uploaded_again() -> None:

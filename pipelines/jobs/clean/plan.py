@@ -16,7 +16,13 @@ from pipelines.jobs.clean.selection import kafka_selection
 from pipelines.log.batch_writer import BatchRetention
 from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import EMPTY_CONTROL, ScannedSegment
-from pipelines.log.transactions import Producer, aborted_data_batches, producer_state
+from pipelines.log.transactions import (
+    OpenTransaction,
+    Producer,
+    aborted_data_batches,
+    first_open_transaction,
+    producer_state,
+)
 from segment_io.format.constants import INT32_MAX, ControlType
 from segment_io.index import AbortedTxn
 from segment_io.layout import (
@@ -69,6 +75,9 @@ class PartitionPlan:
     deleted_bytes: int = 0
     stray_files: tuple[str, ...] = ()  # not Kafka's files: carried over unread
     selection: str | None = None  # with Kafka's selection: why the partition was (not) compacted
+    # The open transaction that keeps part of the log from cleaning (the cleanable range would reach
+    # further without it), None where none does.
+    held_by: OpenTransaction | None = None
 
     def summary(self) -> dict[str, Any]:
         c = self.compaction
@@ -88,6 +97,9 @@ class PartitionPlan:
             "input_bytes": self.input_bytes,
             "stray_files": list(self.stray_files),
             "selection": self.selection,
+            "held_by_transaction": None
+            if self.held_by is None
+            else {"producer_id": self.held_by.producer_id, "first_offset": self.held_by.first_offset},
         }
 
 
@@ -205,6 +217,9 @@ def plan_partition(
     if first_dirty is None or first_dirty < plan.log_start_offset or first_dirty > leo:
         first_dirty = plan.log_start_offset
     upper = first_uncleanable_offset(alive, first_dirty, lso, leo, config, now_ms)
+    opened = first_open_transaction(state)
+    if opened is not None and upper < first_uncleanable_offset(alive, first_dirty, hw, leo, config, now_ms):
+        plan.held_by = opened
     if upper < first_dirty or upper <= alive[0].meta.base_offset:
         plan.copied = [s.meta.segment_id for s in alive]
         return plan

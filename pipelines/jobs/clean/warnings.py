@@ -27,6 +27,8 @@ def run_warnings(
                 f"{plan.tp}: no time index entry in {names}: their age for retention and "
                 "min.compaction.lag.ms is the file's modification time (what Kafka falls back to)"
             )
+        if plan.held_by is not None:
+            out.append(f"{plan.tp}: {plan.held_by.holds('cleaning')}")
         if plan.stray_files:
             out.append(
                 f"{plan.tp}: files that are not Kafka's, carried over unread: {', '.join(plan.stray_files)}"

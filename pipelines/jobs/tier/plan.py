@@ -19,7 +19,7 @@ from typing import Any
 from pipelines.config.topic import TopicConfig
 from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import ScannedSegment
-from pipelines.log.transactions import producer_state
+from pipelines.log.transactions import OpenTransaction, first_open_transaction, producer_state
 from segment_io.remote.manifest import PartitionManifest, RemoteSegment
 from segment_io.text import counted, text_table
 from segment_io.topic_partition import TopicPartition
@@ -48,6 +48,7 @@ class TierPlan:
     remote_superseded: list[str] = field(default_factory=list)
     held: str | None = None  # why nothing of the partition is changed this run
     newest_timestamp: int = -1  # the largest timestamp of the log, both tiers (for warnings)
+    held_by: OpenTransaction | None = None  # the open transaction that keeps segments from upload
 
     @property
     def changes_remote(self) -> bool:
@@ -65,6 +66,9 @@ class TierPlan:
             "local_released": len(self.local_released),
             "remote_superseded": list(self.remote_superseded),
             "held": self.held,
+            "held_by_transaction": None
+            if self.held_by is None
+            else {"producer_id": self.held_by.producer_id, "first_offset": self.held_by.first_offset},
         }
 
 
@@ -119,7 +123,8 @@ def plan_tier(
     remote_end = remote.next_offset if remote.segments else None
     leo = log_end_offset(local, remote)
     hw = leo if high_watermark is None else min(high_watermark, leo)
-    open_firsts = [p.open_txn_first for p in producer_state(local).values() if p.open_txn_first is not None]
+    state = producer_state(local)
+    open_firsts = [p.open_txn_first for p in state.values() if p.open_txn_first is not None]
     lso = min([hw, *open_firsts])
     first = remote.segments[0].base_offset if remote.segments else (local[0].meta.base_offset if local else 0)
     log_start = max(log_start_checkpoint or 0, remote.log_start_offset, first)
@@ -168,6 +173,8 @@ def plan_tier(
         if s.meta.segment_id in deleted_local:
             continue
         if k >= last_index or uppers[k] > lso:
+            if k < last_index and uppers[k] <= hw:  # only an open transaction holds this one back
+                plan.held_by = first_open_transaction(state)
             break
         plan.uploads.append(Upload(s.meta.segment_id, s.meta.base_offset, uppers[k] - 1))
 

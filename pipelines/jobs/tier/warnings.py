@@ -21,4 +21,6 @@ def tier_warnings(
             out.append(emptied_warning(plan.tp, rules, plan.newest_timestamp, now_ms))
         if plan.held:
             out.append(f"not tiered: {plan.tp}: {plan.held}")
+        if plan.held_by is not None:
+            out.append(f"{plan.tp}: {plan.held_by.holds('tiering')}")
     return out
