@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     ):
         if low is not None and high is not None and low > high:
             raise ConfigError(f"--from-{what} {low} is above --to-{what} {high}: the range holds nothing")
+    if args.limit is not None and args.limit < 0:
+        raise ConfigError(f"--limit {args.limit}: expected a number of lines, 0 or more")
     log = log_location(args.path, args.remote)
     storage, path = log.storage, log.path
     listing = list_log_dir(storage, path, segment_file=True)
@@ -67,13 +69,13 @@ def run(args: argparse.Namespace) -> int:
         if (not args.topic or part.tp.topic == args.topic)
         and (args.partition is None or part.tp.partition == args.partition)
     ]
-    if listing.partitions and not chosen:
+    if listing.partitions and not chosen:  # a misspelt name would dump nothing, as if the log were empty
         there = ", ".join(str(p.tp) for p in listing.partitions)
-        print(
-            f"segpipe: warning: no partition matches the filters (partitions there: {there})", file=sys.stderr
+        raise ConfigError(
+            f"no partition of {args.path} matches --topic/--partition (partitions there: {there})"
         )
     lines = _lines(storage, chosen, args)
-    for line in lines if args.limit is None else itertools.islice(lines, max(args.limit, 0)):
+    for line in lines if args.limit is None else itertools.islice(lines, args.limit):
         sys.stdout.write(line + "\n")
     return EXIT_OK
 

@@ -20,8 +20,7 @@ from pipelines.errors import EXIT_OK, ConfigError
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "run",
-        help="run a job file's steps (erase, retention, compact, validate, tier, expire), resuming after "
-        "a failure",
+        help=f"run a job file's steps ({', '.join(STEPS)}), resuming after a failure",
         description="Runs the job's steps in order. Each finished step is recorded in the run's state "
         "file; run again after a failure or kill, it resumes where it stopped and never redoes a "
         "finished step.",

@@ -138,11 +138,14 @@ def test_empty_directories_say_so(tmp_path: Path) -> None:
 def test_filters_that_match_nothing_are_named_and_misnamed_topic_configs_refused(tmp_path: Path) -> None:
     root = ROOT / "data" / "samples"
     proc = run_segpipe("dump", str(root), "--topic", "ordrs")
-    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.returncode == 2 and proc.stdout == ""  # refused, as the data source refuses it
     assert (
-        "no partition matches the filters (partitions there: clicks-0, legacy-users-0, orders-0, orders-1)"
+        "matches --topic/--partition (partitions there: clicks-0, legacy-users-0, orders-0, orders-1)"
         in proc.stderr
     )
+    limited = run_segpipe("dump", str(root), "--limit", "-1")
+    assert limited.returncode == 2 and "--limit -1: expected a number of lines" in limited.stderr
+    assert "cut" in run_segpipe("--help").stdout.split("run a job file's steps (")[1].split(")")[0]
     for flags in (["--topic-set", "ordrs:retention.ms=1000"], ["--config", str(tmp_path / "c.yaml")]):
         (tmp_path / "c.yaml").write_text("topics:\n  ordrs:\n    retention.ms: 1000\n")
         proc = run_segpipe("clean", str(root), str(tmp_path / "out"), *flags)
