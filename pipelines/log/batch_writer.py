@@ -15,7 +15,13 @@ from segment_io.format import records as rec
 from segment_io.format.batch import build_empty_batch, build_v2_batch, parse_v2_header
 from segment_io.format.batch_build import V2Headers, build_v2_batches
 from segment_io.format.compression import CompressionLevels, compress
-from segment_io.format.constants import CODEC_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, Codec
+from segment_io.format.constants import (
+    CODEC_MASK,
+    DELETE_HORIZON_MASK,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    Codec,
+)
 from segment_io.index import AbortedTxn
 from segment_io.segment.framing import Framed
 from segment_io.segment.reader import SegmentReader
@@ -140,11 +146,17 @@ def write_chunk(
             writer.append(reader.batch_bytes(i), base, last, cols["max_timestamp"][j])
             stats.batches_copied += 1
         elif kept[j] == 0:
-            if src.actions[i] != BatchRetention.RETAIN_EMPTY or not v2[j]:
+            if src.actions[i] != BatchRetention.RETAIN_EMPTY:
                 stats.batches_dropped += 1
                 continue
-            header = parse_v2_header(reader.batch_bytes(i))
-            writer.append(build_empty_batch(header), base, last, header.max_timestamp)
+            if v2[j]:
+                header = parse_v2_header(reader.batch_bytes(i))
+                batch, max_ts = build_empty_batch(header), header.max_timestamp
+            else:  # a legacy entry (erase's only: the log's last) keeps its offsets as a v2 header
+                batch, base, last, max_ts = _empty_for_legacy(
+                    table, i, framed, int(bounds[j]), int(bounds[j + 1])
+                )
+            writer.append(batch, base, last, max_ts)
             stats.batches_emptied += 1
         elif rewrite[j]:
             # A run of rewritten batches (a marker alone), built back to back: appended at once.
@@ -161,10 +173,13 @@ def write_chunk(
             stats.batches_rewritten += resume - j
         else:  # a kept legacy entry becomes a v2 batch (4.x)
             r0, r1 = int(bounds[j]), int(bounds[j + 1])
-            horizon = out.horizon_new if tombs[j] else None
-            stats.horizons_stamped += int(tombs[j] > 0)
+            # A kept tombstone is stamped where the pass compacts (clean), not by an erase.
+            horizon = out.horizon_new if tombs[j] and out.stamp_horizons else None
+            stats.horizons_stamped += int(horizon is not None)
+            # A batch that must keep its offsets (erase's: the log's last) keeps its last one too.
+            keep_last = int(table.last_offset[i]) if src.actions[i] == BatchRetention.RETAIN_EMPTY else None
             batch, base, last, max_ts = convert_legacy(
-                table, i, framed, r0, r1, keep[r0:r1], horizon, out.levels
+                table, i, framed, r0, r1, keep[r0:r1], horizon, out.levels, keep_last
             )
             writer.append(batch, base, last, max_ts)
             stats.batches_rewritten += 1
@@ -245,6 +260,22 @@ def _rewritten(
 _HEADER_COLUMNS = ("base_offset", "last_offset", "max_timestamp")
 
 
+def _empty_for_legacy(
+    table: BatchTable, i: int, framed: Framed, r0: int, r1: int
+) -> tuple[bytes, int, int, int]:
+    """The header-only v2 batch that stands for a legacy entry none of whose records stays, over
+    the offsets of its records (a wrapper's own offset is its last record's)."""
+    base, last = int(framed.offset[r0]), int(framed.offset[r1 - 1])
+    log_append = int(table.magic[i]) == 1 and bool(table.attributes[i] & TIMESTAMP_TYPE_MASK)
+    max_ts = int(table.max_timestamp[i]) if int(table.magic[i]) == 1 else NO_TIMESTAMP
+    attributes = TIMESTAMP_TYPE_MASK if log_append else 0
+    batch = build_v2_batch(
+        base_offset=base, records=b"", records_count=0, last_offset_delta=last - base,
+        base_timestamp=NO_TIMESTAMP, max_timestamp=max_ts, attributes=attributes,
+    )  # fmt: skip
+    return batch, base, last, max_ts
+
+
 def convert_legacy(
     table: BatchTable,
     i: int,
@@ -254,9 +285,11 @@ def convert_legacy(
     kmask: np.ndarray,
     horizon: int | None,
     levels: CompressionLevels,
+    last_offset: int | None = None,
 ) -> tuple[bytes, int, int, int]:
     """A kept v0/v1 entry becomes a v2 batch of its kept records, as Kafka 4.x converts them
-    (docs/cleaning-rules.md#writing-kept-batches)."""
+    (docs/cleaning-rules.md#writing-kept-batches); `last_offset`: the batch's last offset where
+    it must stay the entry's (else its last kept record's)."""
     data = framed.sections.data
     rows = np.flatnonzero(kmask) + r0
     offsets = framed.offset[rows]
@@ -288,7 +321,7 @@ def convert_legacy(
     if horizon is not None:
         attrs |= DELETE_HORIZON_MASK
     max_ts = int(table.max_timestamp[i]) if log_append else int(ts.max())
-    last = int(offsets[-1])
+    last = int(offsets[-1]) if last_offset is None else last_offset
     batch = build_v2_batch(
         base_offset=base,
         records=compress(Codec(attrs & CODEC_MASK), cols.encode(), levels),

@@ -439,15 +439,58 @@ def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_a_key_in_legacy_data_is_refused(sample_dir: Path, tmp_path: Path) -> None:
-    legacy_key = next(r["key"] for r in read_log(sample_dir, "legacy-users-0") if r["key"] is not None)
-    keys = key_file(tmp_path / "k.hex", [legacy_key])
-    proc = run_segpipe(
-        "erase", str(sample_dir), str(tmp_path / "out"), "--keys", str(keys), "--key-format", "hex"
-    )
-    assert proc.returncode == 65 and "cannot erase" in proc.stderr and "magic 1" in proc.stderr
-    assert not (tmp_path / "out").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["k.hex"]  # no staging left behind
+LEGACY = [
+    TopicSpec("old0", records=600, keys=12, legacy_magic=0, transactional_ratio=0.0, idempotent_ratio=0.0,
+              header_ratio=0.0, null_key_ratio=0.05, codecs=("none", "gzip", "snappy"), segment_bytes=8 * 1024),
+    TopicSpec("old1", records=600, keys=12, legacy_magic=1, transactional_ratio=0.0, idempotent_ratio=0.0,
+              header_ratio=0.0, codecs=("none", "gzip", "snappy", "lz4"), segment_bytes=8 * 1024),
+]  # fmt: skip
+
+
+def test_keys_are_erased_from_magic_0_and_1_message_sets(tmp_path: Path) -> None:
+    """Legacy entries (single messages and compressed wrappers of both magics): an entry that carries
+    no listed key is copied byte for byte; one that does becomes a v2 batch of its other records at
+    their own offsets (as Kafka's cleaner converts a legacy entry it filters), in its codec; the log
+    end offset stays; kafka-python reads every batch; the proof holds."""
+    src = tmp_path / "src"
+    storage, path = open_storage(str(src))
+    generate_log_dir(storage, path, LEGACY, seed=5)
+    parts = ["old0-0", "old1-0"]
+    before = {p: read_log(src, p) for p in parts}
+    counts: dict[bytes, int] = {}
+    for rows in before.values():
+        for r in rows:
+            if r["key"] is not None:
+                counts[r["key"]] = counts.get(r["key"], 0) + 1
+    listed = sorted(counts, key=counts.__getitem__)[-3:]  # the most frequent: whole wrappers go too
+    listed.append(before["old1-0"][-1]["key"])  # and the log's last record
+    keys = key_file(tmp_path / "k.hex", listed)
+    proc = erase(src, tmp_path / "out", keys, "--validate")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "segpipe: erasure proved" in proc.stdout
+    for part in parts:
+        after = read_log(tmp_path / "out", part)
+        kept = [r for r in before[part] if r["key"] not in listed]
+        assert len(kept) < len(before[part])
+        fields = ("offset", "timestamp", "key", "value")
+        assert [tuple(r[f] for f in fields) for r in after] == [tuple(r[f] for f in fields) for r in kept], (
+            part
+        )
+    # The log end offset stays where the erased last record put it.
+    end = run_segpipe("inspect", str(tmp_path / "out"), "--json")
+    [old1] = [p for p in json.loads(end.stdout)["partitions"] if p["topic"] == "old1"]
+    assert old1["segments"][-1]["last_offset"] == before["old1-0"][-1]["offset"]
+    # Untouched legacy entries are byte for byte SRC's; filtered ones are v2 batches kafka-python reads.
+    for log in (tmp_path / "out").glob("*/*.log"):
+        records = MemoryRecords(log.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            assert batch.validate_crc()
+            for r in batch:
+                assert r.key not in listed
+    ok = run_segpipe("validate", str(tmp_path / "out"), "--erased", str(keys), "--key-format", "hex",
+                     "--against", str(src))  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
 @pytest.mark.parametrize("stage", ["after-scan", "mid-rewrite", "before-publish"])

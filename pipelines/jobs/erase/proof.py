@@ -161,12 +161,17 @@ def compare_pair(task: PairTask, proof: _Proof) -> ErasureVerdict:
     src_arena, out_arena = Arena(), Arena()
     matched_out = 0
     for index in chunk_batches(st):
-        lo = int(np.searchsorted(ot.last_offset, st.last_offset[index[0]], side="left"))
+        # An OUT batch belongs to the SRC batch whose offsets hold its last one: the same last offset,
+        # or (a filtered magic 0/1 entry, converted) at most it and above the batch before it.
+        before = int(st.last_offset[index[0] - 1]) if index[0] > 0 else -1
+        lo = int(np.searchsorted(ot.last_offset, before, side="right"))
         hi = int(np.searchsorted(ot.last_offset, st.last_offset[index[-1]], side="right"))
         out_index = np.arange(lo, hi, dtype=np.int64)
         paired = np.searchsorted(st.last_offset[index], ot.last_offset[out_index])
         pair_src = index[np.minimum(paired, len(index) - 1)]
-        if len(out_index) and not np.array_equal(st.last_offset[pair_src], ot.last_offset[out_index]):
+        converted = (st.magic[pair_src] < 2) & (ot.magic[out_index] == 2)
+        same_end = st.last_offset[pair_src] == ot.last_offset[out_index]
+        if len(out_index) and (not (same_end | converted).all() or len(np.unique(pair_src)) != len(pair_src)):
             return ErasureVerdict(task.partition, 0, 0, f"{task.out.log.path}: a batch SRC does not have")
         problem = _batch_fields(st, ot, pair_src, out_index)
         if problem:
@@ -179,7 +184,8 @@ def compare_pair(task: PairTask, proof: _Proof) -> ErasureVerdict:
         gone = proof.listed(sf, task.src_listed) & ~src_control
         listed_left += int((proof.listed(of, task.out_listed) & ~out_control).sum())
         erased += int(gone.sum())
-        problem = _records_differ(sf, np.flatnonzero(~gone), of)
+        legacy = st.magic[index][sf.record_batch] < 2
+        problem = _records_differ(sf, np.flatnonzero(~gone), of, legacy)
         if problem:
             return ErasureVerdict(task.partition, listed_left, erased, f"{task.out.log.path}: {problem}")
     if matched_out != len(ot):
@@ -190,9 +196,14 @@ def compare_pair(task: PairTask, proof: _Proof) -> ErasureVerdict:
 
 
 def _batch_fields(st: BatchTable, ot: BatchTable, src_index: np.ndarray, out_index: np.ndarray) -> str | None:
-    """Paired batches keep their kind, producer fields, codec and base offset."""
+    """Paired batches keep their kind, producer fields, codec and base offset; a magic 0/1 entry
+    the erase filtered is a v2 batch starting at its first kept record (as Kafka's cleaner
+    converts one), every other field kept."""
+    converted = (st.magic[src_index] < 2) & (ot.magic[out_index] == 2)
     for name in ("base_offset", "producer_id", "producer_epoch", "base_sequence", "is_control", "magic"):
         a, b = getattr(st, name)[src_index], getattr(ot, name)[out_index]
+        if name in ("base_offset", "magic"):
+            a, b = a[~converted], b[~converted]
         if not np.array_equal(a, b):
             at = int(np.flatnonzero(a != b)[0])
             return f"the batch ending at offset {int(ot.last_offset[out_index[at]])} has another {name}"
@@ -203,8 +214,10 @@ def _batch_fields(st: BatchTable, ot: BatchTable, src_index: np.ndarray, out_ind
     return None
 
 
-def _records_differ(sf: Framed, kept: np.ndarray, of: Framed) -> str | None:
-    """Whether OUT's records are exactly SRC's `kept` ones: offsets, timestamps, record bodies."""
+def _records_differ(sf: Framed, kept: np.ndarray, of: Framed, legacy: np.ndarray) -> str | None:
+    """Whether OUT's records are exactly SRC's `kept` ones: offsets, timestamps, record bodies (of
+    a record from a magic 0/1 entry, `legacy`, which a filtered entry re-encodes as a v2 record:
+    its key and value, and no header)."""
     if len(kept) != len(of):
         extra = np.setdiff1d(of.offset, sf.offset[kept])
         missing = np.setdiff1d(sf.offset[kept], of.offset)
@@ -217,14 +230,33 @@ def _records_differ(sf: Framed, kept: np.ndarray, of: Framed) -> str | None:
     if not np.array_equal(sf.timestamp[kept], of.timestamp):
         at = int(np.flatnonzero(sf.timestamp[kept] != of.timestamp)[0])
         return f"the record at offset {int(of.offset[at])} has another timestamp"
+    old = legacy[kept]
+    if old.any():
+        first = int(of.offset[np.flatnonzero(old)[0]])
+        fields = [(sf.key_start, sf.key_len, of.key_start, of.key_len),
+                  (sf.value_start, sf.value_len, of.value_start, of.value_len)]  # fmt: skip
+        for s_start, s_len, o_start, o_len in fields:
+            a = _field(sf, s_start[kept[old]], s_len[kept[old]])
+            b = _field(of, o_start[old], o_len[old])
+            if not all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)):
+                return f"a record from offset {first} on has other key or value bytes than SRC's"
+        if (of.header_count[old] != 0).any():
+            return f"a record from offset {first} on has headers its magic 0/1 message had not"
+    kept, out_rows = kept[~old], np.flatnonzero(~old)
     src_bodies = _bodies(sf, kept)
-    out_bodies = _bodies(of, np.arange(len(of)))
+    out_bodies = _bodies(of, out_rows)
     if not (np.array_equal(src_bodies[0], out_bodies[0]) and np.array_equal(src_bodies[1], out_bodies[1])):
         lengths_a, lengths_b = np.diff(src_bodies[0]), np.diff(out_bodies[0])
         differ = np.flatnonzero(lengths_a != lengths_b)
         at = int(differ[0]) if len(differ) else _first_content_difference(src_bodies, out_bodies)
-        return f"the record at offset {int(of.offset[at])} has other bytes (key, value or headers)"
+        return f"the record at offset {int(of.offset[out_rows[at]])} has other bytes (key, value or headers)"
     return None
+
+
+def _field(framed: Framed, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A field of some records: its lengths (−1: null) and its bytes, packed."""
+    offsets, data = rec.gather(framed.sections.data, starts, lengths)
+    return lengths, offsets, data
 
 
 def _bodies(framed: Framed, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

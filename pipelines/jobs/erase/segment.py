@@ -9,7 +9,10 @@ byte; a batch that loses some is rebuilt in its codec and magic with its offsets
 and delete horizon unchanged (no horizon is stamped: nothing is compacted); a batch that loses
 all is dropped, unless it is its producer's last data batch or the log's last batch, where an
 empty header keeps its offsets (producer state, the log end offset). Markers and the `.txnindex`
-are unchanged. Erasing from a magic 0/1 message set is refused (UnsupportedErasure)."""
+are unchanged. A magic 0/1 entry (a message, or a compressed wrapper of messages) that carries a
+listed key becomes a v2 batch of its other records, as Kafka's cleaner converts a legacy entry it
+filters, each record at its own offset; one that carries only listed keys is dropped (or, ending
+the log, becomes an empty header that keeps the log end offset)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,6 @@ from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
 from pipelines.log.batch_writer import BatchRetention, InputSegment, OutputSegment, WriteCounts, write_chunk
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.runtime.faults import fault_point
-from segment_io.errors import UnsupportedErasure
 from segment_io.format.compression import CompressionLevels
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import Framed, chunk_batches
@@ -96,16 +98,17 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
     arena = Arena()
     offsets: list[np.ndarray] = []
     entries: list[np.ndarray] = []
-    # Markers and magic 0/1 entries are written whole: an erase matches data records only, and
-    # a listed key in magic 0/1 data is refused (_refuse_legacy).
-    whole_batches = table.is_control | (table.magic < 2)
+    # Markers are written whole (an erase matches data records only), and so is a magic 0/1 entry
+    # that carries no listed key; one that does is converted as Kafka's cleaner converts a legacy
+    # entry it filters (log.batch_writer.convert_legacy).
     records_in = int(np.maximum(table.records_count[table.is_control], 0).sum())
     out: _Output | None = None
     for index in chunk_batches(table):
-        records_in += _refuse_legacy(
+        legacy_hit, legacy_whole_records = _legacy_matches(
             task, reader, index[(table.magic[index] < 2) & ~table.is_control[index]], ctx
         )
-        whole = whole_batches[index]
+        records_in += legacy_whole_records
+        whole = table.is_control[index] | ((table.magic[index] < 2) & ~np.isin(index, legacy_hit))
         framed = reader.frame(index[~whole], arena)
         records_in += len(framed)
         matched = task.matched(framed, ctx)
@@ -132,23 +135,17 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
     return _result(task, bool(offsets), size, size, records_in, erased, matched_all, None)
 
 
-def _refuse_legacy(task: EraseTask, reader: SegmentReader, legacy: np.ndarray, ctx: EraseContext) -> int:
-    """The records of magic 0/1 data batches `legacy` (their count); a listed key among them is
-    refused (UnsupportedErasure): erasing from a legacy message set is not supported."""
+def _legacy_matches(
+    task: EraseTask, reader: SegmentReader, legacy: np.ndarray, ctx: EraseContext
+) -> tuple[np.ndarray, int]:
+    """Of the magic 0/1 data entries `legacy`, those that carry a listed key (to be rewritten), and
+    the records of the others (written whole)."""
     if len(legacy) == 0:
-        return 0
+        return legacy, 0
     framed = reader.frame(legacy)
-    hit = np.flatnonzero(task.matched(framed, ctx) >= 0)
-    if len(hit):
-        batch = int(legacy[framed.record_batch[hit[0]]])
-        table = reader.scan().table
-        raise UnsupportedErasure(
-            task.files.log.path,
-            int(table.position[batch]),
-            f"a listed key is in a magic {int(table.magic[batch])} message set (offset "
-            f"{int(framed.offset[hit[0]])}); erasing from magic 0/1 data is not supported",
-        )
-    return len(framed)
+    owner = legacy[framed.record_batch]
+    hit = np.unique(owner[task.matched(framed, ctx) >= 0])
+    return hit, int((~np.isin(owner, hit)).sum())
 
 
 @dataclass(frozen=True)
