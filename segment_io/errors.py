@@ -71,10 +71,6 @@ class UnsupportedCodec(CorruptBatch):
     kind = "unsupported codec"
 
 
-class UnsupportedErasure(SegmentError):
-    kind = "cannot erase"
-
-
 class TruncatedSegment(SegmentError):
     """A partial batch at the end of a .log file; Kafka's recovery truncates it at `position`."""
 
