@@ -64,3 +64,29 @@ def test_a_dry_run_speaks_in_the_conditional_and_writes_nothing(sample_dir: Path
         plan["partitions"][0]["upload"]
     ) == 4
     assert not (tmp_path / "tier").exists()
+
+
+def test_an_open_transaction_that_holds_a_partition_back_is_named(sample_dir: Path, tmp_path: Path) -> None:
+    """The samples' orders partitions each end in a transaction with no marker: with the last segment
+    sealed, it is what keeps the rest of the partition from cleaning and from tiering, and one line
+    per partition says so with the producer id and the first offset."""
+    sealed = [
+        "--config",
+        "conf/samples.yaml",
+        "--now",
+        "2023-11-23",
+        "--set",
+        "segpipe.last.segment.sealed=true",
+    ]
+    for args in (
+        ["clean", str(sample_dir), str(tmp_path / "out"), *sealed, "--dry-run"],
+        ["tier", str(sample_dir), str(tmp_path / "tier"), *sealed, "--dry-run"],
+    ):
+        proc = run_segpipe(*args)
+        assert proc.returncode == 0, proc.stderr
+        said = proc.stdout + proc.stderr
+        what = "cleaning" if args[0] == "clean" else "tiering"
+        for part, pid, first in (("orders-0", 1015, 2783), ("orders-1", 1013, 2988)):
+            line = (f"segpipe: warning: {part}: an open transaction (producer id {pid}, first offset {first}) "
+                    f"keeps offsets {first} and above from {what}")  # fmt: skip
+            assert said.count(line) == 1, said
