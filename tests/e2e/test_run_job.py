@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,15 @@ def _job(tmp_path: Path, src: Path) -> Path:
         "spark: {master: 'local[2]'}\nconfigs:\n" + "".join(f"  {line}\n" for line in samples.splitlines())
     )
     return job
+
+
+def _run_job(tmp_path: Path, text: str) -> tuple[Any, dict[str, Any]]:
+    """Write the job file `text` and run it whole: the process and its steps' records."""
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    proc = run_segpipe("run", str(job), "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads(proc.stdout[proc.stdout.index("{\n") :])
 
 
 def _state(tmp_path: Path) -> dict:
@@ -81,16 +91,13 @@ def test_a_job_erases_then_compacts_and_validates_both(tmp_path: Path, sample_di
     from tests.helpers import read_log
 
     (tmp_path / "keys.txt").write_text("k0000000001\nk0000000002\n")
-    job = tmp_path / "job.yaml"
-    job.write_text(
+    proc, records = _run_job(
+        tmp_path,
         f"name: forget\nsource: {sample_dir}\noutput: out\nsteps: [erase, compact, validate]\n"
         "now: 2023-11-23T00:40:00Z\ntopics: [orders, clicks]\nerase: {keys: keys.txt}\n"
-        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n",
     )
-    proc = run_segpipe("run", str(job), "--json")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "erasure proved" in proc.stdout and "validation passed" in proc.stdout
-    records = json.loads(proc.stdout[proc.stdout.index("{\n") :])
     assert records["erase"]["records_erased"] > 0 and records["erase"]["keys_not_found"] == 0
     for part in ("orders-0", "orders-1", "clicks-0"):
         for root in (tmp_path / "out.erased", tmp_path / "out"):
@@ -104,15 +111,12 @@ def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir:
     the output is byte for byte what `segpipe cut` then `segpipe clean` write."""
     from tests.helpers import files_of
 
-    job = tmp_path / "job.yaml"
-    job.write_text(
+    _, records = _run_job(
+        tmp_path,
         f"name: as-it-was\nsource: {sample_dir}\noutput: out\nsteps: [cut, compact, validate]\n"
         "now: 2023-11-23T00:40:00Z\ncut: {until_time: 2023-11-18T09:33:20Z}\n"
-        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n",
     )
-    proc = run_segpipe("run", str(job), "--json")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = json.loads(proc.stdout[proc.stdout.index("{\n") :])
     assert records["cut"]["partitions"]["orders-0"]["records_removed"] > 0
     by_hand = run_segpipe(
         "cut", str(sample_dir), str(tmp_path / "cut"), "--until-time", "2023-11-18T09:33:20Z"
@@ -161,16 +165,14 @@ def test_a_job_that_cuts_then_erases_leaves_no_copy_of_the_listed_keys_behind(
 
     listed = [b"k0000000001", b"k0000000002"]
     (tmp_path / "keys.txt").write_bytes(b"".join(k + b"\n" for k in listed))
-    job = tmp_path / "job.yaml"
-    job.write_text(
+    proc, records = _run_job(
+        tmp_path,
         f"name: forget-then\nsource: {sample_dir}\noutput: out\nsteps: [cut, erase, compact, validate]\n"
         "now: 2023-11-23T00:40:00Z\ncut: {until_time: 2023-11-18T09:33:20Z}\ntopics: [orders, clicks]\n"
-        "erase: {keys: keys.txt}\nspark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+        "erase: {keys: keys.txt}\nspark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n",
     )
-    proc = run_segpipe("run", str(job), "--json")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "erasure proved" in proc.stdout and "removed" in proc.stdout and "validation passed" in proc.stdout
-    records = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    said = proc.stdout
+    assert "erasure proved" in said and "removed" in said and "validation passed" in said
     assert records["erase"]["records_erased"] > 0 and records["erase"]["proved"]
     assert records["erase"]["remaining_copies"] == [str(sample_dir)]
     assert not (tmp_path / "out.cut").exists()
@@ -179,5 +181,5 @@ def test_a_job_that_cuts_then_erases_leaves_no_copy_of_the_listed_keys_behind(
     for root in written:
         for part in (p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")):
             assert not any(r["key"] in listed for r in read_log(root, part)), (root, part)
-    again = run_segpipe("run", str(job))
+    again = run_segpipe("run", str(tmp_path / "job.yaml"))
     assert again.returncode == 0 and "every step of this run is done" in again.stdout
