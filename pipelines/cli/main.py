@@ -111,8 +111,16 @@ def _signal_that_stopped() -> int | None:
 
 
 def _stopped(terminated: bool) -> int:
+    """The line a stopped run ends with: what it published before the stop, if anything (a stop
+    that arrives during a publication lets it finish), and the exit code of the signal."""
     what = "terminated" if terminated else "interrupted"
-    print(f"segpipe: {what}; nothing was published", file=sys.stderr)
+    done: list[str] = []
+    if "pipelines.runtime.session" in sys.modules:
+        from pipelines.runtime.session import published
+
+        done = published()
+    said = f"published before the stop: {', '.join(done)}" if done else "nothing was published"
+    print(f"segpipe: {what}; {said}", file=sys.stderr)
     return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
@@ -123,11 +131,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        stopped = isinstance(exc, Terminated)
-        print(
-            f"segpipe: {'terminated' if stopped else 'interrupted'}; nothing was published", file=sys.stderr
-        )
-        return EXIT_TERMINATED if stopped else EXIT_INTERRUPTED
+        return _stopped(isinstance(exc, Terminated))
     except BrokenPipeError:  # the reader of our output went away (`segpipe dump | head`)
         return EXIT_OK
     except Exception as exc:

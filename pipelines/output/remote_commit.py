@@ -69,7 +69,7 @@ def commit_staged(
     uploaded = upload_all(spark, tasks, tier.url, None)
     fault_point("in-place-uploaded")
     raise_if_stopped()
-    with publishing():
+    with publishing(f"the new manifest versions of {tier.url}"):
         for key, part in enumerate(parts):
             old = before[part.tp]
             epochs, metadata = partition_files(scanned.storage, part)

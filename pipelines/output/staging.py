@@ -19,6 +19,7 @@ from typing import Any
 
 from pipelines.errors import DestinationNotEmpty
 from pipelines.output.run_lock import INCOMPLETE, LOCK, META_DIR, Leftover, RunLock, judge
+from pipelines.runtime.faults import fault_point
 from segment_io.storage import Location, Place, Storage
 
 MANIFEST = "manifest.json"
@@ -145,6 +146,7 @@ class Staging:
 
     def publish(self, manifest: dict[str, Any]) -> None:
         """Write the manifest last, then make the output visible in one step."""
+        fault_point("mid-publish")  # inside the publication: a stop signal here is held until it ends
         self.write_meta(MANIFEST, manifest)
         if self.storage.renames_directories:
             self.storage.remove(posixpath.join(self.path, META_DIR, LOCK))

@@ -19,6 +19,7 @@ from pipelines.config.jobfile import CLEAN_STEPS, JobFile
 from pipelines.errors import ConfigError, ValidationFailed
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
+from pipelines.runtime.session import raise_if_stopped
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
     from pipelines.jobs.clean.request import CleanRequest
@@ -65,6 +66,7 @@ def run_units(
             release_cut(job, state, log)  # a run stopped between the erase's record and the removal
             records.append(state.steps[unit[0]])
             continue
+        raise_if_stopped()  # a stop during the step before (after its publication) runs no later step
         log(f"segpipe: step {name}: starting")
         started = time.perf_counter()
         record = _run_unit(spark, job, state, unit, log)

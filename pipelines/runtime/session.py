@@ -414,8 +414,12 @@ def stop_before_exit(spark: Any) -> None:
         proc.stdin.close()
 
 
-_stopped_by: list[int] = []  # the signal that stopped this process's run, if any
-_published: list[bool] = []  # set once the run's publication starts: a stop comes too late
+# A stop belongs to the run under way, never to the process: a publication holds it until its one
+# rename or commit is done, and a stop that arrives after it still stops the run (a later step of
+# `segpipe run`, the report, an in-place run's next commit).
+_stopped_by: list[int] = []  # the signal that stopped the run, if any
+_publishing: list[str] = []  # the publications under way (held stops)
+_published: list[str] = []  # what the run has published
 
 
 def stopped_by() -> int | None:
@@ -424,9 +428,15 @@ def stopped_by() -> int | None:
     return _stopped_by[-1] if _stopped_by else None
 
 
+def published() -> list[str]:
+    """What the run published before it stopped (for the line the stop ends with)."""
+    return list(_published)
+
+
 def raise_if_stopped() -> None:
-    """Between stages and before publishing: a stop signal that arrived while the main thread
-    waited for the JVM outside a job (nothing to cancel) takes effect here."""
+    """Between stages, steps and publications: a stop signal that arrived while the main thread
+    waited for the JVM outside a job (nothing to cancel), or during a publication, takes effect
+    here."""
     import signal
 
     if _stopped_by:
@@ -434,12 +444,25 @@ def raise_if_stopped() -> None:
 
 
 @contextmanager
-def publishing() -> Iterator[None]:
+def publishing(what: str = "the output") -> Iterator[None]:
     """Publication is not interrupted: a stop that arrived before it stops the run here; one that
-    arrives during it (one rename, or removing a marker) is too late and ignored."""
+    arrives during it (one rename, a manifest commit, removing a marker) is held until it is done,
+    and then stops the run."""
     raise_if_stopped()
-    _published.append(True)
-    yield
+    _publishing.append(what)
+    try:
+        yield
+    finally:
+        _publishing.pop()
+    _published.append(what)
+    raise_if_stopped()
+
+
+def begin_run() -> None:
+    """A new run of this process: no stop, nothing published."""
+    _stopped_by.clear()
+    _publishing.clear()
+    _published.clear()
 
 
 # Modules whose frames mean the main thread waits on Spark: the JVM's (py4j) or a Spark Connect
@@ -506,13 +529,12 @@ def interrupt_cancels_jobs(sc: Any) -> None:
     import signal
     import threading
 
-    _stopped_by.clear()
-    _published.clear()
+    begin_run()
 
     def cancel(signum: int, frame: Any) -> None:
-        if _published:
-            return  # the output is being published or out; the run only finishes its report
         _stopped_by.append(signum)
+        if _publishing:
+            return  # held: the publication finishes, then publishing() stops the run
         threading.Thread(target=_cancel_jobs, args=(sc,), name="segpipe-cancel", daemon=True).start()
         if not _in_jvm_call(frame):
             raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()

@@ -173,7 +173,7 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         outputs = inventory(written, {r.partition: r.records_out for r in report.partitions})
         fault_point("before-publish")
-        with publishing():  # a run told to stop before this never publishes; after, it has
+        with publishing(request.dst.url):  # a stop before this publishes nothing; during, is held
             staging.publish(
                 {"run_id": staging.run_id, "src": request.src.url, "now_ms": now, "partitions": summaries,
                  "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped,

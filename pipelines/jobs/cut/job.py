@@ -180,7 +180,7 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
         staging.write_meta(REPORT, report.to_dict())
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         fault_point("before-publish")
-        with publishing():
+        with publishing(request.dst.url):
             staging.publish(
                 {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: CUT_JOB,
                  "until_offset": request.until_offset, "until_time": request.until_time,

@@ -107,7 +107,7 @@ def _erase(
         written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
         outputs = inventory(written, {p.partition: p.records_out for p in report.partitions})
         fault_point("before-publish")
-        with publishing():
+        with publishing(request.dst.url):
             staging.publish(
                 {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: ERASE_JOB,
                  "keys_file": request.keys, "keys_listed": report.keys_listed,

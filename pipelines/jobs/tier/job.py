@@ -163,7 +163,7 @@ def _tier(job: JobRun, run: _Run) -> TierReport:
     report.add_uploads(uploaded)
     fault_point("after-upload")
     raise_if_stopped()
-    with timer.stage("commit"), publishing():
+    with timer.stage("commit"), publishing(f"the new manifest versions of {remote.url}"):
         for index, plan in enumerate(plans):
             if plan.changes_remote:
                 part = partitions.get(plan.tp)
@@ -173,7 +173,7 @@ def _tier(job: JobRun, run: _Run) -> TierReport:
                 )
                 remote.commit(manifest)
     fault_point("after-commit")
-    with timer.stage("release"), publishing():
+    with timer.stage("release"), publishing("the release of local segments the remote tier holds"):
         for plan in [p for p in plans if p.local_released]:
             # The committed version as the store holds it now proves each release (or refuses it).
             plan.local_released, refused = proven_releases(remote, scanned, plan, remote.read(plan.tp))

@@ -48,7 +48,7 @@ def run_restore(
             on_workers(run.spark, chosen, partial(run_copies, staging=staging.location))
         raise_if_stopped()
         fault_point("before-publish")
-        with publishing():
+        with publishing(dst.url):
             staging.publish({"run_id": staging.run_id, "restored_from": request.remote.url,
                              "local": None if local is None else local.url,
                              "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
