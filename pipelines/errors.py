@@ -11,8 +11,8 @@ the data errors in segment_io) and carries the exit code the command line ends w
     74   the remote tier could not be written (after retries; the object and cause named)
     75   another writer committed the remote manifest first (nothing changed; run again)
     70   an internal error (a bug: `-v` prints the traceback; nothing published)
-    130  interrupted (Ctrl-C, SIGINT; nothing published)
-    143  terminated (SIGTERM; nothing published)
+    130  interrupted (Ctrl-C, SIGINT; what was published before the stop is named)
+    143  terminated (SIGTERM; what was published before the stop is named)
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ EXIT_CODES = (
     (EXIT_IO, "the remote tier could not be written (object and cause named; nothing committed)"),
     (EXIT_CONFLICT, "another writer committed the remote manifest first (nothing changed; run again)"),
     (EXIT_INTERNAL, "internal error (-v prints the traceback; nothing published)"),
-    (EXIT_INTERRUPTED, "interrupted: SIGINT, Ctrl-C (nothing published)"),
-    (EXIT_TERMINATED, "terminated: SIGTERM, a scheduler's time-out (nothing published)"),
+    (EXIT_INTERRUPTED, "interrupted: SIGINT, Ctrl-C (the last line names what was published)"),
+    (EXIT_TERMINATED, "terminated: SIGTERM, a scheduler's time-out (the last line names what was published)"),
 )
 
 __all__ = [
@@ -101,7 +101,8 @@ class RunInProgress(DestinationRefused):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM: like Ctrl-C, the run stops, cancels its Spark jobs and publishes nothing."""
+    """SIGTERM: like Ctrl-C, the run stops, cancels its Spark jobs and publishes nothing more (a
+    publication under way finishes first)."""
 
 
 class ValidationFailed(SegpipeError):
