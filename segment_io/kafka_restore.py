@@ -19,6 +19,8 @@ to a backup directory outside the log directory first, so a restore can be undon
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,13 +99,21 @@ def _merge_checkpoint(log_dir: Path, archive: Path, name: str, restored: set[Top
     LocalStorage().write_atomic(str(log_dir / name), format_offset_checkpoint(entries))
 
 
-def restore_into_kafka(archive: Path, log_dir: Path, backup: Path) -> RestoreSummary:
+def restore_into_kafka(
+    archive: Path,
+    log_dir: Path,
+    backup: Path,
+    hold: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> RestoreSummary:
     """Replace the partitions of a stopped broker's `log_dir` with those of `archive` (see the
-    module's rules); the replaced files and checkpoints go to `backup` first."""
+    module's rules); the replaced files and checkpoints go to `backup` first. The replacement runs
+    inside `hold()`: the caller's way of keeping a stop signal from leaving a half-restored log
+    directory (the checks and the archive's verification before it stay stoppable)."""
     with broker_stopped(LocalStorage(), str(log_dir), "restore-kafka"):
         parts = check(archive, log_dir, backup)
         verify_archive(archive)
-        return _restore(archive, log_dir, backup, parts)
+        with hold():
+            return _restore(archive, log_dir, backup, parts)
 
 
 def _restore(archive: Path, log_dir: Path, backup: Path, parts: list[Path]) -> RestoreSummary:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,12 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.runtime.faults import fault_point
+    from pipelines.runtime.session import publishing, stop_handlers
     from segment_io.kafka_restore import restore_into_kafka
     from segment_io.text import counted
+
+    stop_handlers()  # a stop while the broker's files are replaced waits for the replacement
 
     for given in (args.archive, args.log_dir):
         if "://" in given and not given.startswith("file://"):
@@ -46,7 +52,14 @@ def run(args: argparse.Namespace) -> int:
         if args.backup
         else log_dir.with_name(f"{log_dir.name}.segpipe-backup-{int(time.time() * 1000)}")
     )
-    summary = restore_into_kafka(Path(args.archive.removeprefix("file://")), log_dir, backup)
+
+    @contextmanager
+    def replacing() -> Iterator[None]:
+        with publishing(str(log_dir)):
+            fault_point("mid-restore-kafka")
+            yield
+
+    summary = restore_into_kafka(Path(args.archive.removeprefix("file://")), log_dir, backup, replacing)
     console.say(
         f"segpipe: restored {counted(len(summary.partitions), 'partition')} ({summary.files} files, "
         f"{summary.bytes / 2**20:,.1f} MB) into {log_dir}; the replaced files are in {summary.backup}. "

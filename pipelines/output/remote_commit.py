@@ -71,6 +71,8 @@ def commit_staged(
     raise_if_stopped()
     with publishing(f"the new manifest versions of {tier.url}"):
         for key, part in enumerate(parts):
+            if key == 1:
+                fault_point("mid-commit")  # one partition committed, the others not yet
             old = before[part.tp]
             epochs, metadata = partition_files(scanned.storage, part)
             tier.commit(

@@ -458,6 +458,13 @@ def publishing(what: str = "the output") -> Iterator[None]:
     raise_if_stopped()
 
 
+def withdraw(what: str) -> None:
+    """A publication that was a step inside the run, not its output (an in-place run's staging in
+    its tier, which its commit then publishes): not named as published when the run stops."""
+    if what in _published:
+        _published.remove(what)
+
+
 def begin_run() -> None:
     """A new run of this process: no stop, nothing published."""
     _stopped_by.clear()
@@ -541,6 +548,12 @@ def interrupt_cancels_jobs(sc: Any) -> None:
 
     signal.signal(signal.SIGINT, cancel)
     signal.signal(signal.SIGTERM, cancel)
+
+
+def stop_handlers() -> None:
+    """SIGINT and SIGTERM stop a run that starts no Spark (tier --expire, restore-kafka) as they
+    stop any other: exit 130 or 143, a publication under way finished first."""
+    interrupt_cancels_jobs(LazySpark(lambda: None))
 
 
 # A failed task reaches the driver as an exception that carries the worker's whole message; the

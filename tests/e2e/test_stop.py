@@ -109,3 +109,29 @@ def test_a_stop_in_a_job_runs_no_later_step_and_the_run_again_finishes_it(
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert files_of(tmp_path / "out") == files_of(other / "out")
     assert not [p for p in tmp_path.iterdir() if "staging" in p.name]
+
+
+def _broker_dir(root: Path, partitions: list[str]) -> Path:
+    """A stopped broker's log directory whose topics exist (what restore-kafka checks for)."""
+    root.mkdir()
+    (root / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=segpipe-tests\n")
+    for name in partitions:
+        (root / name).mkdir()
+        (root / name / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+    return root
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_stop_while_restore_kafka_replaces_files_lets_it_finish(
+    sample_dir: Path, tmp_path: Path, signal_name: str
+) -> None:
+    parts = sorted(p.name for p in sample_dir.iterdir() if p.is_dir())
+    broker = _broker_dir(tmp_path / "broker", parts)
+    proc, took = stopped("restore-kafka", str(sample_dir), str(broker), "--backup", str(tmp_path / "b1"),
+                         at="mid-restore-kafka", signal_name=signal_name)  # fmt: skip
+    assert proc.returncode == EXIT[signal_name] and took < BOUND_S, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"published before the stop: {broker}")
+    whole = _broker_dir(tmp_path / "whole", parts)
+    done = run_segpipe("restore-kafka", str(sample_dir), str(whole), "--backup", str(tmp_path / "b2"))
+    assert done.returncode == 0, done.stderr
+    assert files_of(broker) == files_of(whole)  # every partition replaced, the checkpoints merged

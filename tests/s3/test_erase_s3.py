@@ -150,3 +150,33 @@ def test_restore_with_the_local_log_does_not_bring_erased_records_back(
     for part in PARTITIONS:
         rows = read_log(work / "r3", part)
         assert rows and not any(r["key"] in KEYS for r in rows), part
+
+
+@pytest.mark.parametrize(("at", "committed"), [("in-place-uploaded", False), ("mid-commit", True)])
+def test_a_stop_in_an_in_place_erase_commits_every_partition_or_none(
+    s3_env: dict[str, str], tiered: tuple[str, Path], at: str, committed: bool
+) -> None:
+    """SIGTERM after the uploads, before the commit: no version changes; during the commit (one
+    partition's new version written): every partition's is, then the run stops. Either way the
+    command run again (or not needed) leaves the tier as an uninterrupted erase does."""
+    remote, work = tiered
+    tier = RemoteTier.open(remote)
+    versions = {tp: tier.read(tp).version for tp in tier.partitions()}
+    proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
+                       "local[2]", env=s3_env, fault=f"{at}:SIGTERM")  # fmt: skip
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    now = {tp: tier.read(tp).version for tp in tier.partitions()}
+    if committed:
+        assert (
+            last == f"segpipe: terminated; published before the stop: the new manifest versions of {remote}"
+        )
+        assert now == {tp: v + 1 for tp, v in versions.items()}
+    else:
+        assert last == "segpipe: terminated; nothing was published" and now == versions
+        again = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
+                            "local[2]", env=s3_env)  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+    after = restored(s3_env, remote, work / "after")
+    for part in PARTITIONS:
+        assert not any(r[2] in KEYS for r in records(after, part)), part

@@ -18,7 +18,7 @@ from pipelines.output.report import RunReport
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked
-from pipelines.runtime.session import raise_if_stopped
+from pipelines.runtime.session import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
@@ -56,7 +56,10 @@ def clean_in_place(
     # clean's own refusal of a destination inside its source does not apply; the tier's do, above,
     # and the staging must be free of another run's output.
     require_writable(staged)
-    result = run_clean(spark, Checked(request), log)
+    try:
+        result = run_clean(spark, Checked(request), log)
+    finally:
+        withdraw(staged.url)  # the staging in the tier is not the output; the commit publishes it
     if dry_run:
         return result
     try:

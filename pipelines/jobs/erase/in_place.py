@@ -20,7 +20,7 @@ from pipelines.output.remote_commit import commit_staged, remove_finished_stagin
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked
-from pipelines.runtime.session import raise_if_stopped
+from pipelines.runtime.session import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_ERASE
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
@@ -46,7 +46,10 @@ def erase_in_place(
     # erase's own refusal of a destination inside its source does not apply; the tier's do, above,
     # and the staging must be free of another run's output.
     require_writable(staged.dst)
-    report = run_erase(spark, Checked(staged), log, gate)
+    try:
+        report = run_erase(spark, Checked(staged), log, gate)
+    finally:
+        withdraw(staged.dst.url)  # the staging in the tier is not the output; the commit publishes it
     report.src = report.dst = request.src.url
     report.remaining_copies = [
         f"{tier.url}: its replaced objects, until `segpipe tier --expire` removes them after the grace",
