@@ -14,7 +14,7 @@ import json
 import posixpath
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.errors import DestinationNotEmpty
@@ -101,6 +101,13 @@ class Staging:
     final_path: str
     path: str  # where output is written while the job runs
     run_id: str
+    # Set once the output is visible: from then on nothing removes it (on an object store the
+    # staging *is* the destination, so an abort after publication would delete the output).
+    _published: list[bool] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def published(self) -> bool:
+        return bool(self._published)
 
     @property
     def url(self) -> str:
@@ -159,9 +166,14 @@ class Staging:
                 ) from None
         else:
             self.storage.remove(posixpath.join(self.path, META_DIR, INCOMPLETE))
+        self._published.append(True)
 
     def abort(self) -> None:
         """Remove what this run wrote: the staging directory, or on object storage the output
-        written in place (the destination was absent or empty) and its unfinished uploads."""
+        written in place (the destination was absent or empty) and its unfinished uploads. A
+        published output is never removed (a stop held during its publication ends the run after
+        it)."""
+        if self.published:
+            return
         self.storage.remove(self.path)
         self.storage.abort_uploads(self.path)

@@ -88,6 +88,8 @@ def staged_output(run: JobRun, staging: Staging) -> Iterator[Staging]:
     try:
         yield staging
     except BaseException:
+        if staging.published:  # a stop held during the publication: the output stays
+            raise
         if run.spark.started:
             settle(run.spark)
         staging.abort()

@@ -135,3 +135,29 @@ def test_a_copy_within_one_store_is_the_stores_own(
     monkeypatch.setattr(ObjectStorage, "open_read", no_reads)
     transfer(src, "copies/a/00000000000000000000.log", dst, "copies/staging/a/00000000000000000000.log")
     assert dst.read("copies/staging/a/00000000000000000000.log") == data
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_stop_during_publication_on_s3_keeps_the_published_output(
+    s3_env: dict[str, str], sample_dir: Path, tmp_path: Path, signal_name: str
+) -> None:
+    """On an object store the staging is the destination itself: a stop held during the
+    publication stops the run after it, and the output it published stays whole."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
+    bucket = f"stop-{signal_name.lower()}"
+    fs.mkdir(bucket)
+    out = f"s3://{bucket}/out"
+    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
+    proc = run_segpipe("clean", str(sample_dir), out, *flags, env=s3_env, fault=f"mid-publish:{signal_name}")
+    assert proc.returncode == {"SIGTERM": 143, "SIGINT": 130}[signal_name], proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"published before the stop: {out}")
+    assert fs.exists(f"{bucket}/out/_segpipe/manifest.json") and not fs.exists(
+        f"{bucket}/out/_segpipe/INCOMPLETE"
+    )
+    local = tmp_path / "local"
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == 0
+    fs.get(f"{bucket}/out/", str(tmp_path / "from-s3") + "/", recursive=True)
+    for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
+        assert read_log(tmp_path / "from-s3", part) == read_log(local, part), part
