@@ -6,22 +6,27 @@ out of Spark tasks, and a staged output that is published whole or removed whole
     request = checked(request)  # its refusals, unless the caller ran them (preflight)
     with job_run(spark, WORKER_MODULES, request.now_ms) as run:
         with run.timer.stage("scan"): ...
-        with staged_output(run, Staging.create(dst, log)) as staging: ... staging.publish(...)
+        with staged_output(run, Staging.create(dst, log)) as staging:
+            ...  # the job's work, its report (staging.write_meta), its gate
+            publish(staging, manifest, records_out)  # the one door: every job's output leaves by it
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from pipelines.clock import clock_ms
+from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import StageTimer
 from pipelines.output.staging import Staging
 from pipelines.runtime import progress
+from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import LazySpark, preload_in_workers, settle
+from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, settle
+from segment_io.layout import list_log_dir
 
 
 class Refusable(Protocol):
@@ -94,3 +99,17 @@ def staged_output(run: JobRun, staging: Staging) -> Iterator[Staging]:
             settle(run.spark)
         staging.abort()
         raise
+
+
+def publish(staging: Staging, manifest: dict[str, Any], records_out: Mapping[str, int] | None = None) -> None:
+    """The one door a staged output leaves by: the manifest, with the inventory of what was written
+    (each partition's files, and its records where `records_out` gives them), written last; then
+    the publication, which a stop signal never cuts in half (it is held until the output is
+    visible, and then stops the run); the fault points on either side of it."""
+    if records_out is not None:
+        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
+        manifest = {**manifest, INVENTORY: inventory(written, dict(records_out))}
+    fault_point("before-publish")
+    with publishing(staging.storage.url(staging.final_path)):
+        staging.publish(manifest)
+    fault_point("after-publish")

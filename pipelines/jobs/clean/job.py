@@ -27,17 +27,16 @@ from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_new_file
-from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import REPORT, Staging
 from pipelines.runtime import progress
 from pipelines.runtime.dataflow import Flow, flow_of
-from pipelines.runtime.faults import fault_point, is_armed
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_output
-from pipelines.runtime.session import LazySpark, publishing, raise_if_stopped
+from pipelines.runtime.faults import is_armed
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
+from pipelines.runtime.session import LazySpark, raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
-from segment_io.layout import META_DIR, list_log_dir
+from segment_io.layout import META_DIR
 from segment_io.storage import Location, Place
 
 # The modules this job's tasks run: Python workers start with them imported.
@@ -170,16 +169,12 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
         if gate is not None:
             with timer.stage("validate"):
                 gate(staging.location, Terms(request.config, now, frozenset(selected), "run"))
-        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
-        outputs = inventory(written, {r.partition: r.records_out for r in report.partitions})
-        fault_point("before-publish")
-        with publishing(request.dst.url):  # a stop before this publishes nothing; during, is held
-            staging.publish(
-                {"run_id": staging.run_id, "src": request.src.url, "now_ms": now, "partitions": summaries,
-                 "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped,
-                 INVENTORY: outputs}
-            )  # fmt: skip
-    fault_point("after-publish")
+        publish(
+            staging,
+            {"run_id": staging.run_id, "src": request.src.url, "now_ms": now, "partitions": summaries,
+             "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped},
+            {r.partition: r.records_out for r in report.partitions},
+        )  # fmt: skip
     _write_report(report, request.report_path)
     for p in report.partitions:
         log(p.cleaner_line())

@@ -24,16 +24,15 @@ from pipelines.jobs.cut.request import CutRequest
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
-from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, REPORT, Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_output
-from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
+from pipelines.runtime.session import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
 from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
 from segment_io.index import read_txn_index
-from segment_io.layout import LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles, list_log_dir
+from segment_io.layout import LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles
 from segment_io.producer_snapshot import snapshot_name, snapshot_offset, write_snapshot
 from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
@@ -178,16 +177,13 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
             _side_files(scanned, cuts, staging, log)
         report.seconds_total = timer.total
         staging.write_meta(REPORT, report.to_dict())
-        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
-        fault_point("before-publish")
-        with publishing(request.dst.url):
-            staging.publish(
-                {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: CUT_JOB,
-                 "until_offset": request.until_offset, "until_time": request.until_time,
-                 "partitions": [str(tp) for tp in cuts], "skipped": skipped,
-                 INVENTORY: inventory(written, {p.partition: p.records_out for p in report.partitions})}
-            )  # fmt: skip
-    fault_point("after-publish")
+        publish(
+            staging,
+            {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: CUT_JOB,
+             "until_offset": request.until_offset, "until_time": request.until_time,
+             "partitions": [str(tp) for tp in cuts], "skipped": skipped},
+            {p.partition: p.records_out for p in report.partitions},
+        )  # fmt: skip
     _write_report(report, request.report_path)
     log(report.totals_line())
     return report

@@ -21,15 +21,12 @@ from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
-from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, NOT_FOUND_DIR, NOT_FOUND_SUFFIX, REPORT, Staging
-from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run, staged_output
-from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
+from pipelines.runtime.session import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
-from segment_io.layout import list_log_dir
 from segment_io.storage import Location, Place, transfer
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
@@ -104,17 +101,13 @@ def _erase(
         if gate is not None:
             with timer.stage("validate"):
                 gate(staging.location, keys)
-        written = list_log_dir(staging.storage, staging.path, allow_incomplete=True)
-        outputs = inventory(written, {p.partition: p.records_out for p in report.partitions})
-        fault_point("before-publish")
-        with publishing(request.dst.url):
-            staging.publish(
-                {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: ERASE_JOB,
-                 "keys_file": request.keys, "keys_listed": report.keys_listed,
-                 "header_names": list(request.header_names), "partitions": names,
-                 "skipped": skipped, INVENTORY: outputs}
-            )  # fmt: skip
-    fault_point("after-publish")
+        publish(
+            staging,
+            {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: ERASE_JOB,
+             "keys_file": request.keys, "keys_listed": report.keys_listed,
+             "header_names": list(request.header_names), "partitions": names, "skipped": skipped},
+            {p.partition: p.records_out for p in report.partitions},
+        )  # fmt: skip
     _write_report(report, request)
     log(report.totals_line())
     return report

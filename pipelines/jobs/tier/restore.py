@@ -11,9 +11,8 @@ from typing import Any
 from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.staging import Staging
-from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked, checked, job_run, staged_output
-from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.harness import Checked, checked, job_run, publish, staged_output
+from pipelines.runtime.session import raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import LogDirListing, list_log_dir
 from segment_io.storage import Location, Place
@@ -47,11 +46,9 @@ def run_restore(
             chosen = spark_packs(run.spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
             on_workers(run.spark, chosen, partial(run_copies, staging=staging.location))
         raise_if_stopped()
-        fault_point("before-publish")
-        with publishing(dst.url):
-            staging.publish({"run_id": staging.run_id, "restored_from": request.remote.url,
-                             "local": None if local is None else local.url,
-                             "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
+        publish(staging, {"run_id": staging.run_id, "restored_from": request.remote.url,
+                          "local": None if local is None else local.url,
+                          "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
     written = sum(t.size for t in tasks)
     log(
         f"segpipe: restored {counted(len(listing.partitions), 'partition')} "
