@@ -230,3 +230,12 @@ def dumped(path: Path) -> dict[str, list[dict]]:  # type: ignore[type-arg]
         row = json.loads(line)
         rows.setdefault(f"{row['topic']}-{row['partition']}", []).append(row)
     return rows
+
+
+def samples_job(directory: Path, head: str) -> Path:
+    """A job file in `directory`: `head` (its keys but `configs`), then the bundled samples'
+    topic configs (conf/samples.yaml) as its `configs`."""
+    job = directory / "job.yaml"
+    samples = (REPO / "conf" / "samples.yaml").read_text()
+    job.write_text(head + "configs:\n" + "".join(f"  {line}\n" for line in samples.splitlines()))
+    return job

@@ -10,21 +10,18 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import run_segpipe
+from tests.helpers import run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _job(tmp_path: Path, src: Path) -> Path:
-    job = tmp_path / "job.yaml"
-    samples = (ROOT / "conf" / "samples.yaml").read_text()
-    job.write_text(
+    return samples_job(
+        tmp_path,
         f"name: resume\nsource: {src}\noutput: out/{{run}}\nremote: remote/{{run}}\n"
-        "steps: [retention, compact, tier]\nnow: 2023-11-23T00:40:00Z\n"
-        "spark: {master: 'local[2]'}\nconfigs:\n" + "".join(f"  {line}\n" for line in samples.splitlines())
+        "steps: [retention, compact, tier]\nnow: 2023-11-23T00:40:00Z\nspark: {master: 'local[2]'}\n",
     )
-    return job
 
 
 def _run_job(tmp_path: Path, text: str) -> tuple[Any, dict[str, Any]]:

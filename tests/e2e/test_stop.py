@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import files_of, run_segpipe
+from tests.helpers import files_of, run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,14 +60,11 @@ def test_a_stop_before_publication_publishes_nothing(sample_dir: Path, tmp_path:
 
 
 def _job(tmp_path: Path, src: Path) -> Path:
-    job = tmp_path / "job.yaml"
-    samples = (ROOT / "conf" / "samples.yaml").read_text()
-    job.write_text(
+    return samples_job(
+        tmp_path,
         f"name: stops\nsource: {src}\noutput: out\nremote: remote\n"
-        "steps: [retention, compact, validate, tier]\nnow: 2023-11-23T00:40:00Z\n"
-        "spark: {master: 'local[2]'}\nconfigs:\n" + "".join(f"  {line}\n" for line in samples.splitlines())
+        "steps: [retention, compact, validate, tier]\nnow: 2023-11-23T00:40:00Z\nspark: {master: 'local[2]'}\n",
     )
-    return job
 
 
 @pytest.mark.parametrize(
