@@ -82,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console.set_level(console.QUIET if args.quiet else console.VERBOSE if args.verbose else console.NORMAL)
     faults.arm()
+    # Until a run installs its own handlers (runtime.session), SIGTERM stops the process as Ctrl-C
+    # does: nothing has been written yet, and the scheduler is told 143, not killed by a signal.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return _run(args)
     except Exception as exc:  # a bug: say what, keep the traceback for -v
@@ -100,6 +103,10 @@ def command() -> int:
     code = main()
     gc.freeze()
     return code
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _signal_that_stopped() -> int | None:

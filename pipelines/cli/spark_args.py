@@ -109,9 +109,11 @@ def spark_on_demand(
     carries the driver's own worker processes (runtime.local_workers), started at once where
     the run will likely use them (`local_likely`). The master and Spark settings are checked
     before anything starts either way, and Ctrl-C and SIGTERM stop the run from the start."""
+    from pipelines.runtime.faults import fault_point
     from pipelines.runtime.local_workers import LocalWorkers
     from pipelines.runtime.session import LazySpark, check_master, interrupt_cancels_jobs
 
+    fault_point("before-spark")  # refusals done, nothing written, no Spark and no run handlers yet
     cores = local_master_cores(args)
     check_master(args.master)
     # The processes preload the job's own module (the first named): its tasks' modules come with it.

@@ -132,3 +132,115 @@ def test_a_stop_while_restore_kafka_replaces_files_lets_it_finish(
     done = run_segpipe("restore-kafka", str(sample_dir), str(whole), "--backup", str(tmp_path / "b2"))
     assert done.returncode == 0, done.stderr
     assert files_of(broker) == files_of(whole)  # every partition replaced, the checkpoints merged
+
+
+TIER = [
+    "--set",
+    "retention.ms=-1",
+    "--set",
+    "local.retention.ms=0",
+    "--now",
+    "2023-11-26",
+    "--master",
+    "local[2]",
+]
+
+
+def _tiered(sample_dir: Path, root: Path) -> tuple[Path, Path]:
+    """The samples tiered to a remote tier on the local disk (segments released but the active)."""
+    import shutil
+
+    log, remote = root / "log", root / "remote"
+    shutil.copytree(sample_dir, log)
+    proc = run_segpipe("tier", str(log), str(remote), *TIER)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return log, remote
+
+
+def _as_log(root: Path, remote: Path, local: Path | None = None) -> dict[str, bytes]:
+    """A remote tier (with its local log) as the plain log `restore` writes of it: what two tiers
+    hold in common, whatever their objects' random names and commit times."""
+    out = root / f"as-log-{remote.name}"
+    if out.exists():  # restored already (the uninterrupted run's, compared with each stop's)
+        return files_of(out)
+    extra = [] if local is None else ["--local", str(local)]
+    proc = run_segpipe("restore", str(remote), str(out), *extra, "--master", "local[2]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return files_of(out)
+
+
+def _shape(remote: Path) -> dict[str, int]:
+    """How many objects each folder of a remote tier holds (their names are random per upload)."""
+    counts: dict[str, int] = {}
+    for p in remote.rglob("*"):
+        if p.is_file():
+            key = str(p.parent.relative_to(remote))
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+# Per command: its arguments (SRC and DST as {src} and {dst}, built from a fresh copy each run),
+# and the points a stop is delivered at. A run stopped at any of them and run again leaves what a
+# run never stopped leaves.
+MATRIX = [
+    ("cut", ["cut", "{src}", "{dst}", "--until-offset", "1500"], "log", ["before-spark", "before-publish", "mid-publish"]),
+    ("tier", ["tier", "{src}", "{dst}", *TIER], "log", ["after-upload", "after-commit"]),
+    ("clean --in-place", ["clean", "{dst}", "--in-place", "--set", "cleanup.policy=compact", "--now", "2023-11-26",
+                          "--master", "local[2]"], "tier", ["in-place-uploaded", "mid-commit"]),
+    ("restore", ["restore", "{dst}", "{src}.restored", "--master", "local[2]"], "tier", ["mid-publish"]),
+    ("tier --expire", ["tier", "--expire", "{dst}", "--set", "segpipe.remote.orphan.grace.ms=0"], "expired", ["mid-expire"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "args", "start", "points"), MATRIX, ids=[m[0] for m in MATRIX])
+def test_the_stop_matrix(
+    sample_dir: Path, tmp_path: Path, name: str, args: list[str], start: str, points: list[str]
+) -> None:
+    def fresh(root: Path) -> tuple[list[str], Path, Path]:
+        root.mkdir()
+        if start == "log":
+            import shutil
+
+            src = root / "log"
+            shutil.copytree(sample_dir, src)
+            dst = root / "out"
+        else:
+            src, dst = _tiered(sample_dir, root)
+            if start == "expired":  # an in-place clean leaves the replaced objects for expiry
+                proc = run_segpipe("clean", str(dst), "--in-place", "--set", "cleanup.policy=compact",
+                                   "--now", "2023-11-26", "--master", "local[2]")  # fmt: skip
+                assert proc.returncode == 0, proc.stderr[-3000:]
+        return [a.format(src=src, dst=dst) for a in args], src, root
+
+    whole_args, _, whole_root = fresh(tmp_path / "whole")
+    done = run_segpipe(*whole_args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for n, point in enumerate(points):
+        for signal_name in ("SIGTERM", "SIGINT"):
+            cmd, src, root = fresh(tmp_path / f"{n}-{signal_name}")
+            before = files_of(src) if start == "log" and name != "tier" else None  # tier releases
+            proc, took = stopped(*cmd, at=point, signal_name=signal_name)
+            assert proc.returncode == EXIT[signal_name], f"{name} {point}: {proc.stderr[-3000:]}"
+            assert took < BOUND_S and "Traceback" not in proc.stderr, (name, point, took)
+            if before is not None:
+                assert files_of(src) == before, (name, point)  # SRC never changes
+            assert not [p for p in root.rglob("*staging*")], (name, point)
+            # A run that published its output is done (a tier's release of local segments, after its
+            # commit, is finished by the next run); any other runs again.
+            if name == "tier" or "published before the stop" not in proc.stderr:
+                again = run_segpipe(*cmd)
+                assert again.returncode == 0, f"{name} {point} again: {again.stderr[-3000:]}"
+            _same(name, root, whole_root)
+
+
+def _same(name: str, root: Path, whole: Path) -> None:
+    """What the stopped run (and its re-run) left equals what the uninterrupted one left."""
+    if name in ("cut", "restore"):
+        kept = "out" if name == "cut" else "log.restored"
+        assert files_of(root / kept) == files_of(whole / kept), name
+    elif name == "tier":
+        assert _as_log(root, root / "out", root / "log") == _as_log(whole, whole / "out", whole / "log")
+    elif name == "clean --in-place":
+        assert _as_log(root, root / "remote") == _as_log(whole, whole / "remote")
+    else:
+        assert _shape(root / "remote") == _shape(whole / "remote")

@@ -23,6 +23,7 @@ from typing import Any
 
 from pipelines.clock import clock_ms
 from pipelines.config import JobConfig
+from pipelines.runtime.faults import fault_point
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import Place
@@ -93,6 +94,7 @@ def _expire_partition(
         since = released_at.get(obj.name, obj.mtime_ms)
         if since < deadline:
             if not dry_run:
+                fault_point("mid-expire")  # between two removals, each whole
                 tier.storage.remove(obj.path)
             result.objects_deleted += 1
             result.bytes_deleted += obj.size
