@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.jobs.erase.key_list import checked_key_list
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.output.destination import require_new_file
-    from pipelines.runtime.harness import Checked, preflight
+    from pipelines.runtime.harness import preflight, rechecked
     from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         if preflighted is None:
             report = erase_in_place(spark, request, console.say, gate)
         else:  # the request preflight checked, with its list now read
-            report = run_erase(spark, Checked(request), console.say, gate)
+            report = run_erase(spark, rechecked(preflighted, checked=keys), console.say, gate)
     return EXIT_SKIPPED if report.skipped else EXIT_OK
 
 

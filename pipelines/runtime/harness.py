@@ -44,10 +44,24 @@ class Checked(Generic[R]):
     request: R
 
 
-def preflight(request: R) -> Checked[R]:
-    """Run `request`'s refusals now (a command line, before Spark starts) and mark it checked."""
-    request.refusals()
+def preflight(request: R, refusals: Callable[[], object] | None = None) -> Checked[R]:
+    """Run `request`'s refusals now (a command line, before Spark starts) and mark it checked; a
+    Checked request comes only from here. `refusals`: the ones that apply instead of the
+    request's own, where a run stages by design inside what it reads (an in-place run's staging
+    in its tier: the tier's refusals, and a staging free of another run's output)."""
+    if refusals is None:
+        request.refusals()
+    else:
+        refusals()
     return Checked(request)
+
+
+def rechecked(request: Checked[R], **changes: Any) -> Checked[R]:
+    """A checked request with fields its refusals do not judge changed (the key list it read
+    since): still checked."""
+    from dataclasses import replace
+
+    return Checked(replace(request.request, **changes))  # type: ignore[type-var]
 
 
 def checked(request: R | Checked[R]) -> R:

@@ -17,7 +17,7 @@ from pipelines.output.remote_commit import commit_staged, remove_finished_stagin
 from pipelines.output.report import RunReport
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked
+from pipelines.runtime.harness import preflight
 from pipelines.runtime.session import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
@@ -52,12 +52,12 @@ def clean_in_place(
         src=Location(tiered_url(remote_url, None)), dst=staged, config=sealed, now_ms=now_ms, dry_run=dry_run,
         report_path=report, on_corrupt=on_corrupt,
     )  # fmt: skip
-    # Checked: the staging lies inside the tier by design (the commit below publishes it), so a
-    # clean's own refusal of a destination inside its source does not apply; the tier's do, above,
-    # and the staging must be free of another run's output.
-    require_writable(staged)
+    # The staging lies inside the tier by design (the commit below publishes it), so a clean's own
+    # refusal of a destination inside its source does not apply; the tier's do, above, and the
+    # staging must be free of another run's output.
+    checked_request = preflight(request, lambda: require_writable(staged))
     try:
-        result = run_clean(spark, Checked(request), log)
+        result = run_clean(spark, checked_request, log)
     finally:
         withdraw(staged.url)  # the staging in the tier is not the output; the commit publishes it
     if dry_run:

@@ -19,7 +19,7 @@ from pipelines.output.destination import require_new_file
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked
+from pipelines.runtime.harness import preflight
 from pipelines.runtime.session import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_ERASE
 from segment_io.remote.tier import RemoteTier
@@ -42,12 +42,12 @@ def erase_in_place(
     staged = replace(
         request, src=Location(tiered_url(request.src.url, None)), dst=Location.at(tier.storage, staging)
     )
-    # Checked: the staging lies inside the tier by design (the commit below publishes it), so an
-    # erase's own refusal of a destination inside its source does not apply; the tier's do, above,
-    # and the staging must be free of another run's output.
-    require_writable(staged.dst)
+    # The staging lies inside the tier by design (the commit below publishes it), so an erase's own
+    # refusal of a destination inside its source does not apply; the tier's do, above, and the
+    # staging must be free of another run's output.
+    checked_request = preflight(staged, lambda: require_writable(staged.dst))
     try:
-        report = run_erase(spark, Checked(staged), log, gate)
+        report = run_erase(spark, checked_request, log, gate)
     finally:
         withdraw(staged.dst.url)  # the staging in the tier is not the output; the commit publishes it
     report.src = report.dst = request.src.url
