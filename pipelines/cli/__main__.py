@@ -12,4 +12,8 @@ if not __package__:
 
 from pipelines.cli.main import command
 
-sys.exit(command())
+# Only when run: a local master's worker processes fork from a server (multiprocessing's
+# forkserver) that imports the application file again as `__mp_main__`, and would otherwise run
+# the whole command a second time there, beside the driver.
+if __name__ == "__main__":
+    sys.exit(command())

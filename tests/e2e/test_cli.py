@@ -272,3 +272,27 @@ def test_the_command_freezes_its_objects_before_the_interpreter_exits() -> None:
     proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("frozen True") and json.loads(proc.stdout.rsplit("]", 1)[0] + "]")
+
+
+def test_the_application_file_runs_its_command_once(tmp_path: Path) -> None:
+    """Run as a file (what spark-submit and a scheduler's stand-ins run), the command runs once: a
+    local master's worker processes fork from a server that imports the file again, and must not
+    run the command there a second time."""
+    import subprocess
+    import sys
+
+    from pipelines.runtime.tasks import DRIVER_WORK_ENV
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: once\nsource: {ROOT / 'data' / 'samples'}\noutput: {tmp_path / 'out'}\nsteps: [compact]\n"
+        "now: 2023-11-23T00:40:00Z\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    env = {**os.environ, DRIVER_WORK_ENV: "processes", "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "pipelines" / "cli" / "__main__.py"), "run", str(job), "--master", "local[2]"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("segpipe: job once") == 1, proc.stdout
+    assert proc.stdout.count("step compact: done") == 1, proc.stdout
