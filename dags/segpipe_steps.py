@@ -4,8 +4,10 @@ command line and read what it recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import subprocess
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -20,6 +22,33 @@ assert _CLI is not None and _CLI.submodule_search_locations
 # The application spark-submit runs: segpipe's command line.
 APPLICATION = os.path.join(next(iter(_CLI.submodule_search_locations)), "__main__.py")
 RUN = "{{ ds_nodash }}"  # each scheduled run writes its own output (`{run}` in the job file)
+# How long a killed task waits for segpipe's driver to stop on SIGTERM (its Spark tasks settled,
+# a publication under way finished, the staging removed) before spark-submit is killed outright.
+STOP_GRACE_S = 60.0
+SUBMIT_EXIT_S = 10.0  # then how long spark-submit may take to end on its own
+
+
+def stop_driver(submit_pid: int, grace_s: float = STOP_GRACE_S) -> int:
+    """SIGTERM to the segpipe driver that the spark-submit process `submit_pid` runs (never to
+    spark-submit's JVM or Spark's Python workers), waiting up to `grace_s` for it to end; returns
+    how many drivers ended."""
+    import signal
+
+    import psutil
+
+    try:
+        submit = psutil.Process(submit_pid)
+        drivers = [p for p in submit.children(recursive=True) if APPLICATION in p.cmdline()]
+    except psutil.Error:  # spark-submit ended meanwhile
+        return 0
+    for driver in drivers:
+        try:
+            driver.send_signal(signal.SIGTERM)
+            driver.send_signal(signal.SIGCONT)  # a driver paused (SIGSTOP) takes it only when resumed
+        except psutil.NoSuchProcess:
+            continue
+    gone, _ = psutil.wait_procs(drivers, timeout=grace_s)
+    return len(gone)
 
 
 class SegpipeStep(SparkSubmitOperator):
@@ -35,6 +64,20 @@ class SegpipeStep(SparkSubmitOperator):
             **kwargs,
         )
         self.job_file, self.step = job_file, step
+
+    def on_kill(self) -> None:
+        """Airflow stops a task (a time-out, mark-failed, a worker's shutdown) through this. The
+        provider's own kill is a SIGKILL of spark-submit, which the driver it runs can outlive;
+        the driver is sent SIGTERM first, so the step stops as `segpipe run` does on it (exit 143:
+        nothing more published, a publication under way finished, the staging removed), and a
+        cleared task re-runs the step from the state file."""
+        process = getattr(self._hook, "_submit_sp", None) if self._hook is not None else None
+        if process is not None and process.poll() is None:
+            stopped = stop_driver(process.pid)
+            self.log.info("segpipe step %s: %d driver(s) stopped", self.step, stopped)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=SUBMIT_EXIT_S)  # spark-submit ends with its driver
+        super().on_kill()
 
     def _record(self) -> dict[str, Any] | None:
         run = str(self.application_args[-1])  # rendered by now

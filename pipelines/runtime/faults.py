@@ -5,8 +5,8 @@ all inherit it) makes the process that reaches the point SIGKILL the whole run: 
 process group (the CLI and its JVM) and its own (PySpark's worker daemon makes a group of its
 own), as on a power loss or an OOM kill. `SEGPIPE_FAULT=<point>:SIGTERM` (or `:SIGINT`) sends that
 signal to the driver's process alone instead, as a scheduler stopping the task or an operator's
-Ctrl-C would, at a moment a test names rather than after a sleep. Unset, a fault point costs one
-dictionary lookup. The points are named where a job places them.
+Ctrl-C would, at a moment a test names rather than after a sleep (`:SIGSTOP` pauses it there).
+Unset, a fault point costs one dictionary lookup. The points are named where a job places them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import signal
 ENV = "SEGPIPE_FAULT"
 GROUP_ENV = "SEGPIPE_FAULT_GROUP"  # the process group of the run's driver
 DRIVER_ENV = "SEGPIPE_FAULT_DRIVER"  # the driver's process id (where a stop signal goes)
-STOP_SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
+# SIGSTOP pauses the driver there, for a test to act on a run at that very point (resumed by SIGCONT).
+STOP_SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "SIGSTOP": signal.SIGSTOP}
 
 
 def arm() -> None:

@@ -147,3 +147,63 @@ def test_the_on_demand_dag_cleans_with_its_params(airflow_env: dict[str, str], s
     manifest = json.loads(storage.read(path))
     assert manifest["now_ms"] == 1_700_700_000_000
     assert {p["partition"] for p in manifest["partitions"]} == {"orders-0", "orders-1"}
+
+
+KILL_SCRIPT = """
+import json, os, subprocess, sys, time
+sys.path.append(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+import psutil
+from segpipe_steps import APPLICATION, SegpipeStep
+
+job = sys.argv[1]
+# spark-submit's stand-in: a parent process that runs segpipe's application and exits with its code.
+submit = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
+                           sys.executable, APPLICATION, "run", job, "--step", "compact", "--run", "r1"])
+op = SegpipeStep(task_id="compact", job_file=job, step="compact", conn_id="spark_default")
+op._hook = op._get_hook()
+op._hook._submit_sp = submit
+deadline = time.monotonic() + 120  # bounded: the driver pauses itself at its fault point
+paused = False
+while not paused and time.monotonic() < deadline and submit.poll() is None:
+    drivers = [p for p in psutil.Process(submit.pid).children() if APPLICATION in p.cmdline()]
+    paused = any(p.status() == psutil.STATUS_STOPPED for p in drivers)
+    time.sleep(0.05)
+began = time.monotonic()
+op.on_kill()
+code = submit.wait(timeout=120)
+print(json.dumps({"paused": paused, "code": code, "seconds": time.monotonic() - began}))
+"""
+
+
+def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
+    airflow_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """Airflow kills a task through its operator's on_kill: segpipe's driver gets SIGTERM (the
+    provider alone would SIGKILL spark-submit, which its driver can outlive) while its step has
+    staged its output, and ends with nothing published and no staging left; spark-submit ends
+    with it; the step run again (a cleared task) completes it as an uninterrupted run does."""
+    jobs = {}
+    for name in ("killed", "whole"):
+        (tmp_path / name).mkdir()
+        jobs[name] = tmp_path / name / "job.yaml"
+        jobs[name].write_text(_job(name, sample_dir, tmp_path))
+    env = {**airflow_env, "SEGPIPE_FAULT": "before-publish:SIGSTOP"}
+    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(jobs["killed"])], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["paused"] and result["code"] == 143 and result["seconds"] < 30, (
+        result,
+        proc.stderr[-3000:],
+    )
+    assert "segpipe: terminated; nothing was published" in proc.stderr
+    out = tmp_path / "killed" / "out"
+    assert not (out / "r1").exists() and not list(out.glob(".*staging*"))
+    env = {k: v for k, v in airflow_env.items() if k != "SEGPIPE_FAULT"}
+    for name in ("killed", "whole"):
+        step = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(jobs[name]), "--step", "compact",
+                               "--run", "r1"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert step.returncode == 0, step.stderr[-3000:]
+    from tests.helpers import files_of
+
+    assert files_of(out / "r1") == files_of(tmp_path / "whole" / "out" / "r1")
