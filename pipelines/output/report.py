@@ -53,11 +53,10 @@ class PartitionMetrics:
         rate = mb_in / self.seconds if self.seconds > 0 else 0.0
         reduction = 100.0 * (1 - self.bytes_out / self.bytes_in) if self.bytes_in else 0.0
         fewer = 100.0 * (1 - self.records_out / self.records_in) if self.records_in else 0.0
-        dirty = (
-            f" (dirty section = [{self.first_dirty}, {self.cleaned_up_to}])"
-            if self.cleaned_up_to is not None
-            else " (retention only)"
-        )
+        if self.cleaned_up_to is not None:
+            dirty = f" (dirty section = [{self.first_dirty}, {self.cleaned_up_to}])"
+        else:  # a compacted topic with nothing cleanable says so (a warning line names why)
+            dirty = " (nothing cleanable)" if "compact" in self.cleanup_policy else " (retention only)"
         return (
             f"segpipe cleaned log {self.partition}{dirty}: {mb_in:,.1f} MB of log processed in "
             f"{self.seconds:,.1f} seconds ({rate:,.1f} MB/sec); {mb_in:,.1f} MB -> {mb_out:,.1f} MB, "

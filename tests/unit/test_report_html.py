@@ -74,3 +74,13 @@ def test_skipped_partitions_come_first_and_now_reads_as_a_date() -> None:
     assert rows.index("skipped for bad data: CRC mismatch at byte 61") < rows.index('data-value="orders-0"')
     assert "now = 2023-11-14T22:13:20.000Z (1700000000000)" in page
     assert ">bytes in</text>" in page and ">bytes out</text>" in page  # the chart's legend
+
+
+def test_a_cleaner_line_says_why_nothing_was_compacted() -> None:
+    """A compacted topic with nothing cleanable is not 'retention only' (that is a delete topic)."""
+    held = PartitionMetrics("orders-0", ["compact"], bytes_in=100, bytes_out=100)
+    assert "orders-0 (nothing cleanable):" in held.cleaner_line()
+    deleting = PartitionMetrics("clicks-0", ["delete"], bytes_in=100, bytes_out=50)
+    assert "clicks-0 (retention only):" in deleting.cleaner_line()
+    cleaned = PartitionMetrics("orders-1", ["compact", "delete"], first_dirty=0, cleaned_up_to=40)
+    assert "orders-1 (dirty section = [0, 40]):" in cleaned.cleaner_line()
