@@ -180,8 +180,8 @@ def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
 ) -> None:
     """Airflow kills a task through its operator's on_kill: segpipe's driver gets SIGTERM (the
     provider alone would SIGKILL spark-submit, which its driver can outlive) while its step has
-    staged its output, and ends with nothing published and no staging left; spark-submit ends
-    with it; the step run again (a cleared task) completes it as an uninterrupted run does."""
+    staged its output, and ends with 143 and no staging left; spark-submit ends with it; the step
+    run again (a cleared task) completes it as an uninterrupted run does."""
     jobs = {}
     for name in ("killed", "whole"):
         (tmp_path / name).mkdir()
@@ -196,9 +196,14 @@ def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
         result,
         proc.stderr[-3000:],
     )
-    assert "segpipe: terminated; nothing was published" in proc.stderr
+    # The signal reaches the driver as it resumes at the point before its publication: it stops
+    # there, or (the signal taken a moment later) lets the publication it began finish.
     out = tmp_path / "killed" / "out"
-    assert not (out / "r1").exists() and not list(out.glob(".*staging*"))
+    if "segpipe: terminated; nothing was published" in proc.stderr:
+        assert not (out / "r1").exists()
+    else:
+        assert f"segpipe: terminated; published before the stop: {out / 'r1'}" in proc.stderr, proc.stderr
+    assert not list(out.glob(".*staging*"))
     env = {k: v for k, v in airflow_env.items() if k != "SEGPIPE_FAULT"}
     for name in ("killed", "whole"):
         step = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(jobs[name]), "--step", "compact",
