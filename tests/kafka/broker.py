@@ -24,6 +24,8 @@ POM = Path(__file__).with_name("pom.xml")
 START_TIMEOUT_S = 90.0  # a cold JVM on 2 busy cores answers in about 10 s
 STOP_TIMEOUT_S = 30.0  # a clean shutdown flushes and checkpoints; killed after this
 FETCH_TIMEOUT_S = 600.0
+START_ATTEMPTS = 3  # fresh ports after a start that could not bind its own
+BIND_FAILED = "Address already in use"
 
 
 class BrokerUnavailable(RuntimeError):
@@ -145,33 +147,51 @@ class Broker:
                 "-cp", f"{jars()}/*", main, *args]  # fmt: skip
 
     def start(self) -> Broker:
+        """Start the broker and wait until it answers as itself. Its ports were free when picked,
+        but a stopped broker's ports are anyone's (another test's broker or client may hold one by
+        the time it restarts): a start that cannot bind picks fresh ports and tries again, and
+        readiness is taken only from a broker with this one's cluster id, so a client never talks
+        to another test's broker."""
         self.home.mkdir(parents=True, exist_ok=True)
-        properties = self._properties()
-        if not (self.log_dir / "meta.properties").exists():
-            cluster = cluster_id()
-            subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(properties)),
-                           check=True, capture_output=True, timeout=120)  # fmt: skip
-        self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(properties)),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        self._wait_ready(time.monotonic() + START_TIMEOUT_S)
-        return self
+        for attempt in range(START_ATTEMPTS):
+            properties = self._properties()
+            if not (self.log_dir / "meta.properties").exists():
+                subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c",
+                                          str(properties)), check=True, capture_output=True, timeout=120)  # fmt: skip
+            seen = len(self.log_lines(BIND_FAILED))
+            self.proc = subprocess.Popen(
+                self._java("kafka.Kafka", str(properties)),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            if self._wait_ready(time.monotonic() + START_TIMEOUT_S):
+                return self
+            if len(self.log_lines(BIND_FAILED)) == seen or attempt + 1 == START_ATTEMPTS:
+                break
+            self.port, self.controller_port = free_port(), free_port()
+        raise RuntimeError(f"Kafka's broker exited with {self.proc.returncode}; see {self.server_log}")
 
-    def _wait_ready(self, deadline: float) -> None:
+    def cluster(self) -> str:
+        """This broker's cluster id, as its storage was formatted."""
+        for line in (self.log_dir / "meta.properties").read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.partition("=")[2].strip()
+        raise RuntimeError(f"{self.log_dir}/meta.properties names no cluster.id")
+
+    def _wait_ready(self, deadline: float) -> bool:
+        """True once this broker (its cluster id) answers; False if its process exited."""
         from kafka.admin import KafkaAdminClient
 
+        ours = self.cluster()
         while True:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"Kafka's broker exited with {self.proc.returncode}; see {self.server_log}"
-                )
+                return False
             try:
                 admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000)
                 try:
-                    if admin.describe_cluster().get("brokers"):
-                        return
+                    described = admin.describe_cluster()
+                    if described.get("cluster_id") == ours and described.get("brokers"):
+                        return True
                 finally:
                     admin.close()
             except Exception:  # not listening yet, or not registered yet
