@@ -157,3 +157,18 @@ class UploadFailed(SegpipeError):
         """Rebuild the error from its own `str()` (a URL holds "://" but never ": ")."""
         url, _, cause = message.removeprefix("upload failed: ").partition(": ")
         return cls(url, cause)
+
+
+class KafkaTierCorrupt(SegmentError):
+    """A Kafka remote tier (KIP-405) whose objects or metadata do not hold what they must: an
+    object missing or short, a chunk that does not decrypt or decompress, a manifest that
+    disagrees with its segment's metadata, a metadata record of an unknown type or version."""
+
+    kind = "corrupt Kafka remote tier"
+
+
+class KafkaTierSettings(SegpipeError):
+    """Tiered-storage settings segpipe cannot read a remote tier with (a plugin or storage backend
+    it does not know, a key pair that is missing or wrong for the data)."""
+
+    exit_code = 2

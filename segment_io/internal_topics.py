@@ -9,6 +9,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from segment_io.format.protocol import ProtocolReader
+
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
 INTERNAL_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE)
@@ -24,81 +26,10 @@ TXN_STATUS = (
 )
 
 
-class _Reader:
-    """Kafka protocol primitives, non-flexible and flexible (compact) forms ."""
-
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _unpack(self, fmt: str) -> Any:
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def int8(self) -> int:
-        return int(self._unpack(">b"))
-
-    def int16(self) -> int:
-        return int(self._unpack(">h"))
-
-    def int32(self) -> int:
-        return int(self._unpack(">i"))
-
-    def int64(self) -> int:
-        return int(self._unpack(">q"))
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                return value
-            shift += 7
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def string(self) -> str | None:
-        n = self._length(wide=False)
-        if n < 0:
-            return None
-        value = self.data[self.pos : self.pos + n].decode("utf-8")
-        self.pos += n
-        return value
-
-    def bytes_(self) -> bytes | None:
-        n = self._length(wide=True)
-        if n < 0:
-            return None
-        value = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return value
-
-    def array_len(self) -> int:
-        return self._length(wide=True)
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        if not self.flexible:
-            return {}
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            size = self.uvarint()
-            out[tag] = self.data[self.pos : self.pos + size]
-            self.pos += size
-        return out
-
-
 def decode_key(topic: str, key: bytes | None) -> dict[str, Any] | None:
     if key is None or len(key) < 2 or topic not in INTERNAL_TOPICS:
         return None
-    r = _Reader(key)
+    r = ProtocolReader(key)
     version = r.int16()
     try:
         if topic == TRANSACTION_STATE:
@@ -144,7 +75,7 @@ def decode_value(topic: str, key: bytes | None, value: bytes | None) -> dict[str
 def _offset_commit_value(value: bytes, version: int) -> dict[str, Any] | None:
     if not 0 <= version <= 4:
         return None
-    r = _Reader(value, flexible=version >= 4)
+    r = ProtocolReader(value, flexible=version >= 4)
     r.pos = 2
     out: dict[str, Any] = {"version": version, "offset": r.int64()}
     if version >= 3:
@@ -160,7 +91,7 @@ def _offset_commit_value(value: bytes, version: int) -> dict[str, Any] | None:
 def _group_metadata_value(value: bytes, version: int) -> dict[str, Any] | None:
     if not 0 <= version <= 4:
         return None
-    r = _Reader(value, flexible=version >= 4)
+    r = ProtocolReader(value, flexible=version >= 4)
     r.pos = 2
     out: dict[str, Any] = {
         "version": version,
@@ -193,7 +124,7 @@ def _group_metadata_value(value: bytes, version: int) -> dict[str, Any] | None:
 def _txn_state_value(value: bytes, version: int) -> dict[str, Any] | None:
     if version not in (0, 1):
         return None
-    r = _Reader(value, flexible=version == 1)
+    r = ProtocolReader(value, flexible=version == 1)
     r.pos = 2
     out: dict[str, Any] = {
         "version": version,

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_config_arguments,
@@ -34,6 +35,7 @@ def add_parser(sub: Any) -> None:
         "new manifest version (old objects stay until tier --expire)",
     )
     p.add_argument("--remote", metavar="REMOTE_URL", help="SRC's remote tier: the two are cleaned as one log")
+    add_kafka_tier(p)
     p.add_argument(
         "--topic",
         action="append",
@@ -105,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dst is None:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     # SRC opened once: the checks below, the run's scan and its validation read the same storage.
-    src = Location(log_url(args.src, args.remote))
+    src = Location(log_url(args.src, args.remote, args.kafka_tier))
     selection, topics = source_topics(src, config, tuple(args.topic), args.src)
     if args.print_config:
         for topic, values in config.describe(topics).items():

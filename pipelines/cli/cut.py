@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
 from pipelines.clock import time_argument
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED
@@ -16,6 +17,7 @@ def add_parser(sub: Any) -> None:
         "cut", help="write a log directory as it was: every partition truncated before an offset or a time"
     )
     p.add_argument("src", help="log directory (path or fsspec URL); never modified")
+    add_kafka_tier(p)
     p.add_argument("dst", help="output directory; must be absent or empty")
     until = p.add_mutually_exclusive_group(required=True)
     until.add_argument(
@@ -59,11 +61,13 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
     from pipelines.runtime.harness import preflight
+    from segment_io.remote.view import log_url
     from segment_io.storage import Location
 
     # Refusals before any work: a bad request, a missing source, a destination in use.
     asked = CutRequest(
-        src=Location(args.src), dst=Location(args.dst), until_offset=args.until_offset,
+        src=Location(log_url(args.src, kafka_tier=args.kafka_tier)), dst=Location(args.dst),
+        until_offset=args.until_offset,
         until_time=args.until_time, dry_run=args.dry_run, report_path=Location.of_optional(args.report),
         on_corrupt=args.on_corrupt,
     )  # fmt: skip

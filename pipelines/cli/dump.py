@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.clock import time_argument
 from pipelines.errors import EXIT_OK
 
@@ -25,6 +26,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("dump", help="records (or batches) as JSON lines, like kafka-dump-log")
     p.add_argument("path", help="log directory, partition directory, segment file, or fsspec URL")
     p.add_argument("--remote", metavar="REMOTE_URL", help="the log's remote tier: the two read as one log")
+    add_kafka_tier(p, "PATH")
     p.add_argument("--batches", action="store_true", help="one line per batch instead of per record")
     p.add_argument(
         "--decode-internal", action="store_true", help="decode __consumer_offsets/__transaction_state"
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--from-{what} {low} is above --to-{what} {high}: the range holds nothing")
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"--limit {args.limit}: expected a number of lines, 0 or more")
-    log = log_location(args.path, args.remote)
+    log = log_location(args.path, args.remote, args.kafka_tier)
     storage, path = log.storage, log.path
     listing = list_log_dir(storage, path, segment_file=True)
     chosen = [

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
@@ -70,6 +71,7 @@ def add_parser(sub: Any) -> None:
         "src", help="log directory (path or fsspec URL); never modified, refused while a broker runs on it"
     )
     p.add_argument("dst", nargs="?", help="output directory; must be absent or empty (none with --in-place)")
+    add_kafka_tier(p)
     p.add_argument(
         "--in-place",
         action="store_true",
@@ -129,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
             require_new_file(args.report)
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
-    selection, _ = source_topics(log_url(args.src), JobConfig(), tuple(args.topic), args.src)
-    src = Location(args.src)  # opened once: the size below, the refusals and the run read it
+    src = Location(log_url(args.src, kafka_tier=args.kafka_tier) if args.kafka_tier else args.src)
+    selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
     asked = EraseRequest(
         src=src, dst=Location(args.dst or ""), keys=args.keys, key_format=args.key_format,
         header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,

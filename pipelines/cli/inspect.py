@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.clock import iso, time_argument
 from pipelines.errors import EXIT_INVALID, EXIT_OK
 from segment_io.errors import SegmentError
@@ -16,6 +17,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("inspect", help="list and validate partitions, segments and indexes")
     p.add_argument("path", help="log directory, partition directory, segment file, or fsspec URL")
     p.add_argument("--remote", metavar="REMOTE_URL", help="the log's remote tier: the two read as one log")
+    add_kafka_tier(p, "PATH")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-crc", action="store_true", help="skip CRC verification")
     p.add_argument(
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
     from segment_io.remote.view import log_location
 
-    log = log_location(args.path, args.remote)
+    log = log_location(args.path, args.remote, args.kafka_tier)
     storage, path = log.storage, log.path
     if args.at is not None:
         return _offsets_at(storage, path, args)

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.cli.spark_args import (
     add_config_arguments,
     add_now_argument,
@@ -51,8 +52,9 @@ def add_parser(sub: Any) -> None:
     r = sub.add_parser(
         "restore", help="write a remote tier (and its local log dir) out as one plain log directory"
     )
-    r.add_argument("remote", help="the remote tier (URL)")
+    r.add_argument("remote", help="the remote tier (URL); with --kafka-tier, the broker's log directory")
     r.add_argument("dst", help="output directory; must be absent or empty")
+    add_kafka_tier(r, "REMOTE")
     r.add_argument(
         "--local", metavar="LOG_DIR", help="the local log directory whose segments continue the remote log"
     )
@@ -133,7 +135,12 @@ def run_restore(args: argparse.Namespace) -> int:
 
     request = preflight(
         RestoreRequest(
-            remote=args.remote, dst=args.dst, local=args.local, keys=args.keys, key_format=args.key_format
+            remote=args.remote,
+            dst=args.dst,
+            local=args.local,
+            keys=args.keys,
+            key_format=args.key_format,
+            kafka_tier=args.kafka_tier,
         )
     )
     with workers_for(args, "pipelines.jobs.tier.restore") as spark:

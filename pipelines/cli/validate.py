@@ -7,6 +7,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.erase import add_key_arguments, erasure_gate
+from pipelines.cli.source_args import add_kafka_tier
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_config_arguments,
@@ -26,6 +27,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--remote", metavar="REMOTE_URL", help="the log's remote tier: the two are validated as one log"
     )
+    add_kafka_tier(p, "PATH")
     p.add_argument(
         "--against",
         metavar="SRC",
@@ -61,11 +63,12 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.jobs.validate.user_suites import load_suite
     from pipelines.runtime.harness import preflight
     from segment_io.layout import list_log_dir
+    from segment_io.remote.view import log_url
 
     if args.erased:
         from segment_io.remote.view import log_location
 
-        log = log_location(args.path, args.remote)
+        log = log_location(args.path, args.remote, args.kafka_tier)
         list_log_dir(log.storage, log.path)  # a missing or misnamed path costs nothing
         return _prove_erasure(args, log)
     given = args.config or args.set or args.topic_set
@@ -76,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     # Refused before Spark starts: a missing or misnamed PATH, a promise without its terms.
     request = preflight(
         ValidateRequest(
-            path=Location(args.path), remote=Location.of_optional(args.remote),
+            path=Location(log_url(args.path, kafka_tier=args.kafka_tier)),
+            remote=Location.of_optional(args.remote),
             report_dir=args.report or default_report_dir(args.path),
             against=Location.of_optional(args.against), now_ms=now_from(args), config=config, suites=suites,
         )

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import builtins
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cached_property
 from urllib.parse import parse_qs, quote, urlencode
-
-import numpy as np
 
 from segment_io.checkpoints import (
     format_leader_epoch_checkpoint,
@@ -28,14 +26,14 @@ from segment_io.errors import OverlappingSegments
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
-    parse_segment_file_quiet,
     parse_topic_partition,
     segment_file_name,
 )
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
-from segment_io.storage.base import FileInfo, PendingFile, Storage
+from segment_io.storage.base import FileInfo, Storage
 from segment_io.storage.location import Location, Place
+from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
 
 SCHEME = "tiered"
@@ -49,10 +47,16 @@ def tiered_url(remote_url: str | None, local_url: str | None) -> str:
     return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
 
 
-def log_location(path: Place, remote: Place | None = None) -> Location:
+def log_location(path: Place, remote: Place | None = None, kafka_tier: str | None = None) -> Location:
     """What a command reads as its log: `path` itself (as opened, where it was), its log and the
-    remote tier `remote` as one, or, where `path` is a remote tier, that tier alone."""
+    remote tier `remote` as one, a broker's log directory and its Kafka remote tier (KIP-405) read
+    with the broker's tiered-storage settings `kafka_tier`, or, where `path` is a remote tier, that
+    tier alone."""
     at = Location.of(path)
+    if kafka_tier:
+        from segment_io.kafka_tier.view import kafka_tier_url
+
+        return Location(kafka_tier_url(kafka_tier, at.url))
     if remote:
         return Location(tiered_url(str(remote), at.url))
     if RemoteTier.is_tier(at):
@@ -60,14 +64,19 @@ def log_location(path: Place, remote: Place | None = None) -> Location:
     return at
 
 
-def log_url(path: str, remote: str | None = None) -> str:
+def log_url(path: str, remote: str | None = None, kafka_tier: str | None = None) -> str:
     """`log_location` as a URL."""
-    return log_location(path, remote).url
+    return log_location(path, remote, kafka_tier).url
 
 
 def sources_of(url: str) -> list[str]:
     """The locations a log URL reads: a tiered URL's remote tier and local directory, else itself
     (what a destination must stay outside of)."""
+    from segment_io.kafka_tier.view import SCHEME as KAFKA_TIER
+    from segment_io.kafka_tier.view import kafka_tier_sources
+
+    if url.startswith(f"{KAFKA_TIER}:"):
+        return kafka_tier_sources(url)
     if not url.startswith(f"{SCHEME}:"):
         return [url]
     params = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
@@ -80,37 +89,18 @@ def open_tiered(url: str) -> tuple[TieredView, str]:
     return TieredView(params.get("remote"), params.get("local")), ROOT
 
 
-def _local_start(name: str) -> int | None:
-    stem = name.partition(".")[0]
-    return int(stem) if parse_segment_file_quiet(name) and stem.isdigit() else None
-
-
-class TieredView(Storage):
+class TieredView(LogView):
     protocol = SCHEME
+    root = ROOT
 
     def __init__(self, remote_url: str | None, local_url: str | None) -> None:
-        from segment_io.storage import open_storage
-
+        super().__init__(local_url)
         self.remote_url = remote_url
-        self.local_url = local_url
         self.remote = RemoteTier.open(remote_url) if remote_url else None
-        self.local: tuple[Storage, str] | None = open_storage(local_url) if local_url else None
-        self._virtual: dict[str, bytes] = {}
 
-    # --- where a path lives ---------------------------------------------------------------
-
-    def _route(self, path: str) -> tuple[Storage, str]:
-        """The storage and its own path for a real file's URL."""
-        if self.remote is not None:
-            prefix = self.remote.url.rstrip("/") + "/"
-            if path.startswith(prefix):
-                return self.remote.storage, posixpath.join(self.remote.root, path[len(prefix) :])
-        if self.local is not None:
-            storage, root = self.local
-            prefix = storage.url(root).rstrip("/") + "/"
-            if path.startswith(prefix):
-                return storage, posixpath.join(root, path[len(prefix) :])
-        raise FileNotFoundError(path)
+    def _stores(self) -> builtins.list[tuple[Storage, str]]:
+        remote = [(self.remote.storage, self.remote.root)] if self.remote is not None else []
+        return remote + super()._stores()
 
     @cached_property
     def manifests(self) -> dict[TopicPartition, PartitionManifest]:
@@ -133,15 +123,6 @@ class TieredView(Storage):
             tp = parse_topic_partition(posixpath.basename(path))
             return self._list_partition(tp) if tp is not None else []
         return []
-
-    def _local_entries(self, name: str = "") -> builtins.list[FileInfo]:
-        if self.local is None:
-            return []
-        storage, root = self.local
-        return [
-            FileInfo(storage.url(f.path), f.name, f.size, f.mtime_ms, f.is_dir)
-            for f in storage.list(posixpath.join(root, name) if name else root)
-        ]
 
     def _list_root(self) -> builtins.list[FileInfo]:
         generated = (LOG_START_CHECKPOINT, CLEANER_CHECKPOINT)
@@ -189,7 +170,7 @@ class TieredView(Storage):
             )  # fmt: skip
         out: builtins.list[FileInfo] = []
         for f in local:
-            start = _local_start(f.name)
+            start = local_start(f.name)
             kind = f.name.rpartition(".")[2]
             if start is not None and kind in SEGMENT_KINDS and start < cut:
                 continue  # the remote tier holds this segment: it is read from there
@@ -211,72 +192,6 @@ class TieredView(Storage):
             )
         return sorted(out, key=lambda f: f.name)
 
-    def _virtual_file(self, rel: str, data: bytes) -> FileInfo:
-        path = f"{ROOT}/{rel}"
-        self._virtual[path] = data
-        return FileInfo(path, posixpath.basename(rel), len(data), 0, False)
-
-    def _generated(self, path: str) -> bytes | None:
-        """A generated file's content; a view opened elsewhere (a Spark worker) lists first."""
-        if path not in self._virtual and path.startswith(ROOT + "/"):
-            rel = path[len(ROOT) + 1 :]
-            if "/" in rel:
-                self.list(f"{ROOT}/{rel.split('/', 1)[0]}")
-            else:
-                self.list(ROOT)
-        return self._virtual.get(path)
-
-    # --- reading -------------------------------------------------------------------------------
-
-    def exists(self, path: str) -> bool:
-        if path == ROOT:
-            return True
-        if path.startswith(ROOT):
-            return self._generated(path) is not None or any(f.path == path for f in self._list_root())
-        storage, own = self._route(path)
-        return storage.exists(own)
-
-    def is_file(self, path: str) -> bool:
-        if path.startswith(ROOT):
-            return self._generated(path) is not None
-        storage, own = self._route(path)
-        return storage.is_file(own)
-
-    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
-        generated = self._generated(path)
-        if generated is not None:
-            return generated[start:end]
-        storage, own = self._route(path)
-        return storage.read(own, start, end)
-
-    def read_array(self, path: str) -> np.ndarray:
-        if path.startswith(ROOT):
-            return super().read_array(path)
-        storage, own = self._route(path)
-        return storage.read_array(own)  # memory-mapped where the file is local
-
-    def open_read(self, path: str) -> Iterator[bytes]:
-        generated = self._generated(path)
-        if generated is not None:
-            yield generated
-            return
-        storage, own = self._route(path)
-        yield from storage.open_read(own)
-
-    # --- a view is never written ---------------------------------------------------------------
-
-    def _read_only(self, *_: object, **__: object) -> None:
-        raise PermissionError("a tiered view is read-only")
-
-    def open_write(self, path: str) -> PendingFile:
-        raise PermissionError("a tiered view is read-only")
-
-    makedirs = _read_only
-    copy = _read_only
-    remove = _read_only
-    rename = _read_only
-    create_exclusive = _read_only
-
 
 def _replaced_from(manifest: PartitionManifest, local: list[FileInfo]) -> int | None:
     """Where the view turns from remote segments to local ones: the remote log's end, or the
@@ -285,7 +200,7 @@ def _replaced_from(manifest: PartitionManifest, local: list[FileInfo]) -> int | 
     replaces the remote one, as `tier` will upload it; None where that segment begins inside a
     remote segment."""
     logs = sorted(
-        (b, f.size) for f in local if f.name.endswith(".log") and (b := _local_start(f.name)) is not None
+        (b, f.size) for f in local if f.name.endswith(".log") and (b := local_start(f.name)) is not None
     )
     remote = {s.base_offset: s for s in manifest.segments}
     for i, (base, size) in enumerate(logs):
@@ -312,7 +227,3 @@ def _moved_log_start(manifest: PartitionManifest) -> int | None:
 
 def _cleaner_offset(manifest: PartitionManifest) -> int | None:
     return manifest.cleaner_offset
-
-
-def replace_path(info: FileInfo, path: str) -> FileInfo:
-    return FileInfo(path, info.name, info.size, info.mtime_ms, info.is_dir)

@@ -67,13 +67,16 @@ class TierRequest:
 @dataclass(frozen=True, kw_only=True)
 class RestoreRequest:
     """The remote tier at `remote`, and above it the local log directory `local` (None: the
-    remote tier alone), written out as one plain Kafka log directory at `dst`."""
+    remote tier alone), written out as one plain Kafka log directory at `dst`. With `kafka_tier`
+    (a broker's tiered-storage settings), `remote` is instead a broker's log directory (or a copy
+    of its remote log metadata partitions), read with its topics' Kafka remote tier."""
 
     remote: Location
     dst: Location
     local: Location | None = None
     keys: str | None = None  # the key list of an in-place erase of the tier (see tier/unerased.py)
     key_format: str = "utf8"
+    kafka_tier: str | None = None
 
     def __post_init__(self) -> None:
         locate(self, "remote", "dst", "local")
@@ -81,8 +84,10 @@ class RestoreRequest:
     @cached_property
     def view(self) -> Location:
         """The two tiers as one log (what is read), opened once for the refusals and the run."""
-        from segment_io.remote.view import tiered_url
+        from segment_io.remote.view import log_location, tiered_url
 
+        if self.kafka_tier is not None:
+            return log_location(self.remote, kafka_tier=self.kafka_tier)
         return Location(tiered_url(self.remote.url, None if self.local is None else self.local.url))
 
     def refusals(self) -> None:
@@ -92,6 +97,14 @@ class RestoreRequest:
         from segment_io.layout import list_log_dir
         from segment_io.remote.tier import RemoteTier
 
+        if self.kafka_tier is not None:
+            if self.local is not None or self.keys is not None:
+                raise ConfigError(
+                    "restore --kafka-tier reads the broker's log directory itself: no --local, --keys"
+                )
+            list_log_dir(self.view.storage, self.view.path)
+            require_destination(self.view, self.dst)
+            return
         RemoteTier.open(self.remote)
         if self.local is not None:
             if RemoteTier.is_tier(self.local):

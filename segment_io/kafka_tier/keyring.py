@@ -1,0 +1,81 @@
+"""The RSA key pairs that unwrap Aiven's data keys.
+
+Aiven's plugin wraps each segment's AES-256 data key with RSA-OAEP whose hash and MGF1 hash are
+both SHA3-512 (an empty label). The `cryptography` package refuses that pairing, so the unwrap is
+done here: one modular exponentiation with the private key, then the OAEP decoding (RFC 8017,
+7.1.2) with `hashlib.sha3_512`. It runs once per segment, never per record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from segment_io.errors import KafkaTierSettings
+
+_HASH_BYTES = 64  # SHA3-512
+
+
+def _mgf1(seed: bytes, length: int) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < length:
+        out += hashlib.sha3_512(seed + counter.to_bytes(4, "big")).digest()
+        counter += 1
+    return bytes(out[:length])
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(len(a), "big")
+
+
+@dataclass(frozen=True)
+class PrivateKey:
+    key_id: str
+    n: int
+    d: int
+
+    @classmethod
+    def load(cls, key_id: str, path: str) -> PrivateKey:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        try:
+            key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+        except (OSError, ValueError, TypeError) as exc:
+            raise KafkaTierSettings(f"key pair {key_id}: cannot read its private key {path}: {exc}") from None
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise KafkaTierSettings(f"key pair {key_id}: {path} is no RSA private key")
+        numbers = key.private_numbers()
+        return cls(key_id, numbers.public_numbers.n, numbers.d)
+
+    def unwrap(self, wrapped: bytes) -> bytes | None:
+        """The data key that RSA-OAEP (SHA3-512) wrapped, or None where this key did not wrap it."""
+        k = (self.n.bit_length() + 7) // 8
+        c = int.from_bytes(wrapped, "big")
+        if len(wrapped) != k or c >= self.n:
+            return None
+        em = pow(c, self.d, self.n).to_bytes(k, "big")
+        masked_seed, masked_db = em[1 : 1 + _HASH_BYTES], em[1 + _HASH_BYTES :]
+        seed = _xor(masked_seed, _mgf1(masked_db, _HASH_BYTES))
+        db = _xor(masked_db, _mgf1(seed, k - _HASH_BYTES - 1))
+        label_hash, rest = db[:_HASH_BYTES], db[_HASH_BYTES:].lstrip(b"\x00")
+        if em[0] != 0 or label_hash != hashlib.sha3_512(b"").digest() or not rest or rest[0] != 1:
+            return None
+        return rest[1:]
+
+
+@dataclass
+class Keyring:
+    """The configured key pairs by id, each private key loaded on first use."""
+
+    files: dict[str, str]
+    _loaded: dict[str, PrivateKey] = field(default_factory=dict)
+
+    def key(self, key_id: str) -> PrivateKey | None:
+        if key_id not in self.files:
+            return None
+        if key_id not in self._loaded:
+            self._loaded[key_id] = PrivateKey.load(key_id, self.files[key_id])
+        return self._loaded[key_id]

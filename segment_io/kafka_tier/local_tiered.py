@@ -1,0 +1,84 @@
+"""Kafka's own `LocalTieredStorage` layout (the plugin Kafka's tests tier to): each segment's files
+copied as they are, under `<rsm.config.dir>/kafka-tiered-storage/<topic>-<partition>-<topicId>/`
+and named `<start %020d>-<segment id>` with the suffixes `.log`, `.index`, `.timeindex`,
+`.txnindex` (only where the segment had one), `.snapshot` and `.leader_epoch_checkpoint`."""
+
+from __future__ import annotations
+
+from segment_io.errors import KafkaTierCorrupt
+from segment_io.kafka_tier.metadata import SegmentMetadata
+from segment_io.storage.base import Storage
+
+ROOT_DIR = "kafka-tiered-storage"
+SUFFIXES = {
+    "log": ".log",
+    "index": ".index",
+    "timeindex": ".timeindex",
+    "txnindex": ".txnindex",
+    "snapshot": ".snapshot",
+    "leader-epoch": ".leader_epoch_checkpoint",
+}
+
+
+def partition_directory(root: str, seg: SegmentMetadata) -> str:
+    return f"{root.rstrip('/')}/{ROOT_DIR}/{seg.tp.topic}-{seg.tp.partition}-{seg.tp.topic_id}"
+
+
+class LocalTieredSegment:
+    """One segment's files in a LocalTieredStorage directory."""
+
+    def __init__(self, storage: Storage, root: str, seg: SegmentMetadata) -> None:
+        self.storage = storage
+        self.seg = seg
+        self.directory = partition_directory(root, seg)
+        stem = f"{self.directory}/{seg.start_offset:020d}-{seg.segment_id}"
+        self.paths = {kind: stem + suffix for kind, suffix in SUFFIXES.items()}
+        self._sizes: dict[str, int] | None = None
+
+    @property
+    def log_url(self) -> str:
+        return self.storage.url(self.paths["log"])
+
+    def index_url(self, kind: str) -> str:
+        return self.storage.url(self.paths[kind])
+
+    def _size(self, kind: str) -> int | None:
+        if self._sizes is None:  # one listing of the partition's directory per segment, at most
+            self._sizes = {f.path: f.size for f in self.storage.list(self.directory)}
+        return self._sizes.get(self.paths[kind])
+
+    def index_size(self, kind: str) -> int | None:
+        return self._size(kind)
+
+    def read_log(self, start: int = 0, end: int | None = None) -> bytes:
+        end = self.seg.size if end is None else min(end, self.seg.size)
+        try:
+            data = self.storage.read(self.paths["log"], start, end)
+        except FileNotFoundError:
+            raise KafkaTierCorrupt(
+                self.log_url, None, f"segment {self.seg.segment_id}: the file is missing"
+            ) from None
+        if len(data) != end - start:
+            raise KafkaTierCorrupt(
+                self.log_url,
+                start + len(data),
+                f"segment {self.seg.segment_id}: the file "
+                f"ends there, the metadata says it holds {self.seg.size} bytes",
+            )
+        return data
+
+    def index(self, kind: str) -> bytes | None:
+        return None if self._size(kind) is None else self.storage.read(self.paths[kind])
+
+    def check(self) -> None:
+        """The segment's log is where the metadata says, and of its size."""
+        size = self._size("log")
+        if size is None:
+            raise KafkaTierCorrupt(self.log_url, None, f"segment {self.seg.segment_id}: the file is missing")
+        if size != self.seg.size:
+            raise KafkaTierCorrupt(
+                self.log_url,
+                size,
+                f"segment {self.seg.segment_id}: the file holds {size} "
+                f"bytes, the remote log metadata says {self.seg.size}",
+            )

@@ -1,0 +1,29 @@
+"""What a storage plugin's layout offers for one remote segment, whoever wrote it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from segment_io.kafka_tier.metadata import SegmentMetadata
+
+
+class SegmentObjects(Protocol):
+    """One remote segment's objects: its log read by byte range, its indexes whole."""
+
+    seg: SegmentMetadata
+
+    @property
+    def log_url(self) -> str: ...
+
+    def index_url(self, kind: str) -> str: ...
+
+    def index_size(self, kind: str) -> int | None:
+        """The plain size of an index (`index`, `timeindex`, `txnindex`, `snapshot`,
+        `leader-epoch`), None where the segment has none."""
+
+    def read_log(self, start: int = 0, end: int | None = None) -> bytes: ...
+
+    def index(self, kind: str) -> bytes | None: ...
+
+    def check(self) -> None:
+        """Refuse (KafkaTierCorrupt) a segment whose objects do not match its metadata."""

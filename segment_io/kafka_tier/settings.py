@@ -1,0 +1,156 @@
+"""A broker's tiered-storage settings, read from its own properties file (the whole
+`server.properties`, or just its `remote.*`, `rlmm.*` and `rsm.*` lines): which plugin wrote the
+remote tier, where its objects are, how they are named, chunked and encrypted.
+
+`TIER_SETTINGS` is the one table of the settings segpipe reads (Kafka's and the plugins' names,
+their defaults, what they mean); the README's list is made from it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from segment_io.errors import KafkaTierSettings
+
+AIVEN_RSM = "io.aiven.kafka.tieredstorage.RemoteStorageManager"
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+AIVEN_FILESYSTEM = "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage"
+AIVEN_S3 = "io.aiven.kafka.tieredstorage.storage.s3.S3Storage"
+METADATA_TOPIC = "__remote_log_metadata"
+
+
+@dataclass(frozen=True)
+class TierSetting:
+    name: str
+    default: str | None
+    doc: str
+
+
+TIER_SETTINGS = (
+    TierSetting(
+        "remote.log.storage.manager.class.name",
+        None,
+        f"the plugin that wrote the tier: {AIVEN_RSM} or Kafka's {LOCAL_TIERED_STORAGE}",
+    ),
+    TierSetting(
+        "rlmm.config.remote.log.metadata.topic.num.partitions",
+        "50",
+        f"partitions of {METADATA_TOPIC} (where a live cluster's metadata is read from)",
+    ),
+    TierSetting(
+        "rsm.config.storage.backend.class",
+        None,
+        f"Aiven: the storage backend, {AIVEN_FILESYSTEM} or {AIVEN_S3}",
+    ),
+    TierSetting("rsm.config.storage.root", None, "Aiven's filesystem backend: the directory it writes under"),
+    TierSetting("rsm.config.storage.s3.bucket.name", None, "Aiven's S3 backend: the bucket"),
+    TierSetting(
+        "rsm.config.storage.s3.endpoint.url",
+        None,
+        "Aiven's S3 backend: an endpoint other than AWS's (else AWS_ENDPOINT_URL or AWS's own)",
+    ),
+    TierSetting("rsm.config.storage.s3.region", None, "Aiven's S3 backend: the bucket's region"),
+    TierSetting(
+        "rsm.config.storage.aws.access.key.id",
+        None,
+        "Aiven's S3 backend: an access key (else the usual AWS chain: environment, profile, role)",
+    ),
+    TierSetting("rsm.config.storage.aws.secret.access.key", None, "Aiven's S3 backend: its secret"),
+    TierSetting(
+        "rsm.config.key.prefix",
+        "",
+        "Aiven: the prefix of every object key (a segment's custom "
+        "metadata OBJECT_PREFIX, where present, overrides it)",
+    ),
+    TierSetting(
+        "rsm.config.encryption.key.pairs", "", "Aiven: the ids of the RSA key pairs (comma-separated)"
+    ),
+    TierSetting(
+        "rsm.config.encryption.key.pairs.<id>.private.key.file",
+        None,
+        "Aiven: the PEM private key of key pair <id>, which unwraps the data keys it wrapped",
+    ),
+    TierSetting("rsm.config.dir", None, "LocalTieredStorage: the directory it writes under"),
+)
+_DEFAULTS = {s.name: s.default for s in TIER_SETTINGS if s.default is not None}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Java properties file's entries (`key=value`, `key: value` or `key value`; `#` and `!`
+    comments; a trailing backslash continues a line)."""
+    out: dict[str, str] = {}
+    logical = re.sub(r"\\\r?\n[ \t\f]*", "", text)
+    for raw in logical.splitlines():
+        line = raw.lstrip(" \t\f")
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:\s]?\s*(.*)$", line)
+        if match:
+            key = re.sub(r"\\(.)", r"\1", match[1])
+            out[key] = match[2].rstrip("\r")
+    return out
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    """The settings of one broker's remote tier, as segpipe reads them."""
+
+    source: str  # the properties file they came from (what errors name)
+    plugin: str
+    storage_url: str  # where the plugin's objects are: a directory, or s3://bucket
+    key_prefix: str = ""
+    private_keys: dict[str, str] = field(default_factory=dict)  # key pair id -> PEM file
+    metadata_partitions: int = 50
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str, source: str) -> TierSettings:
+        values = {**_DEFAULTS, **parse_properties(text)}
+
+        def need(name: str) -> str:
+            value = values.get(name)
+            if not value:
+                raise KafkaTierSettings(f"{source}: {name} is not set")
+            return value
+
+        plugin = need("remote.log.storage.manager.class.name")
+        partitions = int(values["rlmm.config.remote.log.metadata.topic.num.partitions"])
+        if plugin == LOCAL_TIERED_STORAGE:
+            return cls(source, plugin, need("rsm.config.dir"), metadata_partitions=partitions)
+        if plugin != AIVEN_RSM:
+            raise KafkaTierSettings(
+                f"{source}: remote.log.storage.manager.class.name is {plugin}; segpipe reads the remote "
+                f"tiers of {AIVEN_RSM} and {LOCAL_TIERED_STORAGE}"
+            )
+        backend = need("rsm.config.storage.backend.class")
+        options: dict[str, Any] = {}
+        if backend == AIVEN_FILESYSTEM:
+            url = need("rsm.config.storage.root")
+        elif backend == AIVEN_S3:
+            url = "s3://" + need("rsm.config.storage.s3.bucket.name")
+            client: dict[str, str] = {}
+            if values.get("rsm.config.storage.s3.endpoint.url"):
+                client["endpoint_url"] = values["rsm.config.storage.s3.endpoint.url"]
+            if values.get("rsm.config.storage.s3.region"):
+                client["region_name"] = values["rsm.config.storage.s3.region"]
+            if client:
+                options["client_kwargs"] = client
+            if values.get("rsm.config.storage.aws.access.key.id"):
+                options["key"] = values["rsm.config.storage.aws.access.key.id"]
+                options["secret"] = values.get("rsm.config.storage.aws.secret.access.key", "")
+        else:
+            raise KafkaTierSettings(
+                f"{source}: rsm.config.storage.backend.class is {backend}; segpipe reads Aiven's "
+                f"{AIVEN_FILESYSTEM} and {AIVEN_S3}"
+            )
+        keys = {}
+        for pair in filter(None, (p.strip() for p in values["rsm.config.encryption.key.pairs"].split(","))):
+            path = values.get(f"rsm.config.encryption.key.pairs.{pair}.private.key.file")
+            if path:
+                keys[pair] = (
+                    path if posixpath.isabs(path) else posixpath.join(posixpath.dirname(source), path)
+                )
+        return cls(source, plugin, url, values["rsm.config.key.prefix"], keys, partitions, options)
