@@ -33,7 +33,7 @@ from segment_io.kafka_tier.metadata import SegmentMetadata, TopicIdPartition
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, epoch_chain, remote_log
 from segment_io.kafka_tier.metadata_log import read_metadata_log
 from segment_io.kafka_tier.objects import SegmentObjects
-from segment_io.kafka_tier.settings import AIVEN_RSM, TierSettings
+from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC, TierSettings
 from segment_io.layout import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_CHECKPOINT,
@@ -78,6 +78,11 @@ def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
     if "settings" not in params:
         raise KafkaTierSettings(f"{url}: names no tiered-storage settings")
     return KafkaTierView(params["settings"], params.get("local"), params.get("metadata")), ROOT
+
+
+def _is_metadata_partition(info: FileInfo) -> bool:
+    tp = parse_topic_partition(info.name) if info.is_dir else None
+    return tp is not None and tp.topic == METADATA_TOPIC
 
 
 def _mtime(seg: SegmentMetadata) -> int:
@@ -207,7 +212,9 @@ class KafkaTierView(LogView):
         return []
 
     def _list_root(self) -> builtins.list[FileInfo]:
-        entries = {f.name: f for f in self._local_entries()}
+        # The remote log metadata describes the remote tier, which the view has made local: a log
+        # read (or restored) through the view has none.
+        entries = {f.name: f for f in self._local_entries() if not _is_metadata_partition(f)}
         for tp in self.remote:
             entries.setdefault(tp.dir_name, FileInfo(f"{ROOT}/{tp.dir_name}", tp.dir_name, 0, 0, True))
         return sorted(

@@ -56,7 +56,8 @@ def log_location(path: Place, remote: Place | None = None, kafka_tier: str | Non
     if kafka_tier:
         from segment_io.kafka_tier.view import kafka_tier_url
 
-        return Location(kafka_tier_url(kafka_tier, at.url))
+        settings = Location(kafka_tier)  # both named in full: the URL is opened again elsewhere
+        return Location(kafka_tier_url(settings.storage.url(settings.path), at.storage.url(at.path)))
     if remote:
         return Location(tiered_url(str(remote), at.url))
     if RemoteTier.is_tier(at):

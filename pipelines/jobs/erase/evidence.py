@@ -144,13 +144,19 @@ def key_evidence(
         np.maximum.reduceat(last, starts).tolist(),
         strict=True,
     )
+    # The segments that held each key (a matched key per segment, not a record, per step).
+    holding: dict[tuple[int, int], list[str]] = {}
+    for r in results:
+        for e in r.entries.tolist():
+            holding.setdefault((e, r.partition), []).append(r.source)
     found: dict[int, dict[str, Any]] = {}
     for e, p, n, lo, hi in rows:
         item = found.setdefault(e, {"digest": digests[e], "records": 0, "partitions": []})
         item["records"] += n
         item["partitions"].append(
-            {"partition": names[p], "records": n, "first_offset": lo, "last_offset": hi}
-        )
+            {"partition": names[p], "records": n, "first_offset": lo, "last_offset": hi,
+             "segments": sorted(holding[(e, p)])}
+        )  # fmt: skip
     listed = digests.items() if isinstance(digests, Mapping) else enumerate(digests)
     return [found[e] for e in sorted(found)], [d for e, d in listed if e not in found]
 

@@ -66,6 +66,7 @@ class SegmentErasure:
 
     partition: int
     base_offset: int
+    source: str  # the segment's log file (a remote segment's object, named by its segment id)
     rewritten: bool
     bytes_in: int
     bytes_out: int
@@ -207,6 +208,7 @@ def _result(
     return SegmentErasure(
         partition=task.partition,
         base_offset=task.files.base_offset,
+        source=task.files.log.path,
         rewritten=rewritten,
         bytes_in=bytes_in,
         bytes_out=bytes_out,

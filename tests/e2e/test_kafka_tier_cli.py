@@ -1,0 +1,103 @@
+"""The command line over a broker's log directory and its Kafka remote tier (`--kafka-tier`): what
+it reads is every record the broker was sent; what it writes (clean, restore) is a plain log
+directory holding them; a tier it cannot read is refused with the segment named and nothing
+published."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
+from segment_io.storage import LocalStorage
+from tests.helpers import run_segpipe
+from tests.kip405 import ENCRYPTED, PLAIN, records, tier
+from tests.unit.test_kafka_tier import other_key_pair
+
+pytestmark = pytest.mark.e2e
+NOW_MS = "1795722460000"
+
+
+def dumped_records(*args: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    proc = run_segpipe("dump", *args, "--topic", "kip405")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    return {
+        (r["partition"], r["offset"]): (base64.b64decode(r["key"]), base64.b64decode(r["value"]))
+        for r in rows
+    }
+
+
+def test_dump_and_inspect_read_the_whole_tiered_topic(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path)
+    assert dumped_records(str(t.logdir), "--kafka-tier", str(t.settings)) == t.produced
+    proc = run_segpipe("inspect", str(t.logdir), "--kafka-tier", str(t.settings), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["valid"] and {(p["topic"], p["partition"]) for p in doc["partitions"]} == {
+        ("kip405", 0),
+        ("kip405", 1),
+    }
+
+
+def test_restore_writes_the_tiered_topic_out_as_a_plain_log_directory(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path)
+    out = tmp_path / "restored"
+    proc = run_segpipe("restore", str(t.logdir), str(out), "--kafka-tier", str(t.settings))
+    assert proc.returncode == 0, proc.stderr
+    assert records(LocalStorage(), str(out)) == t.produced
+    assert not list(out.glob("__remote_log_metadata-*"))  # the plain log has no remote tier
+    for name in ("kip405-0", "kip405-1"):
+        assert (out / name / "leader-epoch-checkpoint").read_text().splitlines()[2:] == ["0 0"]
+    assert run_segpipe("inspect", str(out)).returncode == 0
+
+
+def test_clean_of_a_tiered_topic_writes_the_cleaned_log(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path)
+    out = tmp_path / "cleaned"
+    proc = run_segpipe("clean", str(t.logdir), str(out), "--kafka-tier", str(t.settings), "--now-ms", NOW_MS,
+                       "--topic-set", "kip405:cleanup.policy=compact")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert records(LocalStorage(), str(out)) == t.produced  # every key is distinct: nothing superseded
+    proc = run_segpipe(
+        "validate", str(t.logdir), "--kafka-tier", str(t.settings), "--report", str(tmp_path / "v")
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_erase_dry_run_names_the_remote_segments_that_hold_each_key(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k-000000004\nk-000009999\n")
+    report = tmp_path / "report.json"
+    proc = run_segpipe("erase", str(t.logdir), str(tmp_path / "out"), "--kafka-tier", str(t.settings),
+                       "--keys", str(keys), "--dry-run", "--report", str(report))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    held = {
+        p["partition"]: p["segments"]
+        for item in json.loads(report.read_text())["erased"]
+        for p in item["partitions"]
+    }
+    # record 4 is partition 0's offset 2 (the first segment); record 9999 partition 1's offset 4999.
+    assert [Path(s).name.split("-")[0] for s in held["kip405-0"]] == ["00000000000000000000"]
+    (segment,) = held["kip405-1"]
+    assert segment.startswith(str(t.bucket)) and Path(segment).suffix == ".log"
+    assert int(Path(segment).name.split("-")[0]) <= 4999
+
+
+def test_a_tier_segpipe_cannot_read_is_refused_and_nothing_is_published(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path, keys=other_key_pair(tmp_path / "other"))
+    out = tmp_path / "out"
+    proc = run_segpipe("clean", str(t.logdir), str(out), "--kafka-tier", str(t.settings), "--now-ms", NOW_MS)
+    assert proc.returncode == KafkaTierSettings.exit_code and "wrong key pair" in proc.stderr, proc.stderr
+    assert not out.exists()
+    t = tier(PLAIN, tmp_path, copy_bucket=True)
+    log = sorted(t.bucket.rglob("*.log"))[5]
+    log.write_bytes(log.read_bytes()[:-10])
+    proc = run_segpipe("restore", str(t.logdir), str(out), "--kafka-tier", str(t.settings))
+    assert proc.returncode == KafkaTierCorrupt.exit_code, proc.stderr
+    assert str(log) in proc.stderr and "at byte" in proc.stderr
+    assert not out.exists() or not any(out.iterdir())

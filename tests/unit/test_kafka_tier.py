@@ -1,0 +1,202 @@
+"""Kafka's tiered storage read back: the remote tiers a broker wrote through Aiven's plugin
+(tests/data/kip405), record for record, and every way such a tier can be bad refused with the
+segment and the object named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
+from segment_io.kafka_tier.aiven import AivenManifest, custom_fields, object_key
+from segment_io.kafka_tier.metadata import SegmentState
+from segment_io.kafka_tier.metadata_cache import MetadataReplay
+from segment_io.kafka_tier.metadata_log import read_metadata_log
+from segment_io.kafka_tier.view import kafka_tier_url
+from segment_io.storage import LocalStorage, open_storage
+from tests.kip405 import ENCRYPTED, PLAIN, records, tier
+
+pytestmark = pytest.mark.unit
+
+
+def read_tier(settings: Path, logdir: Path) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    storage, root = open_storage(kafka_tier_url(str(settings), str(logdir)))
+    return records(storage, root)
+
+
+@pytest.mark.parametrize("name", [PLAIN, ENCRYPTED])
+def test_every_produced_record_reads_back_exactly(name: str, tmp_path: Path) -> None:
+    t = tier(name, tmp_path)
+    assert read_tier(t.settings, t.logdir) == t.produced
+
+
+@pytest.mark.parametrize("name", [PLAIN, ENCRYPTED])
+def test_the_view_lists_each_remote_segment_under_its_kafka_names(name: str, tmp_path: Path) -> None:
+    t = tier(name, tmp_path)
+    storage, root = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    names = [f.name for f in storage.list(f"{root}/kip405-0")]
+    logs = [n for n in names if n.endswith(".log")]
+    bases = [int(n.split(".")[0]) for n in logs]
+    assert bases == sorted(bases) and bases[0] == 0
+    assert all(f"{b:020d}.index" in names and f"{b:020d}.timeindex" in names for b in bases[:-1])
+    # The remote log ends where the broker's local active segment begins (its empty segment).
+    assert bases[-1] == min(int(p.name.split(".")[0]) for p in (t.logdir / "kip405-0").glob("*.log"))
+    assert "leader-epoch-checkpoint" in names
+
+
+def test_the_remote_log_metadata_decodes_as_the_broker_wrote_it(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path)
+    replay = MetadataReplay.of(read_metadata_log(LocalStorage(), str(t.logdir)))
+    served = replay.served()
+    assert sorted(tp.partition for tp in served) == [0, 1]
+    for tp, segs in served.items():
+        objects = {p.name for p in (t.bucket / f"kip405-{tp.topic_id}" / str(tp.partition)).iterdir()}
+        assert len(objects) == 3 * len(segs)
+        ends = [s.start_offset for s in segs[1:]]
+        assert [s.end_offset + 1 for s in segs[:-1]] == ends  # contiguous
+        for s in segs:
+            assert s.state is SegmentState.COPY_SEGMENT_FINISHED and s.leader_epochs == ((0, s.start_offset),)
+            fields = custom_fields(s.custom_metadata)
+            assert fields[1] == "" and object_key(s, "ignored/", "log").rsplit("/", 1)[1] in objects
+            assert fields[0] == sum((t.bucket / object_key(s, "", x)).stat().st_size
+                                    for x in ("log", "indexes", "rsm-manifest"))  # fmt: skip
+
+
+def test_every_chunk_index_adds_up_to_its_object(tmp_path: Path) -> None:
+    """Fixed and variable chunk indexes: the transformed chunks fill the `.log` object exactly."""
+    for name in (PLAIN, ENCRYPTED):
+        for manifest in (tier(name, tmp_path).bucket).rglob("*.rsm-manifest"):
+            parsed = AivenManifest.parse(manifest.read_bytes(), str(manifest))
+            log = manifest.with_suffix(".log")
+            assert sum(c.transformed_size for c in parsed.chunks) == log.stat().st_size
+            assert sum(c.original_size for c in parsed.chunks) == parsed.original_size
+
+
+def other_key_pair(directory: Path) -> Path:
+    directory.mkdir()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())  # fmt: skip
+    (directory / "private.pem").write_bytes(pem)
+    return directory
+
+
+def test_a_wrong_key_pair_is_refused_naming_the_segment(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path, keys=other_key_pair(tmp_path / "other"))
+    with pytest.raises(KafkaTierSettings, match=r"segment [\w-]{22} .*key pair 'k1' .*wrong key pair"):
+        read_tier(t.settings, t.logdir)
+
+
+def test_a_key_pair_the_settings_do_not_configure_is_refused(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path)
+    text = "\n".join(line for line in t.settings.read_text().splitlines() if "key.pairs" not in line)
+    t.settings.write_text(text)
+    with pytest.raises(
+        KafkaTierSettings, match=r"wrapped by key pair 'k1', which the settings do not configure"
+    ):
+        read_tier(t.settings, t.logdir)
+
+
+@pytest.mark.parametrize("name", [PLAIN, ENCRYPTED])
+def test_a_truncated_object_is_refused_naming_the_object_and_byte(name: str, tmp_path: Path) -> None:
+    t = tier(name, tmp_path, copy_bucket=True)
+    log = sorted(t.bucket.rglob("*.log"))[3]
+    size = log.stat().st_size
+    log.write_bytes(log.read_bytes()[: size - 100])
+    with pytest.raises(KafkaTierCorrupt) as info:
+        read_tier(t.settings, t.logdir)
+    assert info.value.path == str(log) and info.value.position == size - 100
+    assert log.stem.split("-", 1)[1] in info.value.detail  # the segment id
+
+
+def test_a_damaged_encrypted_chunk_fails_its_authentication(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path, copy_bucket=True)
+    log = sorted(t.bucket.rglob("*.log"))[2]
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    log.write_bytes(bytes(data))
+    with pytest.raises(KafkaTierCorrupt, match="AES-GCM authentication") as info:
+        read_tier(t.settings, t.logdir)
+    assert info.value.path == str(log) and info.value.position is not None
+
+
+def edit_manifest(t_bucket: Path, index: int, change: object) -> Path:
+    manifest = sorted(t_bucket.rglob("*.rsm-manifest"))[index]
+    doc = json.loads(manifest.read_bytes())
+    change(doc)  # type: ignore[operator]
+    manifest.write_text(json.dumps(doc))
+    return manifest
+
+
+def test_a_manifest_that_disagrees_with_the_metadata_is_refused(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_bucket=True)
+    manifest = edit_manifest(t.bucket, 1, lambda d: d["remoteLogSegmentMetadata"].update(endOffset=5))
+    with pytest.raises(
+        KafkaTierCorrupt, match=r"the manifest disagrees with the remote log metadata: its offsets"
+    ):
+        read_tier(t.settings, t.logdir)
+    shutil.rmtree(t.bucket)
+    t = tier(PLAIN, tmp_path, copy_bucket=True)
+    manifest = edit_manifest(t.bucket, 1, lambda d: d.update(version="2"))
+    with pytest.raises(KafkaTierCorrupt, match=r"a segment manifest of version '2'") as info:
+        read_tier(t.settings, t.logdir)
+    assert info.value.path == str(manifest)
+
+
+def test_a_missing_object_is_refused(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_bucket=True)
+    manifest = sorted(t.bucket.rglob("*.rsm-manifest"))[4]
+    manifest.unlink()
+    with pytest.raises(KafkaTierCorrupt, match="its manifest is missing") as info:
+        read_tier(t.settings, t.logdir)
+    assert info.value.path == str(manifest)
+
+
+def test_a_metadata_record_of_an_unknown_version_is_refused(tmp_path: Path) -> None:
+    from segment_io.kafka_tier.metadata import decode_metadata_record
+
+    with pytest.raises(KafkaTierCorrupt, match=r"type 0 in schema version 3 \(only 0 is known\)"):
+        decode_metadata_record(bytes([1, 0, 3]) + b"\x00" * 40, "where (offset 7)")
+    with pytest.raises(KafkaTierCorrupt, match=r"unknown type \(apiKey 9\)"):
+        decode_metadata_record(bytes([1, 9, 0]), "where (offset 7)")
+    with pytest.raises(KafkaTierCorrupt, match="frame version 0"):
+        decode_metadata_record(bytes([0, 0, 0]), "where (offset 7)")
+
+
+def test_settings_of_a_plugin_segpipe_does_not_read_are_refused(tmp_path: Path) -> None:
+    settings = tmp_path / "s.properties"
+    settings.write_text("remote.log.storage.manager.class.name=com.example.Other\n")
+    with pytest.raises(KafkaTierSettings, match=r"com\.example\.Other"):
+        open_storage(kafka_tier_url(str(settings), str(tmp_path)))
+    with pytest.raises(KafkaTierSettings, match="no tiered-storage settings file"):
+        open_storage(kafka_tier_url(str(tmp_path / "absent.properties"), str(tmp_path)))
+
+
+def test_the_view_is_read_only(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path)
+    storage, root = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    with pytest.raises(PermissionError):
+        storage.remove(f"{root}/kip405-0")
+
+
+def test_a_range_read_transforms_only_the_chunks_it_needs(tmp_path: Path) -> None:
+    """Bytes in the middle of a segment come from the chunks that hold them: the others may be
+    damaged and the read still succeeds (and equals the whole read's bytes)."""
+    t = tier(ENCRYPTED, tmp_path)
+    storage, root = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    log = next(f for f in storage.list(f"{root}/kip405-0") if f.name == "00000000000000000477.log")
+    whole = storage.read(log.path)
+    damaged = tier(ENCRYPTED, tmp_path, copy_bucket=True)
+    obj = next(damaged.bucket.rglob(Path(log.path).name))
+    data = bytearray(obj.read_bytes())
+    data[-5] ^= 0xFF  # inside the last chunk
+    obj.write_bytes(bytes(data))
+    view, _ = open_storage(kafka_tier_url(str(damaged.settings), str(damaged.logdir)))
+    assert view.read(str(obj), 20_000, 30_000) == whole[20_000:30_000]
+    with pytest.raises(KafkaTierCorrupt):
+        view.read(str(obj))

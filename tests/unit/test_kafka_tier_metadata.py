@@ -1,0 +1,106 @@
+"""The remote log metadata replayed as the broker's RemoteLogMetadataCache replays it, a rule per
+test, and the remote log the broker serves from it (the leader epoch chain followed)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from segment_io.errors import OverlappingSegments
+from segment_io.kafka_tier.metadata import (
+    PartitionDelete,
+    PartitionDeleteState,
+    SegmentMetadata,
+    SegmentState,
+    SegmentUpdate,
+    TopicIdPartition,
+)
+from segment_io.kafka_tier.metadata_cache import MetadataReplay, epoch_chain, remote_log
+
+pytestmark = pytest.mark.unit
+TP = TopicIdPartition("orders", "AAAAAAAAAAAAAAAAAAAAAA", 0)
+S = SegmentState
+
+
+def started(
+    seg_id: str, start: int, end: int, epochs: tuple[tuple[int, int], ...] | None = None
+) -> SegmentMetadata:
+    return SegmentMetadata(TP, seg_id, start, end, 1, end * 10, 0, epochs or ((0, start),), 100, None,
+                           S.COPY_SEGMENT_STARTED)  # fmt: skip
+
+
+def update(seg_id: str, state: SegmentState, custom: bytes | None = None) -> SegmentUpdate:
+    return SegmentUpdate(TP, seg_id, 1, 0, custom, state)
+
+
+def served_ids(*records: object) -> list[str]:
+    return [s.segment_id for s in MetadataReplay.of(records).served().get(TP, [])]  # type: ignore[arg-type]
+
+
+def test_a_segment_is_served_only_once_its_copy_finished() -> None:
+    assert served_ids(started("a", 0, 9)) == []
+    assert served_ids(started("a", 0, 9), update("a", S.COPY_SEGMENT_FINISHED)) == ["a"]
+
+
+def test_a_segment_whose_deletion_started_is_no_longer_served() -> None:
+    records = [started("a", 0, 9), update("a", S.COPY_SEGMENT_FINISHED), started("b", 10, 19),
+               update("b", S.COPY_SEGMENT_FINISHED), update("a", S.DELETE_SEGMENT_STARTED)]  # fmt: skip
+    assert served_ids(*records) == ["b"]
+    assert served_ids(*records, update("a", S.DELETE_SEGMENT_FINISHED)) == ["b"]
+
+
+def test_an_update_of_a_segment_never_seen_is_dropped() -> None:
+    assert served_ids(update("a", S.COPY_SEGMENT_FINISHED), started("b", 0, 9)) == []
+
+
+def test_an_invalid_transition_is_dropped() -> None:
+    """A FINISHED update after the deletion started does not bring the segment back."""
+    records = [
+        started("a", 0, 9),
+        update("a", S.DELETE_SEGMENT_STARTED),
+        update("a", S.COPY_SEGMENT_FINISHED),
+    ]
+    assert served_ids(*records) == []
+
+
+def test_the_finished_update_carries_the_custom_metadata() -> None:
+    replay = MetadataReplay.of([started("a", 0, 9), update("a", S.COPY_SEGMENT_FINISHED, b"\x01")])
+    assert replay.served()[TP][0].custom_metadata == b"\x01"
+
+
+def test_a_partition_being_deleted_is_not_served() -> None:
+    delete = PartitionDelete(TP, 1, 0, PartitionDeleteState.DELETE_PARTITION_MARKED)
+    assert served_ids(started("a", 0, 9), update("a", S.COPY_SEGMENT_FINISHED), delete) == []
+
+
+def log_of(segs: list[SegmentMetadata], log_start: int | None = None) -> list[str]:
+    done = [replace(s, state=S.COPY_SEGMENT_FINISHED) for s in segs]
+    return [s.segment_id for s in remote_log(done, epoch_chain(done), log_start, "tp")]
+
+
+def test_the_log_follows_the_segments_in_offset_order_from_the_log_start() -> None:
+    segs = [started("b", 10, 19), started("a", 0, 9), started("c", 20, 29, ((0, 20), (1, 25)))]
+    assert log_of(segs) == ["a", "b", "c"]
+    assert log_of(segs, log_start=10) == ["b", "c"]
+
+
+def test_a_segment_copied_again_at_the_same_start_replaces_the_earlier() -> None:
+    """The broker maps each epoch's start offsets to one segment: the last copy finished wins."""
+    assert log_of([started("a", 0, 9), started("a2", 0, 9)]) == ["a2"]
+
+
+def test_the_leader_epoch_chain_drops_an_epoch_a_later_one_truncated() -> None:
+    segs = [
+        started("a", 0, 9, ((0, 0), (2, 5))),
+        started("b", 10, 19, ((3, 10),)),
+        started("x", 6, 8, ((1, 6),)),
+    ]
+    assert epoch_chain(segs) == [(0, 0), (2, 5), (3, 10)]
+
+
+def test_segments_an_unclean_election_left_overlapping_are_refused() -> None:
+    """Epoch 0's segment runs to 19, but epoch 1 begins at 15: offsets 15..19 exist twice."""
+    segs = [started("a", 0, 19, ((0, 0),)), started("b", 15, 30, ((1, 15),))]
+    with pytest.raises(OverlappingSegments, match=r"remote segments a .*and b .*overlap"):
+        log_of(segs)
