@@ -6,7 +6,9 @@ Options: `topic` (one topic, or several comma-separated; a name that matches no 
 is an error naming the topics there), `verifyCrc` (default true: every batch read has its CRC
 checked before its records are returned, and a mismatch fails the read naming file and byte, as
 `inspect`, `dump` and `clean` do; false skips the check), `partitions` (only these partition
-directories, `orders-0,orders-1`), `remote` (the log's remote tier, read with it as one log).
+directories, `orders-0,orders-1`), `remote` (the log's remote tier, read with it as one log),
+`kafkaTier` (the path is a Kafka broker's log directory, read with its topics' KIP-405 remote tier:
+the option names the broker's tiered-storage settings, as `--kafka-tier` does).
 Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA); each segment
 is one input partition and is read in Arrow batches, so memory stays bounded by the chunk size. A
 log with no segment reads as an empty DataFrame.
@@ -87,7 +89,8 @@ class KafkaSegmentsReader(DataSourceReader):
         from segment_io.remote.view import log_url
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
-        self.url = log_url(self.url, options.get("remote"))
+        # (Spark hands option names over lower-cased.)
+        self.url = log_url(self.url, options.get("remote"), options.get("kafkaTier", options.get("kafkatier")))
         # Set once from the options, never by a query: the read is the same for every query of the
         # DataFrame (see the module's docstring).
         self.want = range_option(options)
