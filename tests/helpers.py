@@ -219,11 +219,11 @@ def files_of(root: Path) -> dict[str, bytes]:
     }
 
 
-def dumped(path: Path) -> dict[str, list[dict]]:  # type: ignore[type-arg]
-    """`segpipe dump` of a log directory, per partition directory name."""
+def dumped(path: Path, *args: str) -> dict[str, list[dict]]:  # type: ignore[type-arg]
+    """`segpipe dump` of a log directory (with more of dump's `args`), per partition directory name."""
     import json
 
-    proc = run_segpipe("dump", str(path))
+    proc = run_segpipe("dump", str(path), *args)
     assert proc.returncode == 0, proc.stderr
     rows: dict[str, list[dict]] = {}  # type: ignore[type-arg]
     for line in proc.stdout.splitlines():

@@ -90,7 +90,9 @@ class KafkaSegmentsReader(DataSourceReader):
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
         # (Spark hands option names over lower-cased.)
-        self.url = log_url(self.url, options.get("remote"), options.get("kafkaTier", options.get("kafkatier")))
+        self.url = log_url(
+            self.url, options.get("remote"), options.get("kafkaTier", options.get("kafkatier"))
+        )
         # Set once from the options, never by a query: the read is the same for every query of the
         # DataFrame (see the module's docstring).
         self.want = range_option(options)

@@ -1,0 +1,171 @@
+"""Kafka's own tiered storage, written by Kafka's own broker: a broker with remote storage on
+(Kafka's TopicBasedRemoteLogMetadataManager, and Kafka's LocalTieredStorage as the plugin) tiers
+a topic of several partitions written in every codec by idempotent and transactional producers
+(commits and aborts, headers), is restarted mid-way (a new leader epoch) and expires its oldest
+remote segments by retention (their DELETE records must hide them). With the broker stopped,
+segpipe reads its log directory with the broker's own server.properties and prints exactly what
+a consumer read through the broker, both isolation levels; restored to a plain log directory and
+put into a fresh broker (no tiering), that broker serves the same."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import dumped, run_segpipe
+from tests.kafka.broker import Broker
+from tests.kafka.test_restore import aborted, consumed, expected, offsets
+
+pytestmark = pytest.mark.kafka
+TOPIC, PARTITIONS = "tiered", 3
+NAMES = [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
+DAY_MS = 86_400_000
+WAIT_S = 120  # each bounded wait below: the remote log manager works every 500 ms
+
+
+def tiered_broker(home: Path) -> Broker:
+    return Broker(home, settings={
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rsm.config.dir": str(home / "remote"),
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+        "log.segment.delete.delay.ms": "0",
+    })  # fmt: skip
+
+
+def create_tiered_topic(broker: Broker) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    configs = {"remote.storage.enable": "true", "internal.segment.bytes": "16384", "local.retention.bytes": "1",
+               "file.delete.delay.ms": "0", "retention.ms": "-1"}  # fmt: skip
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, topic_configs=configs)])
+    finally:
+        admin.close()
+
+
+def produce(broker: Broker, label: str, *, codec: str | None = None, timestamp_ms: int | None = None,
+            transactions: tuple[bool, ...] = (), count: int = 240) -> None:  # fmt: skip
+    """`count` records per partition (keyed, valued, some with headers); with `transactions`, one
+    transaction per entry, committed (True) or aborted (False)."""
+    from kafka import KafkaProducer
+
+    txn = {"transactional_id": f"segpipe-{label}"} if transactions else {}
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all",
+                             compression_type=codec, linger_ms=5, **txn)  # fmt: skip
+    try:
+        rounds = transactions or (None,)
+        if transactions:
+            producer.init_transactions()
+        for r, commit in enumerate(rounds):
+            if transactions:
+                producer.begin_transaction()
+            for i in range(count):
+                headers = [("trace", f"{label}-{i}".encode())] if i % 3 == 0 else []
+                value = None if i % 50 == 49 else (f"{label}-{r}-{i}-" * 6).encode()
+                producer.send(TOPIC, key=f"{label}-{i % 97}".encode(), value=value, partition=i % PARTITIONS,
+                              headers=headers, timestamp_ms=timestamp_ms)  # fmt: skip
+            if transactions:
+                producer.commit_transaction() if commit else producer.abort_transaction()
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def wait_until(check: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, f"the broker did not {what} in {WAIT_S} s"
+        time.sleep(0.25)  # bounded by the deadline
+
+
+def only_active_local(broker: Broker) -> bool:
+    """Every partition holds one local segment: all the others were tiered and released."""
+    return all(len(list((broker.log_dir / name).glob("*.log"))) == 1 for name in NAMES)
+
+
+def read_all(broker: Broker) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    starts, ends = offsets(broker, NAMES)
+    assert all(ends[n] > starts[n] for n in NAMES)
+    uncommitted = {
+        n: consumed(broker, TOPIC, int(n.rsplit("-", 1)[1]), "read_uncommitted", ends[n]) for n in NAMES
+    }
+    committed = {
+        n: consumed(broker, TOPIC, int(n.rsplit("-", 1)[1]), "read_committed", ends[n]) for n in NAMES
+    }
+    return uncommitted, committed
+
+
+def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(kafka_jars: Path, tmp_path: Path) -> None:
+    broker = tiered_broker(tmp_path / "kafka")
+    try:
+        broker.start()
+        create_tiered_topic(broker)
+        old = int(time.time() * 1000) - 3 * DAY_MS  # to be expired by retention below
+        produce(broker, "old", timestamp_ms=old, count=1500)  # several whole segments per partition
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            produce(broker, codec, codec=codec)
+        produce(broker, "txn", codec="zstd", transactions=(True, False, True))
+        wait_until(lambda: only_active_local(broker), "tier every inactive segment")
+        broker.stop()
+        broker.start()  # a new leader epoch for every partition
+        produce(broker, "after", codec="lz4", count=600)
+        produce(broker, "txn2", transactions=(False, True))
+        wait_until(lambda: only_active_local(broker), "tier the new segments")
+        from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            admin.alter_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={"retention.ms": str(DAY_MS)})]
+            )
+        finally:
+            admin.close()
+        wait_until(
+            lambda: all(v > 0 for v in offsets(broker, NAMES)[0].values()), "expire the old remote segments"
+        )
+        uncommitted, committed = read_all(broker)
+        broker.stop()
+
+        server = str(broker.home / "server.properties")
+        rows = dumped(broker.log_dir, "--kafka-tier", server, "--topic", TOPIC)
+        epochs = set()
+        for name in NAMES:
+            assert expected(rows[name], set()) == uncommitted[name], name
+            assert expected(rows[name], aborted(rows[name])) == committed[name], name
+            epochs |= {r["partition_leader_epoch"] for r in rows[name]}
+        assert len(epochs) == 2  # records of both leader epochs (before and after the restart)
+        assert len(list((broker.home / "remote").rglob("*.log"))) > len(NAMES)
+
+        # The whole topic rebuilt from the tier: a plain log directory a fresh broker serves.
+        restored = tmp_path / "restored"
+        proc = run_segpipe("restore", str(broker.log_dir), str(restored), "--kafka-tier", server)
+        assert proc.returncode == 0, proc.stderr
+        for internal in restored.glob("__*"):  # the fresh broker keeps its own internal topics
+            shutil.rmtree(internal)
+        fresh = Broker(tmp_path / "fresh")
+        fresh.start()
+        from tests.kafka.test_restore import create_topics
+
+        create_topics(fresh, {TOPIC: PARTITIONS})
+        fresh.stop()
+        proc = run_segpipe(
+            "restore-kafka", str(restored), str(fresh.log_dir), "--backup", str(tmp_path / "bk")
+        )
+        assert proc.returncode == 0, proc.stderr
+        fresh.start()
+        try:
+            assert read_all(fresh) == (uncommitted, committed)
+        finally:
+            fresh.kill()
+    finally:
+        broker.kill()
