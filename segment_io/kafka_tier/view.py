@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import itertools
 import posixpath
 from collections.abc import Iterator
 from functools import cached_property
@@ -41,6 +42,7 @@ from segment_io.layout import (
     parse_topic_partition,
     segment_file_name,
 )
+from segment_io.segment.scan import scan_buffer
 from segment_io.storage.base import FileInfo, Storage
 from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
@@ -78,6 +80,52 @@ def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
     if "settings" not in params:
         raise KafkaTierSettings(f"{url}: names no tiered-storage settings")
     return KafkaTierView(params["settings"], params.get("local"), params.get("metadata")), ROOT
+
+
+def agrees_with_metadata(s: SegmentObjects, data: bytes) -> None:
+    """A whole remote segment's batches lie within the offsets its metadata gives, end whole, and
+    (in the current format) reach the largest timestamp it records: the metadata describes these
+    bytes, not other ones."""
+    seg = s.seg
+    scan = scan_buffer(s.log_url, seg.start_offset, np.frombuffer(data, dtype=np.uint8))
+    table, problems = scan.table, []
+    if scan.tail is not None:
+        problems.append(f"its last batch is cut short at byte {scan.tail.position}")
+    if len(table):
+        first, last = int(table.base_offset[0]), int(table.last_offset[-1])
+        if first < seg.start_offset or last > seg.end_offset:
+            problems.append(
+                f"it holds offsets {first}-{last}, outside its metadata's {seg.start_offset}-{seg.end_offset}"
+            )
+        largest = int(table.max_timestamp.max())
+        if bool((table.magic == 2).all()) and largest != seg.max_timestamp_ms:
+            problems.append(f"its largest timestamp is {largest}, its metadata's {seg.max_timestamp_ms}")
+    if problems:
+        raise KafkaTierCorrupt(s.log_url, None, f"segment {seg.segment_id}: " + "; ".join(problems))
+
+
+def _require_contiguous(tp: TopicPartition, segs: list[SegmentMetadata], local: list[FileInfo]) -> None:
+    """A remote segment ends where the next begins (the broker copies a segment whole, its end the
+    next segment's base offset less one), and the local log continues where the remote one ends:
+    a gap is a segment lost, refused rather than read past."""
+    where = f"{ROOT}/{tp.dir_name}"
+    for before, after in itertools.pairwise(segs):
+        if after.start_offset != before.end_offset + 1:
+            raise KafkaTierCorrupt(
+                where,
+                None,
+                f"offsets {before.end_offset + 1}-{after.start_offset - 1} are "
+                f"in no remote segment (between {before.segment_id} and {after.segment_id})",
+            )
+    above = sorted(b for f in local if f.name.endswith(".log") and (b := local_start(f.name)) is not None)
+    above = [b for b in above if b > segs[-1].end_offset]
+    if above and above[0] != segs[-1].end_offset + 1:
+        raise KafkaTierCorrupt(
+            where,
+            None,
+            f"the remote log ends at {segs[-1].end_offset} and the local log "
+            f"begins at {above[0]}: offsets between are in neither",
+        )
 
 
 def _is_metadata_partition(info: FileInfo) -> bool:
@@ -229,6 +277,7 @@ class KafkaTierView(LogView):
             return local
         next_offset = segs[-1].seg.end_offset + 1
         starts = {s.seg.start_offset for s in segs}
+        _require_contiguous(tp, [s.seg for s in segs], local)
         out: builtins.list[FileInfo] = []
         for f in local:
             start, kind = local_start(f.name), f.name.rpartition(".")[2]
@@ -271,11 +320,14 @@ class KafkaTierView(LogView):
             return None
         s, kind = self._files[path]
         if kind == "log":
-            return s.read_log(start, end)
-        data = s.index(kind)
-        if data is None:
+            data = s.read_log(start, end)
+            if start == 0 and end is None:
+                agrees_with_metadata(s, data)
+            return data
+        index = s.index(kind)
+        if index is None:
             raise FileNotFoundError(path)
-        return data[start:end]
+        return index[start:end]
 
     def exists(self, path: str) -> bool:
         return (not path.startswith(ROOT) and path in self._files) or super().exists(path)

@@ -4,7 +4,6 @@ filter keeps, through the remote segments' indexes."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -18,7 +18,7 @@ from segment_io.kafka_tier.metadata import SegmentState
 from segment_io.kafka_tier.metadata_cache import MetadataReplay
 from segment_io.kafka_tier.metadata_log import read_metadata_log
 from segment_io.kafka_tier.view import kafka_tier_url
-from segment_io.storage import LocalStorage, open_storage
+from segment_io.storage import FileInfo, LocalStorage, open_storage
 from tests.kip405 import ENCRYPTED, PLAIN, records, tier
 
 pytestmark = pytest.mark.unit
@@ -200,3 +200,42 @@ def test_a_range_read_transforms_only_the_chunks_it_needs(tmp_path: Path) -> Non
     assert view.read(str(obj), 20_000, 30_000) == whole[20_000:30_000]
     with pytest.raises(KafkaTierCorrupt):
         view.read(str(obj))
+
+
+def test_a_segment_whose_bytes_the_metadata_does_not_describe_is_refused(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from segment_io.kafka_tier.view import KafkaTierView, agrees_with_metadata
+
+    t = tier(PLAIN, tmp_path)
+    view, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    assert isinstance(view, KafkaTierView)
+    segment = next(iter(view.remote.values()))[1]
+    data = segment.read_log()
+    agrees_with_metadata(segment, data)  # as the broker wrote it
+    segment.seg = replace(segment.seg, end_offset=segment.seg.end_offset - 3)
+    with pytest.raises(KafkaTierCorrupt, match=r"outside its metadata's"):
+        agrees_with_metadata(segment, data)
+    segment.seg = replace(segment.seg, end_offset=segment.seg.end_offset + 3, max_timestamp_ms=1)
+    with pytest.raises(KafkaTierCorrupt, match=r"its largest timestamp is \d+, its metadata's 1"):
+        agrees_with_metadata(segment, data)
+
+
+def test_offsets_in_no_segment_are_refused(tmp_path: Path) -> None:
+    """A remote segment missing from the metadata leaves a gap: refused, never read past."""
+    from segment_io.kafka_tier import view as kafka_view
+    from segment_io.topic_partition import TopicPartition
+
+    t = tier(PLAIN, tmp_path)
+    storage, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    segs = [s.seg for s in next(iter(storage.remote.values()))]  # type: ignore[attr-defined]
+    tp = TopicPartition("kip405", 0)
+    kafka_view._require_contiguous(tp, segs, [])
+    with pytest.raises(KafkaTierCorrupt, match=r"offsets \d+-\d+ are in no remote segment"):
+        kafka_view._require_contiguous(tp, segs[:3] + segs[4:], [])
+    with pytest.raises(KafkaTierCorrupt, match=r"the remote log ends at \d+ and the local log begins at"):
+        kafka_view._require_contiguous(tp, segs, [_log_file(segs[-1].end_offset + 5)])
+
+
+def _log_file(base: int) -> FileInfo:
+    return FileInfo(f"/x/{base:020d}.log", f"{base:020d}.log", 0, 0, False)
