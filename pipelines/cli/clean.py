@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_config_arguments,
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dst is None:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     # SRC opened once: the checks below, the run's scan and its validation read the same storage.
-    src = Location(log_url(args.src, args.remote, args.kafka_tier))
+    src = Location(log_url(args.src, args.remote, kafka_tier_of(args)))
     selection, topics = source_topics(src, config, tuple(args.topic), args.src)
     if args.print_config:
         for topic, values in config.describe(topics).items():

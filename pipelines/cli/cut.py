@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
 from pipelines.clock import time_argument
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Refusals before any work: a bad request, a missing source, a destination in use.
     asked = CutRequest(
-        src=Location(log_url(args.src, kafka_tier=args.kafka_tier)), dst=Location(args.dst),
+        src=Location(log_url(args.src, kafka_tier=kafka_tier_of(args))), dst=Location(args.dst),
         until_offset=args.until_offset,
         until_time=args.until_time, dry_run=args.dry_run, report_path=Location.of_optional(args.report),
         on_corrupt=args.on_corrupt,

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import time_argument
 from pipelines.errors import EXIT_OK
 
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--from-{what} {low} is above --to-{what} {high}: the range holds nothing")
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"--limit {args.limit}: expected a number of lines, 0 or more")
-    log = log_location(args.path, args.remote, args.kafka_tier)
+    log = log_location(args.path, args.remote, kafka_tier_of(args))
     storage, path = log.storage, log.path
     listing = list_log_dir(storage, path, segment_file=True)
     chosen = [

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             require_new_file(args.report)
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
-    src = Location(log_url(args.src, kafka_tier=args.kafka_tier) if args.kafka_tier else args.src)
+    src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)) if args.kafka_tier else args.src)
     selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
     asked = EraseRequest(
         src=src, dst=Location(args.dst or ""), keys=args.keys, key_format=args.key_format,

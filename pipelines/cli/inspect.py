@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import iso, time_argument
 from pipelines.errors import EXIT_INVALID, EXIT_OK
 from segment_io.errors import SegmentError
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
     from segment_io.remote.view import log_location
 
-    log = log_location(args.path, args.remote, args.kafka_tier)
+    log = log_location(args.path, args.remote, kafka_tier_of(args))
     storage, path = log.storage, log.path
     if args.at is not None:
         return _offsets_at(storage, path, args)

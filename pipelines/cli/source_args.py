@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from segment_io.kafka_tier.view import KafkaTierSource
 
 KAFKA_TIER_HELP = (
     "{what} is a Kafka broker's log directory (or a copy of its __remote_log_metadata partitions) whose "
@@ -13,3 +17,24 @@ KAFKA_TIER_HELP = (
 
 def add_kafka_tier(p: Any, what: str = "SRC") -> None:
     p.add_argument("--kafka-tier", metavar="SETTINGS", help=KAFKA_TIER_HELP.format(what=what))
+    p.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="with --kafka-tier: read the remote log metadata from this live cluster (a consumer that "
+        f"reads {{}} from its beginning, joins no group and commits nothing) instead of from {what}'s "
+        "partitions".replace("{}", "__remote_log_metadata"),
+    )
+
+
+def kafka_tier_of(args: argparse.Namespace) -> KafkaTierSource | None:
+    """The Kafka remote tier the command's options name, if any."""
+    from pipelines.errors import ConfigError
+    from segment_io.kafka_tier.view import KafkaTierSource
+
+    if args.kafka_tier is None:
+        if args.bootstrap_server is not None:
+            raise ConfigError(
+                "--bootstrap-server reads a Kafka remote tier's metadata: give --kafka-tier too"
+            )
+        return None
+    return KafkaTierSource(args.kafka_tier, args.bootstrap_server)

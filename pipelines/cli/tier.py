@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
     add_config_arguments,
     add_now_argument,
@@ -140,7 +140,7 @@ def run_restore(args: argparse.Namespace) -> int:
             local=args.local,
             keys=args.keys,
             key_format=args.key_format,
-            kafka_tier=args.kafka_tier,
+            kafka_tier=kafka_tier_of(args),
         )
     )
     with workers_for(args, "pipelines.jobs.tier.restore") as spark:

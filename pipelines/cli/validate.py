@@ -7,7 +7,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.erase import add_key_arguments, erasure_gate
-from pipelines.cli.source_args import add_kafka_tier
+from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_config_arguments,
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.erased:
         from segment_io.remote.view import log_location
 
-        log = log_location(args.path, args.remote, args.kafka_tier)
+        log = log_location(args.path, args.remote, kafka_tier_of(args))
         list_log_dir(log.storage, log.path)  # a missing or misnamed path costs nothing
         return _prove_erasure(args, log)
     given = args.config or args.set or args.topic_set
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     # Refused before Spark starts: a missing or misnamed PATH, a promise without its terms.
     request = preflight(
         ValidateRequest(
-            path=Location(log_url(args.path, kafka_tier=args.kafka_tier)),
+            path=Location(log_url(args.path, kafka_tier=kafka_tier_of(args))),
             remote=Location.of_optional(args.remote),
             report_dir=args.report or default_report_dir(args.path),
             against=Location.of_optional(args.against), now_ms=now_from(args), config=config, suites=suites,

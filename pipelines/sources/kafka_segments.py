@@ -8,7 +8,8 @@ checked before its records are returned, and a mismatch fails the read naming fi
 `inspect`, `dump` and `clean` do; false skips the check), `partitions` (only these partition
 directories, `orders-0,orders-1`), `remote` (the log's remote tier, read with it as one log),
 `kafkaTier` (the path is a Kafka broker's log directory, read with its topics' KIP-405 remote tier:
-the option names the broker's tiered-storage settings, as `--kafka-tier` does).
+the option names the broker's tiered-storage settings, as `--kafka-tier` does; `bootstrapServers`
+reads its remote log metadata from the live cluster, as `--bootstrap-server` does).
 Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA); each segment
 is one input partition and is read in Arrow batches, so memory stays bounded by the chunk size. A
 log with no segment reads as an empty DataFrame.
@@ -86,13 +87,15 @@ class KafkaSegmentsReader(DataSourceReader):
         # `partitions`: only these partition directories (`orders-0,orders-1`), e.g. the sound ones.
         chosen = options.get("partitions")
         self.partition_dirs = {p.strip() for p in chosen.split(",") if p.strip()} if chosen else None
+        from segment_io.kafka_tier.view import KafkaTierSource
         from segment_io.remote.view import log_url
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
-        # (Spark hands option names over lower-cased.)
-        self.url = log_url(
-            self.url, options.get("remote"), options.get("kafkaTier", options.get("kafkatier"))
-        )
+        # `kafkaTier`, `bootstrapServers`: a broker's log directory read with its Kafka remote tier.
+        settings = options.get("kafkaTier", options.get("kafkatier"))  # Spark lower-cases option names
+        bootstrap = options.get("bootstrapServers", options.get("bootstrapservers"))
+        tier = None if settings is None else KafkaTierSource(settings, bootstrap)
+        self.url = log_url(self.url, options.get("remote"), tier)
         # Set once from the options, never by a query: the read is the same for every query of the
         # DataFrame (see the module's docstring).
         self.want = range_option(options)

@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import posixpath
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -30,8 +31,9 @@ from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings, OverlappingSe
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.local_tiered import LocalTieredSegment
-from segment_io.kafka_tier.metadata import SegmentMetadata, TopicIdPartition
+from segment_io.kafka_tier.metadata import MetadataRecord, SegmentMetadata, TopicIdPartition
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, epoch_chain, remote_log
+from segment_io.kafka_tier.metadata_live import read_metadata_live
 from segment_io.kafka_tier.metadata_log import read_metadata_log
 from segment_io.kafka_tier.objects import SegmentObjects
 from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC, TierSettings
@@ -43,7 +45,7 @@ from segment_io.layout import (
     segment_file_name,
 )
 from segment_io.segment.scan import scan_buffer
-from segment_io.storage.base import FileInfo, Storage
+from segment_io.storage.base import FileInfo
 from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
 
@@ -53,11 +55,25 @@ PARTITION_METADATA = "partition.metadata"
 _INDEX_KINDS = ("index", "timeindex", "txnindex")
 
 
-def kafka_tier_url(settings: str, local: str | None = None, metadata: str | None = None) -> str:
+@dataclass(frozen=True)
+class KafkaTierSource:
+    """How a broker's log directory is read with its Kafka remote tier: the broker's tiered-storage
+    settings (a properties file), and, to read the remote log metadata from a live cluster rather
+    than from the log directory's partitions, the cluster's bootstrap servers."""
+
+    settings: str
+    bootstrap: str | None = None
+
+
+def kafka_tier_url(
+    settings: str, local: str | None = None, metadata: str | None = None, bootstrap: str | None = None
+) -> str:
     """The URL of a Kafka remote tier: the broker's tiered-storage settings (a properties file),
     its log directory (local segments, checkpoints and, unless `metadata` names another log
-    directory, the `__remote_log_metadata` partitions)."""
-    params = {k: v for k, v in (("settings", settings), ("local", local), ("metadata", metadata)) if v}
+    directory or `bootstrap` a live cluster to read it from, the `__remote_log_metadata`
+    partitions)."""
+    given = (("settings", settings), ("local", local), ("metadata", metadata), ("bootstrap", bootstrap))
+    params = {k: v for k, v in given if v}
     return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
 
 
@@ -79,7 +95,10 @@ def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
     params = _params(url)
     if "settings" not in params:
         raise KafkaTierSettings(f"{url}: names no tiered-storage settings")
-    return KafkaTierView(params["settings"], params.get("local"), params.get("metadata")), ROOT
+    view = KafkaTierView(
+        params["settings"], params.get("local"), params.get("metadata"), params.get("bootstrap")
+    )
+    return view, ROOT
 
 
 def agrees_with_metadata(s: SegmentObjects, data: bytes) -> None:
@@ -141,19 +160,22 @@ class KafkaTierView(LogView):
     protocol = SCHEME
     root = ROOT
 
-    def __init__(self, settings_url: str, local_url: str | None, metadata_url: str | None) -> None:
+    def __init__(
+        self, settings_url: str, local_url: str | None, metadata_url: str | None, bootstrap: str | None = None
+    ) -> None:
         from segment_io.storage import open_storage
 
         super().__init__(local_url)
         self.settings_url = settings_url
         self.metadata_url = metadata_url
+        self.bootstrap = bootstrap
         storage, path = open_storage(settings_url)
         try:
             text = storage.read(path).decode("utf-8", errors="replace")
         except (FileNotFoundError, IsADirectoryError):
             raise KafkaTierSettings(f"{settings_url}: no tiered-storage settings file there") from None
         self.settings = TierSettings.parse(text, settings_url)
-        if metadata_url is None and local_url is None:
+        if metadata_url is None and local_url is None and bootstrap is None:
             raise KafkaTierSettings(
                 "a Kafka remote tier is read with its remote log metadata: give the broker's log directory "
                 "(or a copy of its __remote_log_metadata partitions)"
@@ -163,23 +185,26 @@ class KafkaTierView(LogView):
 
     def url(self, path: str) -> str:
         if path == ROOT:
-            return kafka_tier_url(self.settings_url, self.local_url, self.metadata_url)
+            return kafka_tier_url(self.settings_url, self.local_url, self.metadata_url, self.bootstrap)
         return path
 
     # --- the remote log ------------------------------------------------------------------------
 
-    def _metadata_place(self) -> tuple[Storage, str]:
+    def _metadata(self) -> Iterator[MetadataRecord]:
+        """The remote log metadata records: from the live cluster, or a log directory's partitions."""
         from segment_io.storage import open_storage
 
+        if self.bootstrap is not None:
+            return read_metadata_live(self.bootstrap)
         if self.metadata_url is not None:
-            return open_storage(self.metadata_url)
+            return read_metadata_log(*open_storage(self.metadata_url))
         assert self.local is not None
-        return self.local
+        return read_metadata_log(*self.local)
 
     @cached_property
     def remote(self) -> dict[TopicPartition, tuple[SegmentObjects, ...]]:
         """Each tiered partition's served remote segments, in offset order."""
-        replay = MetadataReplay.of(read_metadata_log(*self._metadata_place()))
+        replay = MetadataReplay.of(self._metadata())
         candidates: dict[TopicPartition, list[tuple[TopicIdPartition, list[SegmentMetadata]]]] = {}
         for tip, segs in replay.served().items():
             candidates.setdefault(TopicPartition(tip.topic, tip.partition), []).append((tip, segs))

@@ -15,6 +15,7 @@ import builtins
 import posixpath
 from collections.abc import Callable
 from functools import cached_property
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, urlencode
 
 from segment_io.checkpoints import (
@@ -36,6 +37,9 @@ from segment_io.storage.location import Location, Place
 from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from segment_io.kafka_tier.view import KafkaTierSource
+
 SCHEME = "tiered"
 ROOT = "tiered:"
 SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
@@ -47,17 +51,19 @@ def tiered_url(remote_url: str | None, local_url: str | None) -> str:
     return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
 
 
-def log_location(path: Place, remote: Place | None = None, kafka_tier: str | None = None) -> Location:
+def log_location(
+    path: Place, remote: Place | None = None, kafka_tier: KafkaTierSource | None = None
+) -> Location:
     """What a command reads as its log: `path` itself (as opened, where it was), its log and the
     remote tier `remote` as one, a broker's log directory and its Kafka remote tier (KIP-405) read
-    with the broker's tiered-storage settings `kafka_tier`, or, where `path` is a remote tier, that
-    tier alone."""
+    as `kafka_tier` says, or, where `path` is a remote tier, that tier alone."""
     at = Location.of(path)
     if kafka_tier:
         from segment_io.kafka_tier.view import kafka_tier_url
 
-        settings = Location(kafka_tier)  # both named in full: the URL is opened again elsewhere
-        return Location(kafka_tier_url(settings.storage.url(settings.path), at.storage.url(at.path)))
+        settings = Location(kafka_tier.settings)  # both named in full: the URL is opened elsewhere too
+        return Location(kafka_tier_url(settings.storage.url(settings.path), at.storage.url(at.path),
+                                       bootstrap=kafka_tier.bootstrap))  # fmt: skip
     if remote:
         return Location(tiered_url(str(remote), at.url))
     if RemoteTier.is_tier(at):
@@ -65,7 +71,7 @@ def log_location(path: Place, remote: Place | None = None, kafka_tier: str | Non
     return at
 
 
-def log_url(path: str, remote: str | None = None, kafka_tier: str | None = None) -> str:
+def log_url(path: str, remote: str | None = None, kafka_tier: KafkaTierSource | None = None) -> str:
     """`log_location` as a URL."""
     return log_location(path, remote, kafka_tier).url
 

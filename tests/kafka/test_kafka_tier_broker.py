@@ -134,10 +134,15 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(kafka_jars: Pa
             lambda: all(v > 0 for v in offsets(broker, NAMES)[0].values()), "expire the old remote segments"
         )
         uncommitted, committed = read_all(broker)
+        server = str(broker.home / "server.properties")
+        # The remote log metadata read from the live cluster (a consumer), the segments from the bucket.
+        live = dumped(
+            broker.log_dir, "--kafka-tier", server, "--bootstrap-server", broker.bootstrap, "--topic", TOPIC
+        )
         broker.stop()
 
-        server = str(broker.home / "server.properties")
         rows = dumped(broker.log_dir, "--kafka-tier", server, "--topic", TOPIC)
+        assert live == rows
         epochs = set()
         for name in NAMES:
             assert expected(rows[name], set()) == uncommitted[name], name

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
 from segment_io.storage import Location
 from segment_io.storage.location import locate
+
+if TYPE_CHECKING:
+    from segment_io.kafka_tier.view import KafkaTierSource
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +80,7 @@ class RestoreRequest:
     local: Location | None = None
     keys: str | None = None  # the key list of an in-place erase of the tier (see tier/unerased.py)
     key_format: str = "utf8"
-    kafka_tier: str | None = None
+    kafka_tier: KafkaTierSource | None = None
 
     def __post_init__(self) -> None:
         locate(self, "remote", "dst", "local")
