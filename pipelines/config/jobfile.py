@@ -59,6 +59,10 @@ JOB_KEYS: tuple[Key, ...] = (
         f"writes `<output>{CUT_SUFFIX}`, an erase followed by retention or compact "
         f"`<output>{ERASED_SUFFIX}`, which the next reads. Needed by cut, erase, retention and compact"),
     Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
+    Key("kafka_tier", "path or URL", "the source is a Kafka broker's log directory whose tiered topics "
+        "(KIP-405) are read with their remote segments: the broker's tiered-storage settings (its "
+        "server.properties, or its remote.*, rlmm.* and rsm.* lines), as `--kafka-tier`. Not with tier "
+        "or expire on the source itself"),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
     Key("cut", "map", "where the cut step cuts each partition (keys below). Needed by cut"),
     Key("erase", "map", "what the erase step removes (keys below). Needed by erase"),
@@ -427,6 +431,15 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     assert source is not None
     if check_source and not _exists(source):
         raise items["source"].refuse(f"source {source}: no such log directory")
+    state = location("state") or _default_state(output, remote, source)
+    kafka_tier = location("kafka_tier")
+    if kafka_tier is not None:
+        if check_source and not _exists(kafka_tier):
+            raise items["kafka_tier"].refuse(f"kafka_tier {kafka_tier}: no such settings file")
+        from segment_io.kafka_tier.view import KafkaTierSource
+        from segment_io.remote.view import log_url
+
+        source = log_url(source, kafka_tier=KafkaTierSource(kafka_tier))  # every step reads it so
     writes = any(s in WRITING_STEPS for s in steps)
     if writes and output is None:
         raise items["steps"].refuse(
@@ -447,6 +460,11 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     for step in ("tier", "expire"):
         if step in steps and remote is None:
             raise items["steps"].refuse(f"step '{step}' works on a remote tier: the job needs 'remote'")
+        if step in steps and kafka_tier is not None and not writes:
+            raise items["kafka_tier"].refuse(
+                f"step '{step}' would work on the source, a broker's log directory read with its Kafka remote "
+                "tier: tier an output (add a step that writes one) or the broker's own tiering does it"
+            )
     topics = TopicSelection(tuple(items["topics"].strings("topics")) if "topics" in items else ())
     if not topics.everything and not writes:
         raise items["topics"].refuse(
@@ -467,7 +485,6 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
             now_ms = parse_time(items["now"].string("now"), "now")
         except ConfigError as exc:
             raise items["now"].refuse(str(exc)) from None
-    state = location("state") or _default_state(output, remote, source)
     spark = _spark(items.get("spark"))
     airflow = _airflow(items.get("airflow"))
     what = {

@@ -101,3 +101,21 @@ def test_a_tier_segpipe_cannot_read_is_refused_and_nothing_is_published(tmp_path
     assert proc.returncode == KafkaTierCorrupt.exit_code, proc.stderr
     assert str(log) in proc.stderr and "at byte" in proc.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_job_file_reads_its_source_with_the_kafka_tier(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path)
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: rebuild\nsource: {t.logdir}\nkafka_tier: {t.settings}\noutput: {tmp_path / 'out'}\n"
+        f"steps: [compact, validate]\nnow: {NOW_MS}\nconfigs:\n  defaults: {{cleanup.policy: compact}}\n"
+    )
+    proc = run_segpipe("run", str(job))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert records(LocalStorage(), str(tmp_path / "out")) == t.produced
+    # Tiering the source itself (no output) is refused before any step runs.
+    job.write_text(
+        f"name: bad\nsource: {t.logdir}\nkafka_tier: {t.settings}\nremote: {tmp_path / 'r'}\nsteps: [tier]\n"
+    )
+    proc = run_segpipe("run", str(job))
+    assert proc.returncode == 2 and "step 'tier' would work on the source" in proc.stderr, proc.stderr
