@@ -462,8 +462,8 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
             raise items["steps"].refuse(f"step '{step}' works on a remote tier: the job needs 'remote'")
         if step in steps and kafka_tier is not None and not writes:
             raise items["kafka_tier"].refuse(
-                f"step '{step}' would work on the source, a broker's log directory read with its Kafka remote "
-                "tier: tier an output (add a step that writes one) or the broker's own tiering does it"
+                f"step '{step}' would work on the source, a broker's log directory read with its Kafka "
+                "remote tier: tier an output (add a step that writes one) or the broker's own tiering does it"
             )
     topics = TopicSelection(tuple(items["topics"].strings("topics")) if "topics" in items else ())
     if not topics.everything and not writes:
