@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,6 +171,19 @@ def _chunks(index: dict[str, Any], where: str) -> tuple[Chunk, ...]:
     return tuple(out)
 
 
+_local = threading.local()
+
+
+def _decompressor() -> Any:
+    """This thread's zstd decompressor (one is not safe across threads; making one costs more than
+    a chunk's decompression)."""
+    import zstandard
+
+    if not hasattr(_local, "zstd"):
+        _local.zstd = zstandard.ZstdDecompressor()
+    return _local.zstd
+
+
 def custom_fields(custom: bytes | None) -> dict[int, Any]:
     """The plugin's custom metadata fields by tag (REMOTE_SIZE, OBJECT_PREFIX, OBJECT_KEY)."""
     if not custom:
@@ -203,6 +217,7 @@ class AivenSegment:
         self.keyring = keyring
         self._manifest: AivenManifest | None = None
         self._key: bytes | None = None
+        self._cipher: Any = None  # the segment's AES-GCM, keyed once
 
     def url(self, suffix: str) -> str:
         return self.storage.url(self.paths[suffix])
@@ -283,8 +298,10 @@ class AivenSegment:
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+        if self._cipher is None:
+            self._cipher = AESGCM(self._data_key())
         try:
-            return AESGCM(self._data_key()).decrypt(data[:IV_BYTES], data[IV_BYTES:], self.manifest.aad)
+            return bytes(self._cipher.decrypt(data[:IV_BYTES], data[IV_BYTES:], self.manifest.aad))
         except (InvalidTag, ValueError):
             raise KafkaTierCorrupt(
                 self.url(suffix),
@@ -324,7 +341,7 @@ class AivenSegment:
         import zstandard
 
         try:
-            return zstandard.ZstdDecompressor().decompress(data, max_output_size=c.original_size)
+            return bytes(_decompressor().decompress(data, max_output_size=c.original_size))
         except zstandard.ZstdError as exc:
             raise KafkaTierCorrupt(
                 self.url("log"),

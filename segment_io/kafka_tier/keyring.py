@@ -2,8 +2,9 @@
 
 Aiven's plugin wraps each segment's AES-256 data key with RSA-OAEP whose hash and MGF1 hash are
 both SHA3-512 (an empty label). The `cryptography` package refuses that pairing, so the unwrap is
-done here: one modular exponentiation with the private key, then the OAEP decoding (RFC 8017,
-7.1.2) with `hashlib.sha3_512`. It runs once per segment, never per record.
+done here: the RSA private operation by the Chinese remainder theorem on GMP's integers (gmpy2;
+about 1 ms for a 2048-bit key, where Python's own integers take 30), then the OAEP decoding
+(RFC 8017, 7.1.2) with `hashlib.sha3_512`. It runs once per segment, never per record.
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def _xor(a: bytes, b: bytes) -> bytes:
 class PrivateKey:
     key_id: str
     n: int
-    d: int
+    e: int
+    p: int
+    q: int
+    dp: int  # d mod (p - 1)
+    dq: int  # d mod (q - 1)
+    q_inv: int  # q^-1 mod p
 
     @classmethod
     def load(cls, key_id: str, path: str) -> PrivateKey:
@@ -42,13 +48,29 @@ class PrivateKey:
         from cryptography.hazmat.primitives.asymmetric import rsa
 
         try:
-            key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+            # The key's own consistency checks cost 60 ms a load; every unwrap checks its result by
+            # the public exponent instead (_private), which a key whose parts disagree fails.
+            key = serialization.load_pem_private_key(
+                Path(path).read_bytes(), password=None, unsafe_skip_rsa_key_validation=True
+            )
         except (OSError, ValueError, TypeError) as exc:
             raise KafkaTierSettings(f"key pair {key_id}: cannot read its private key {path}: {exc}") from None
         if not isinstance(key, rsa.RSAPrivateKey):
             raise KafkaTierSettings(f"key pair {key_id}: {path} is no RSA private key")
-        numbers = key.private_numbers()
-        return cls(key_id, numbers.public_numbers.n, numbers.d)
+        nums = key.private_numbers()
+        return cls(key_id, nums.public_numbers.n, nums.public_numbers.e, nums.p, nums.q, nums.dmp1, nums.dmq1,
+                   nums.iqmp)  # fmt: skip
+
+    def _private(self, c: int) -> int:
+        """c^d mod n, by the Chinese remainder theorem; checked by the public exponent (a wrong
+        result, from a fault or a key whose parts disagree, is never decoded as a key)."""
+        import gmpy2
+
+        m1, m2 = gmpy2.powmod(c, self.dp, self.p), gmpy2.powmod(c, self.dq, self.q)
+        m = int(m2 + ((self.q_inv * (m1 - m2)) % self.p) * self.q)
+        if pow(m, self.e, self.n) != c:
+            raise KafkaTierSettings(f"key pair {self.key_id}: its private key's parts do not agree")
+        return m
 
     def unwrap(self, wrapped: bytes) -> bytes | None:
         """The data key that RSA-OAEP (SHA3-512) wrapped, or None where this key did not wrap it."""
@@ -56,7 +78,7 @@ class PrivateKey:
         c = int.from_bytes(wrapped, "big")
         if len(wrapped) != k or c >= self.n:
             return None
-        em = pow(c, self.d, self.n).to_bytes(k, "big")
+        em = self._private(c).to_bytes(k, "big")
         masked_seed, masked_db = em[1 : 1 + _HASH_BYTES], em[1 + _HASH_BYTES :]
         seed = _xor(masked_seed, _mgf1(masked_db, _HASH_BYTES))
         db = _xor(masked_db, _mgf1(seed, k - _HASH_BYTES - 1))
