@@ -143,3 +143,25 @@ def test_the_readme_documents_every_setting_read_and_its_walk_through_runs(tmp_p
         proc = run_segpipe(*[paths.get(word, word) for word in command[1:]])
         assert proc.returncode == 0, (line, proc.stderr)
     assert records(LocalStorage(), str(tmp_path / "rebuilt")) == t.produced
+
+
+def test_cut_and_erase_of_a_tiered_topic_write_plain_logs(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path)
+    cut = tmp_path / "cut"
+    proc = run_segpipe(
+        "cut", str(t.logdir), str(cut), "--kafka-tier", str(t.settings), "--until-offset", "5000"
+    )
+    assert proc.returncode == 0, proc.stderr
+    kept = records(LocalStorage(), str(cut))
+    assert max(offset for _, offset in kept) < 5000 and kept == {
+        k: v for k, v in t.produced.items() if k in kept
+    }
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k-000000004\nk-000012345\n")
+    erased = tmp_path / "erased"
+    proc = run_segpipe(
+        "erase", str(t.logdir), str(erased), "--kafka-tier", str(t.settings), "--keys", str(keys)
+    )
+    assert proc.returncode == 0, proc.stderr
+    left = records(LocalStorage(), str(erased))
+    assert left == {k: v for k, v in t.produced.items() if v[0] not in (b"k-000000004", b"k-000012345")}
