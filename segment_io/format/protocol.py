@@ -1,5 +1,6 @@
 """The primitives of Kafka's message schemas (the protocol's and the metadata records'), read from
-bytes: what the internal topics' keys and values and the remote log metadata records are made of."""
+bytes and written to them: what the internal topics' keys and values and the remote log metadata
+records are made of."""
 
 from __future__ import annotations
 
@@ -94,3 +95,71 @@ class ProtocolReader:
             tag = self.uvarint()
             out[tag] = self.take(self.uvarint())
         return out
+
+
+class ProtocolWriter:
+    """Kafka protocol primitives written in their flexible (compact) forms, the inverse of
+    `ProtocolReader(flexible=True)`."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def int8(self, value: int) -> ProtocolWriter:
+        self.out += struct.pack(">b", value)
+        return self
+
+    def int32(self, value: int) -> ProtocolWriter:
+        self.out += struct.pack(">i", value)
+        return self
+
+    def int64(self, value: int) -> ProtocolWriter:
+        self.out += struct.pack(">q", value)
+        return self
+
+    def uvarint(self, value: int) -> ProtocolWriter:
+        while value >= 0x80:
+            self.out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        self.out.append(value)
+        return self
+
+    def varlong(self, value: int) -> ProtocolWriter:
+        """A signed (zigzag) varint, as Kafka's VARLONG."""
+        return self.uvarint((value << 1) ^ (value >> 63))
+
+    def string(self, value: str | None) -> ProtocolWriter:
+        return self.bytes_(None if value is None else value.encode("utf-8"))
+
+    def bytes_(self, value: bytes | None) -> ProtocolWriter:
+        if value is None:
+            return self.uvarint(0)
+        self.uvarint(len(value) + 1)
+        self.out += value
+        return self
+
+    def array_len(self, n: int) -> ProtocolWriter:
+        return self.uvarint(n + 1)
+
+    def uuid(self, value: str) -> ProtocolWriter:
+        """A UUID given as Kafka prints one (URL-safe base64 of its 16 bytes, unpadded)."""
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        if len(raw) != 16:
+            raise ValueError(f"{value!r} is no UUID")
+        self.out += raw
+        return self
+
+    def tagged_fields(self, fields: dict[int, bytes] | None = None) -> ProtocolWriter:
+        fields = fields or {}
+        self.uvarint(len(fields))
+        for tag in sorted(fields):
+            self.uvarint(tag).bytes_raw(fields[tag])
+        return self
+
+    def bytes_raw(self, value: bytes) -> ProtocolWriter:
+        """`value` preceded by its length as an unsigned varint (a tagged field's form)."""
+        self.uvarint(len(value))
+        self.out += value
+        return self
+
+    def done(self) -> bytes:
+        return bytes(self.out)

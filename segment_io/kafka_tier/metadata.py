@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from segment_io.errors import KafkaTierCorrupt
-from segment_io.format.protocol import ProtocolReader
+from segment_io.format.protocol import ProtocolReader, ProtocolWriter
 
 FRAME_VERSION = 1
 SEGMENT_METADATA, SEGMENT_UPDATE, PARTITION_DELETE = 0, 1, 2
 KNOWN_VERSIONS = {SEGMENT_METADATA: 0, SEGMENT_UPDATE: 0, PARTITION_DELETE: 0}
+TXN_INDEX_EMPTY = 0  # RemoteLogSegmentMetadataRecord's tagged field: the segment has no transaction index
 
 
 class SegmentState(IntEnum):
@@ -66,6 +67,14 @@ class SegmentMetadata:
     size: int
     custom_metadata: bytes | None
     state: SegmentState
+    # The record's own tagged fields, kept as written (tag 0: TxnIndexEmpty, a boolean).
+    tagged: tuple[tuple[int, bytes], ...] = ()
+
+    @property
+    def txn_index_empty(self) -> bool | None:
+        """Whether the segment has no transaction index (Kafka 3.9+ says; None where it does not)."""
+        value = dict(self.tagged).get(TXN_INDEX_EMPTY)
+        return None if value is None else value != b"\x00"
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class SegmentUpdate:
     event_timestamp_ms: int
     custom_metadata: bytes | None
     state: SegmentState
+    tagged: tuple[tuple[int, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,7 @@ class PartitionDelete:
     broker_id: int
     event_timestamp_ms: int
     state: PartitionDeleteState
+    tagged: tuple[tuple[int, bytes], ...] = ()
 
 
 MetadataRecord = SegmentMetadata | SegmentUpdate | PartitionDelete
@@ -116,8 +127,20 @@ def _segment_metadata(r: ProtocolReader) -> SegmentMetadata:
     size = r.int32()
     custom = r.bytes_()
     state = SegmentState(r.int8())
+    tagged = tuple(sorted(r.tagged_fields().items()))
     return SegmentMetadata(
-        tp, segment_id, start, end, broker, max_ts, event_ts, tuple(sorted(epochs)), size, custom, state
+        tp,
+        segment_id,
+        start,
+        end,
+        broker,
+        max_ts,
+        event_ts,
+        tuple(sorted(epochs)),
+        size,
+        custom,
+        state,
+        tagged,
     )
 
 
@@ -125,13 +148,16 @@ def _segment_update(r: ProtocolReader) -> SegmentUpdate:
     tp, segment_id = _segment_id(r)
     broker, event_ts = r.int32(), r.int64()
     custom = r.bytes_()
-    return SegmentUpdate(tp, segment_id, broker, event_ts, custom, SegmentState(r.int8()))
+    state = SegmentState(r.int8())
+    tagged = tuple(sorted(r.tagged_fields().items()))
+    return SegmentUpdate(tp, segment_id, broker, event_ts, custom, state, tagged)
 
 
 def _partition_delete(r: ProtocolReader) -> PartitionDelete:
     tp = _topic_id_partition(r)
     broker, event_ts = r.int32(), r.int64()
-    return PartitionDelete(tp, broker, event_ts, PartitionDeleteState(r.int8()))
+    state = PartitionDeleteState(r.int8())
+    return PartitionDelete(tp, broker, event_ts, state, tuple(sorted(r.tagged_fields().items())))
 
 
 _DECODERS: dict[int, Callable[[ProtocolReader], MetadataRecord]] = {
@@ -164,7 +190,6 @@ def decode_metadata_record(value: bytes, where: str) -> MetadataRecord:
         )
     try:
         record = _DECODERS[api_key](r)
-        r.tagged_fields()
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise KafkaTierCorrupt(
             where, None, f"a remote log metadata record that does not parse: {exc}"
@@ -172,3 +197,37 @@ def decode_metadata_record(value: bytes, where: str) -> MetadataRecord:
     if r.remaining:
         raise KafkaTierCorrupt(where, None, f"{r.remaining} bytes after a remote log metadata record")
     return record
+
+
+def _write_topic_id_partition(w: ProtocolWriter, tp: TopicIdPartition) -> None:
+    w.string(tp.topic).uuid(tp.topic_id).int32(tp.partition).tagged_fields()
+
+
+def _write_segment_id(w: ProtocolWriter, tp: TopicIdPartition, segment_id: str) -> None:
+    _write_topic_id_partition(w, tp)
+    w.uuid(segment_id).tagged_fields()
+
+
+def encode_metadata_record(record: MetadataRecord) -> bytes:
+    """The record value a remote log metadata manager writes for `record` (the inverse of
+    `decode_metadata_record`, byte for byte)."""
+    w = ProtocolWriter().uvarint(FRAME_VERSION)
+    if isinstance(record, SegmentMetadata):
+        w.uvarint(SEGMENT_METADATA).uvarint(KNOWN_VERSIONS[SEGMENT_METADATA])
+        _write_segment_id(w, record.tp, record.segment_id)
+        w.int64(record.start_offset).int64(record.end_offset).int32(record.broker_id)
+        w.int64(record.max_timestamp_ms).int64(record.event_timestamp_ms)
+        w.array_len(len(record.leader_epochs))
+        for epoch, offset in record.leader_epochs:
+            w.int32(epoch).int64(offset).tagged_fields()
+        w.int32(record.size).bytes_(record.custom_metadata).int8(record.state)
+    elif isinstance(record, SegmentUpdate):
+        w.uvarint(SEGMENT_UPDATE).uvarint(KNOWN_VERSIONS[SEGMENT_UPDATE])
+        _write_segment_id(w, record.tp, record.segment_id)
+        w.int32(record.broker_id).int64(record.event_timestamp_ms).bytes_(record.custom_metadata)
+        w.int8(record.state)
+    else:
+        w.uvarint(PARTITION_DELETE).uvarint(KNOWN_VERSIONS[PARTITION_DELETE])
+        _write_topic_id_partition(w, record.tp)
+        w.int32(record.broker_id).int64(record.event_timestamp_ms).int8(record.state)
+    return w.tagged_fields(dict(record.tagged)).done()
