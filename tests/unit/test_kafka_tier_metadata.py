@@ -134,5 +134,5 @@ def test_a_partition_delete_record_round_trips() -> None:
 
     record = PartitionDelete(TP, 3, 17, PartitionDeleteState.DELETE_PARTITION_FINISHED)
     assert decode_metadata_record(encode_metadata_record(record), "x") == record
-    finished = update("BBBBBBBBBBBBBBBBBBBBBB", S.COPY_SEGMENT_FINISHED, b"\x00")
+    finished = update("AAECAwQFBgcICQoLDA0ODw", S.COPY_SEGMENT_FINISHED, b"\x00")  # bytes 0..15
     assert decode_metadata_record(encode_metadata_record(finished), "x") == finished
