@@ -136,6 +136,22 @@ class AivenManifest:
         )
 
 
+def encode_chunk_sizes(sizes: list[int]) -> str:
+    """The inverse of `_chunk_sizes`: the variable chunk index's `transformedChunks` value."""
+    import zstandard
+
+    raw = struct.pack(">i", len(sizes))
+    if len(sizes) == 1:
+        raw += struct.pack(">i", sizes[0])
+    elif len(sizes) > 1:
+        base = min(sizes[:-1])
+        width = max(max(1, (v - base).bit_length() + 7 >> 3) for v in sizes[:-1])
+        raw += struct.pack(">ib", base, width)
+        raw += b"".join((v - base).to_bytes(width, "big") for v in sizes[:-1])
+        raw += struct.pack(">i", sizes[-1])
+    return base64.b64encode(zstandard.ZstdCompressor(write_content_size=True).compress(raw)).decode()
+
+
 def _chunk_sizes(encoded: str) -> list[int]:
     import zstandard
 

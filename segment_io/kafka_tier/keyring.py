@@ -88,6 +88,40 @@ class PrivateKey:
         return rest[1:]
 
 
+@dataclass(frozen=True)
+class PublicKey:
+    key_id: str
+    n: int
+    e: int
+
+    @classmethod
+    def load(cls, key_id: str, path: str) -> PublicKey:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        try:
+            key = serialization.load_pem_public_key(Path(path).read_bytes())
+        except (OSError, ValueError, TypeError) as exc:
+            raise KafkaTierSettings(f"key pair {key_id}: cannot read its public key {path}: {exc}") from None
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise KafkaTierSettings(f"key pair {key_id}: {path} is no RSA public key")
+        numbers = key.public_numbers()
+        return cls(key_id, numbers.n, numbers.e)
+
+    def wrap(self, data_key: bytes, seed: bytes) -> bytes:
+        """`data_key` wrapped with RSA-OAEP (SHA3-512, MGF1 SHA3-512, empty label) under the
+        random `seed` (64 bytes), as Aiven's plugin wraps it (RFC 8017, 7.1.1)."""
+        k = (self.n.bit_length() + 7) // 8
+        padding = k - len(data_key) - 2 * _HASH_BYTES - 2
+        if padding < 0 or len(seed) != _HASH_BYTES:
+            raise ValueError("a data key too long for the key, or a seed of the wrong size")
+        db = hashlib.sha3_512(b"").digest() + b"\x00" * padding + b"\x01" + data_key
+        masked_db = _xor(db, _mgf1(seed, k - _HASH_BYTES - 1))
+        masked_seed = _xor(seed, _mgf1(masked_db, _HASH_BYTES))
+        em = int.from_bytes(b"\x00" + masked_seed + masked_db, "big")
+        return pow(em, self.e, self.n).to_bytes(k, "big")
+
+
 @dataclass
 class Keyring:
     """The configured key pairs by id, each private key loaded on first use."""

@@ -73,6 +73,27 @@ TIER_SETTINGS = (
         None,
         "Aiven: the PEM private key of key pair <id>, which unwraps the data keys it wrapped",
     ),
+    TierSetting(
+        "rsm.config.encryption.key.pairs.<id>.public.key.file",
+        None,
+        "Aiven: the PEM public key of key pair <id>, which wraps the data keys of segments segpipe writes",
+    ),
+    TierSetting(
+        "rsm.config.encryption.key.pair.id",
+        None,
+        "Aiven: the key pair new segments' data keys are wrapped with",
+    ),
+    TierSetting(
+        "rsm.config.chunk.size", None, "Aiven: the bytes of a segment in one chunk of segments segpipe writes"
+    ),
+    TierSetting(
+        "rsm.config.compression.enabled",
+        "false",
+        "Aiven: whether segments segpipe writes compress each chunk (zstd)",
+    ),
+    TierSetting(
+        "rsm.config.encryption.enabled", "false", "Aiven: whether segments segpipe writes encrypt each chunk"
+    ),
     TierSetting("rsm.config.dir", None, "LocalTieredStorage: the directory it writes under"),
 )
 _DEFAULTS = {s.name: s.default for s in TIER_SETTINGS if s.default is not None}
@@ -105,6 +126,12 @@ class TierSettings:
     private_keys: dict[str, str] = field(default_factory=dict)  # key pair id -> PEM file
     metadata_partitions: int = 50
     storage_options: dict[str, Any] = field(default_factory=dict)
+    # How the plugin writes a segment (what a rewritten segment is written with).
+    public_keys: dict[str, str] = field(default_factory=dict)  # key pair id -> PEM file
+    active_key_pair: str | None = None
+    chunk_size: int | None = None
+    compression: bool = False
+    encryption: bool = False
 
     @classmethod
     def parse(cls, text: str, source: str) -> TierSettings:
@@ -146,11 +173,18 @@ class TierSettings:
                 f"{source}: rsm.config.storage.backend.class is {backend}; segpipe reads Aiven's "
                 f"{AIVEN_FILESYSTEM} and {AIVEN_S3}"
             )
-        keys = {}
+        keys: dict[str, dict[str, str]] = {"private": {}, "public": {}}
         for pair in filter(None, (p.strip() for p in values["rsm.config.encryption.key.pairs"].split(","))):
-            path = values.get(f"rsm.config.encryption.key.pairs.{pair}.private.key.file")
-            if path:
-                keys[pair] = (
-                    path if posixpath.isabs(path) else posixpath.join(posixpath.dirname(source), path)
-                )
-        return cls(source, plugin, url, values["rsm.config.key.prefix"], keys, partitions, options)
+            for kind, found in keys.items():
+                path = values.get(f"rsm.config.encryption.key.pairs.{pair}.{kind}.key.file")
+                if path:
+                    found[pair] = (
+                        path if posixpath.isabs(path) else posixpath.join(posixpath.dirname(source), path)
+                    )
+        chunk = values.get("rsm.config.chunk.size")
+        return cls(
+            source, plugin, url, values["rsm.config.key.prefix"], keys["private"], partitions, options,
+            keys["public"], values.get("rsm.config.encryption.key.pair.id"), int(chunk) if chunk else None,
+            values["rsm.config.compression.enabled"].strip().lower() == "true",
+            values["rsm.config.encryption.enabled"].strip().lower() == "true",
+        )  # fmt: skip
