@@ -14,7 +14,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import itertools
-import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -275,14 +274,6 @@ class KafkaTierView(LogView):
         return out
 
     # --- listing ---------------------------------------------------------------------------------
-
-    def list(self, path: str) -> builtins.list[FileInfo]:
-        if path == ROOT:
-            return self._list_root()
-        if path.startswith(ROOT):
-            tp = parse_topic_partition(posixpath.basename(path))
-            return self._list_partition(tp) if tp is not None else []
-        return []
 
     def _list_root(self) -> builtins.list[FileInfo]:
         # The remote log metadata describes the remote tier, which the view has made local: a log

@@ -12,7 +12,6 @@ error names the object; its own URL (`tiered:...`) reopens it in Spark's workers
 from __future__ import annotations
 
 import builtins
-import posixpath
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -27,7 +26,6 @@ from segment_io.errors import OverlappingSegments
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
-    parse_topic_partition,
     segment_file_name,
 )
 from segment_io.remote.manifest import PartitionManifest
@@ -122,14 +120,6 @@ class TieredView(LogView):
         return path
 
     # --- listing ---------------------------------------------------------------------------
-
-    def list(self, path: str) -> list[FileInfo]:
-        if path == ROOT:
-            return self._list_root()
-        if path.startswith(ROOT):
-            tp = parse_topic_partition(posixpath.basename(path))
-            return self._list_partition(tp) if tp is not None else []
-        return []
 
     def _list_root(self) -> builtins.list[FileInfo]:
         generated = (LOG_START_CHECKPOINT, CLEANER_CHECKPOINT)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import builtins
 import posixpath
+from abc import abstractmethod
 from collections.abc import Iterator
 
 import numpy as np
 
-from segment_io.layout import parse_segment_file_quiet
+from segment_io.layout import parse_segment_file_quiet, parse_topic_partition
 from segment_io.storage.base import FileInfo, PendingFile, Storage
+from segment_io.topic_partition import TopicPartition
 
 
 class LogView(Storage):
@@ -64,6 +66,23 @@ class LogView(Storage):
             rel = path[len(self.root) + 1 :]
             self.list(f"{self.root}/{rel.split('/', 1)[0]}" if "/" in rel else self.root)
         return self._virtual.get(path)
+
+    # --- listing -------------------------------------------------------------------------------
+
+    def list(self, path: str) -> builtins.list[FileInfo]:
+        """The view's root, one of its partition directories, or nothing."""
+        if path == self.root:
+            return self._list_root()
+        if path.startswith(self.root):
+            tp = parse_topic_partition(posixpath.basename(path))
+            return self._list_partition(tp) if tp is not None else []
+        return []
+
+    @abstractmethod
+    def _list_root(self) -> builtins.list[FileInfo]: ...
+
+    @abstractmethod
+    def _list_partition(self, tp: TopicPartition) -> builtins.list[FileInfo]: ...
 
     # --- reading -------------------------------------------------------------------------------
 
