@@ -31,7 +31,7 @@ from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.local_tiered import LocalTieredSegment
 from segment_io.kafka_tier.metadata import MetadataRecord, SegmentMetadata, TopicIdPartition
-from segment_io.kafka_tier.metadata_cache import MetadataReplay, epoch_chain, remote_log
+from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState, epoch_chain, remote_log
 from segment_io.kafka_tier.metadata_live import read_metadata_live
 from segment_io.kafka_tier.metadata_log import read_metadata_log
 from segment_io.kafka_tier.objects import SegmentObjects
@@ -204,14 +204,14 @@ class KafkaTierView(LogView):
     def remote(self) -> dict[TopicPartition, tuple[SegmentObjects, ...]]:
         """Each tiered partition's served remote segments, in offset order."""
         replay = MetadataReplay.of(self._metadata())
-        candidates: dict[TopicPartition, list[tuple[TopicIdPartition, list[SegmentMetadata]]]] = {}
-        for tip, segs in replay.served().items():
-            candidates.setdefault(TopicPartition(tip.topic, tip.partition), []).append((tip, segs))
+        candidates: dict[TopicPartition, list[tuple[TopicIdPartition, PartitionState]]] = {}
+        for tip, state in replay.served().items():
+            candidates.setdefault(TopicPartition(tip.topic, tip.partition), []).append((tip, state))
         out: dict[TopicPartition, tuple[SegmentObjects, ...]] = {}
         for tp, found in sorted(candidates.items()):
-            segs = self._topic_of(tp, found)
-            chain = self._local_chain(tp) or epoch_chain(segs)
-            served = remote_log(segs, chain, self._log_starts.get(tp), f"{ROOT}/{tp.dir_name}")
+            state = self._topic_of(tp, found)
+            chain = self._local_chain(tp) or epoch_chain(state.served())
+            served = remote_log(state, chain, self._log_starts.get(tp), f"{ROOT}/{tp.dir_name}")
             out[tp] = tuple(self._objects(s) for s in served)
         return out
 
@@ -222,8 +222,8 @@ class KafkaTierView(LogView):
         return LocalTieredSegment(storage, root, seg)
 
     def _topic_of(
-        self, tp: TopicPartition, found: list[tuple[TopicIdPartition, list[SegmentMetadata]]]
-    ) -> list[SegmentMetadata]:
+        self, tp: TopicPartition, found: list[tuple[TopicIdPartition, PartitionState]]
+    ) -> PartitionState:
         """The segments of the topic (by id) the partition's name stands for: the only one, or the
         one the local partition.metadata names (a topic deleted and created again)."""
         if len(found) == 1:
@@ -236,9 +236,9 @@ class KafkaTierView(LogView):
             ):
                 if line.startswith("topic_id:"):
                     topic_id = line.partition(":")[2].strip()
-        for tip, segs in found:
+        for tip, state in found:
             if tip.topic_id == topic_id:
-                return segs
+                return state
         ids = ", ".join(sorted(tip.topic_id for tip, _ in found))
         raise KafkaTierCorrupt(
             f"{ROOT}/{tp.dir_name}",

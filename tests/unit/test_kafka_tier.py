@@ -54,7 +54,8 @@ def test_the_remote_log_metadata_decodes_as_the_broker_wrote_it(tmp_path: Path) 
     replay = MetadataReplay.of(read_metadata_log(LocalStorage(), str(t.logdir)))
     served = replay.served()
     assert sorted(tp.partition for tp in served) == [0, 1]
-    for tp, segs in served.items():
+    for tp, state in served.items():
+        segs = state.served()
         objects = {p.name for p in (t.bucket / f"kip405-{tp.topic_id}" / str(tp.partition)).iterdir()}
         assert len(objects) == 3 * len(segs)
         ends = [s.start_offset for s in segs[1:]]

@@ -3,8 +3,6 @@ test, and the remote log the broker serves from it (the leader epoch chain follo
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from segment_io.errors import OverlappingSegments
@@ -35,7 +33,8 @@ def update(seg_id: str, state: SegmentState, custom: bytes | None = None) -> Seg
 
 
 def served_ids(*records: object) -> list[str]:
-    return [s.segment_id for s in MetadataReplay.of(records).served().get(TP, [])]  # type: ignore[arg-type]
+    state = MetadataReplay.of(records).served().get(TP)  # type: ignore[arg-type]
+    return [] if state is None else [s.segment_id for s in state.served()]
 
 
 def test_a_segment_is_served_only_once_its_copy_finished() -> None:
@@ -66,7 +65,7 @@ def test_an_invalid_transition_is_dropped() -> None:
 
 def test_the_finished_update_carries_the_custom_metadata() -> None:
     replay = MetadataReplay.of([started("a", 0, 9), update("a", S.COPY_SEGMENT_FINISHED, b"\x01")])
-    assert replay.served()[TP][0].custom_metadata == b"\x01"
+    assert replay.served()[TP].served()[0].custom_metadata == b"\x01"
 
 
 def test_a_partition_being_deleted_is_not_served() -> None:
@@ -75,8 +74,12 @@ def test_a_partition_being_deleted_is_not_served() -> None:
 
 
 def log_of(segs: list[SegmentMetadata], log_start: int | None = None) -> list[str]:
-    done = [replace(s, state=S.COPY_SEGMENT_FINISHED) for s in segs]
-    return [s.segment_id for s in remote_log(done, epoch_chain(done), log_start, "tp")]
+    """The served log after each segment's copy finished, in the order given."""
+    records: list[object] = []
+    for s in segs:
+        records += [s, update(s.segment_id, S.COPY_SEGMENT_FINISHED)]
+    state = MetadataReplay.of(records).served()[TP]  # type: ignore[arg-type]
+    return [s.segment_id for s in remote_log(state, epoch_chain(state.served()), log_start, "tp")]
 
 
 def test_the_log_follows_the_segments_in_offset_order_from_the_log_start() -> None:
@@ -88,6 +91,15 @@ def test_the_log_follows_the_segments_in_offset_order_from_the_log_start() -> No
 def test_a_segment_copied_again_at_the_same_start_replaces_the_earlier() -> None:
     """The broker maps each epoch's start offsets to one segment: the last copy finished wins."""
     assert log_of([started("a", 0, 9), started("a2", 0, 9)]) == ["a2"]
+
+
+def test_a_superset_uploaded_by_a_new_leader_replaces_the_segments_it_covers() -> None:
+    """S0 10-90, then S1 5-100 (reaching past S0's highest offset): S0's entry is dropped, so the
+    log from 10 is S1 then S2, as the broker serves it."""
+    segs = [started("s0", 10, 90), started("s1", 5, 100), started("s2", 101, 200)]
+    assert log_of(segs, log_start=10) == ["s1", "s2"]
+    # A segment that ends below the epoch's highest offset drops nothing (an erase's replacement).
+    assert log_of([started("a", 0, 9), started("b", 10, 19), started("a2", 0, 9)]) == ["a2", "b"]
 
 
 def test_the_leader_epoch_chain_drops_an_epoch_a_later_one_truncated() -> None:
