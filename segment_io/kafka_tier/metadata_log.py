@@ -26,14 +26,19 @@ def metadata_partitions(storage: Storage, root: str) -> list[str]:
 def read_metadata_log(storage: Storage, root: str) -> Iterator[MetadataRecord]:
     """Every remote log metadata record in the log directory at `root` (CRCs verified)."""
     for path in metadata_partitions(storage, root):
-        tp = parse_topic_partition(path.rstrip("/").rsplit("/", 1)[-1])
-        assert tp is not None
-        for seg in list_partition(storage, path, tp).segments:
-            reader = SegmentReader(storage, seg.log.path, seg.base_offset)
-            reader.verify_crcs()
-            for rb in reader.record_batches(tp.topic, tp.partition):
-                control = rb.column("is_control").to_pylist()
-                offsets, values = rb.column("offset").to_pylist(), rb.column("value").to_pylist()
-                for is_control, offset, value in zip(control, offsets, values, strict=True):
-                    if not is_control and value is not None:
-                        yield decode_metadata_record(value, f"{seg.log.path} (offset {offset})")
+        yield from read_metadata_partition(storage, path)
+
+
+def read_metadata_partition(storage: Storage, path: str) -> Iterator[MetadataRecord]:
+    """The records of one `__remote_log_metadata` partition directory, in offset order."""
+    tp = parse_topic_partition(path.rstrip("/").rsplit("/", 1)[-1])
+    assert tp is not None
+    for seg in list_partition(storage, path, tp).segments:
+        reader = SegmentReader(storage, seg.log.path, seg.base_offset)
+        reader.verify_crcs()
+        for rb in reader.record_batches(tp.topic, tp.partition):
+            control = rb.column("is_control").to_pylist()
+            offsets, values = rb.column("offset").to_pylist(), rb.column("value").to_pylist()
+            for is_control, offset, value in zip(control, offsets, values, strict=True):
+                if not is_control and value is not None:
+                    yield decode_metadata_record(value, f"{seg.log.path} (offset {offset})")

@@ -143,6 +143,17 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(kafka_jars: Pa
 
         rows = dumped(broker.log_dir, "--kafka-tier", server, "--topic", TOPIC)
         assert live == rows
+        # Each partition's records are in the metadata partition Kafka's partitioner picks.
+        from segment_io.kafka_tier.metadata_log import metadata_partitions, read_metadata_partition
+        from segment_io.kafka_tier.metadata_partition import metadata_partition
+        from segment_io.storage import LocalStorage
+
+        placed = 0
+        for number, path in enumerate(metadata_partitions(LocalStorage(), str(broker.log_dir))):
+            for record in read_metadata_partition(LocalStorage(), path):
+                assert metadata_partition(record.tp, 3) == number, record
+                placed += 1
+        assert placed > 2 * len(NAMES)
         epochs = set()
         for name in NAMES:
             assert expected(rows[name], set()) == uncommitted[name], name

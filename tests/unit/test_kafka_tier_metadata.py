@@ -148,3 +148,13 @@ def test_a_partition_delete_record_round_trips() -> None:
     assert decode_metadata_record(encode_metadata_record(record), "x") == record
     finished = update("AAECAwQFBgcICQoLDA0ODw", S.COPY_SEGMENT_FINISHED, b"\x00")  # bytes 0..15
     assert decode_metadata_record(encode_metadata_record(finished), "x") == finished
+
+
+def test_murmur2_is_kafkas() -> None:
+    """Against kafka-python's murmur2 (an implementation of Kafka's partitioner nobody here wrote)."""
+    from kafka.partitioner.default import murmur2 as theirs
+
+    from segment_io.kafka_tier.metadata_partition import murmur2
+
+    for data in (b"", b"a", b"ab", b"abc", b"abcd", b"\xff\x00\x80\x7f", bytes(range(37)), b"kip405-0"):
+        assert murmur2(data) & 0xFFFFFFFF == theirs(bytearray(data)), data  # theirs: unsigned
