@@ -17,6 +17,7 @@ import zstandard
 
 from segment_io.format.codec_kernels import xxh32_short
 from segment_io.format.constants import Codec
+from segment_io.format.snappy_encode import snappy_compress
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -140,10 +141,13 @@ def _gzip_compress(data: bytes | memoryview | np.ndarray, level: int) -> bytes:
 
 
 def _snappy_compress(data: bytes) -> bytes:
+    """An xerial stream as snappy-java's SnappyOutputStream writes it for Kafka: its header, then
+    32 KiB blocks, each a length and a raw snappy block from snappy 1.1.10's own algorithm
+    (snappy_encode.py), so a rewritten batch is byte for byte Kafka's."""
     parts = [XERIAL_HEADER]
     view = memoryview(data)
     for start in range(0, len(data), XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK]))
+        block = snappy_compress(view[start : start + XERIAL_BLOCK])
         parts.append(struct.pack(">i", len(block)))
         parts.append(block)
     return b"".join(parts)
