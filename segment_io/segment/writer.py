@@ -50,6 +50,7 @@ class _Open:
     batches: int = 0
     last_offset: int = -1
     aborted: list[AbortedTxn] = field(default_factory=list)
+    keep_txn_index: bool = False  # write a `.txnindex` even with no aborted transaction
 
 
 class SegmentWriter:
@@ -151,6 +152,12 @@ class SegmentWriter:
         assert self._open is not None
         self._open.aborted.append(txn)
 
+    def keep_txn_index(self) -> None:
+        """Give the open segment a `.txnindex` even if it indexes nothing: a segment Kafka truncates
+        keeps its transaction index file, emptied."""
+        assert self._open is not None
+        self._open.keep_txn_index = True
+
     def close_segment(self, mtime_ms: int | None = None) -> None:
         seg = self._open
         if seg is None:
@@ -161,7 +168,7 @@ class SegmentWriter:
         stem = seg.log_path[: -len(".log")]
         self.storage.write_atomic(stem + ".index", index, mtime_ms)
         self.storage.write_atomic(stem + ".timeindex", time_index, mtime_ms)
-        if seg.aborted:
+        if seg.aborted or seg.keep_txn_index:
             self.storage.write_atomic(
                 stem + ".txnindex", b"".join(t.to_bytes() for t in seg.aborted), mtime_ms
             )

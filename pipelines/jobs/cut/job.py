@@ -277,6 +277,7 @@ def cut_segment(task: CutTask, staging: Location) -> None:
                 reader.batch_bytes(i), base if base >= 0 else last, last, int(table.max_timestamp[i])
             )
         if files.txnindex is not None:
+            writer.keep_txn_index()  # Kafka truncates the file, never removes it
             for txn in kept_txns(
                 read_txn_index(storage.read(files.txnindex.path), files.txnindex.path), task.end
             ):
@@ -300,11 +301,13 @@ def _side_files(
         staging.storage.makedirs(directory)
         log_start = max([starts.get(part.tp, 0), *(f.base_offset for f in part.segments[:1])])
         ours = cut.end < cut.before  # the log was cut (a partition not cut keeps its files as they are)
-        for info in kept_snapshots(part, log_start, end) if ours else part.snapshots:
-            if not (ours and snapshot_offset(info.name) == end):
-                target = posixpath.join(part.tp.dir_name, info.name)
-                copies.append(CopyTask(scanned.src, info.path, target, info.mtime_ms, info.size))
-        if ours:
+        kept = kept_snapshots(part, log_start, end) if ours else part.snapshots
+        for info in kept:
+            target = posixpath.join(part.tp.dir_name, info.name)
+            copies.append(CopyTask(scanned.src, info.path, target, info.mtime_ms, info.size))
+        # Kafka's truncation keeps a snapshot already at the new end as it is, and writes none for a
+        # partition the cut empties; else the state at the new end is written there.
+        if ours and end > log_start and not any(snapshot_offset(i.name) == end for i in kept):
             state = state_at_end(scanned.storage, part, scanned.segments[part.tp], cut, log_start, log)
             staging.storage.write_atomic(
                 posixpath.join(directory, snapshot_name(end)), write_snapshot(state.values())
