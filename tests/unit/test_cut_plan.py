@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.jobs.cut.plan import OpenTransaction, cut_partition, kept_epochs, kept_txns, lowered
+from pipelines.jobs.cut.plan import (
+    OpenTransaction,
+    cut_partition,
+    kept_epochs,
+    kept_txns,
+    lowered,
+    lowered_cleaner_offset,
+)
 from segment_io.format.constants import ControlType
 from segment_io.index import AbortedTxn
 from tests.scanned import data, marker, segment, txn
@@ -75,6 +82,18 @@ def test_side_files_follow_the_new_end() -> None:
     assert kept_txns(txns, 9) == [AbortedTxn(1, 0, 4, 0)]  # a marker at 9 is cut off
     assert kept_epochs([(0, 0), (1, 5), (2, 9)], 9) == [(0, 0), (1, 5)]
     assert (lowered(12, 9), lowered(4, 9)) == (9, 4)
+
+
+def test_the_cleaner_checkpoint_goes_down_to_the_new_active_segment_not_the_new_end() -> None:
+    """Kafka's truncation lowers a compacted partition's cleaner checkpoint to the base offset of
+    its new active segment (the one the cut falls in), only where it is above it."""
+    cut = cut_partition(BASES, TABLES, 15, 20)  # new end 15, in the segment at 10
+    assert lowered_cleaner_offset(14, BASES, cut) == 10 and lowered_cleaner_offset(8, BASES, cut) == 8
+    cut = cut_partition(BASES, TABLES, 7, 20)  # in the segment at 0, the one at 10 dropped
+    assert lowered_cleaner_offset(10, BASES, cut) == 0
+    assert lowered_cleaner_offset(10, BASES, cut_partition(BASES, TABLES, None, 20)) == 10  # not cut
+    empty = cut_partition([100], [segment(0, 100, data(100, 109)).table], 50, 110)
+    assert lowered_cleaner_offset(105, [100], empty) == 50
 
 
 def test_a_transaction_open_in_the_log_as_it_is_is_not_one_the_cut_left_open() -> None:

@@ -18,6 +18,7 @@ from pipelines.jobs.cut.plan import (
     kept_epochs,
     kept_txns,
     lowered,
+    lowered_cleaner_offset,
 )
 from pipelines.jobs.cut.producers import kept_snapshots, state_at_end
 from pipelines.jobs.cut.request import CutRequest
@@ -32,7 +33,7 @@ from pipelines.runtime.session import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
 from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
 from segment_io.index import read_txn_index
-from segment_io.layout import LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles
+from segment_io.layout import CLEANER_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles
 from segment_io.producer_snapshot import snapshot_name, snapshot_offset, write_snapshot
 from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
@@ -324,8 +325,15 @@ def _side_files(
             else:
                 copies.append(CopyTask(scanned.src, info.path, target, info.mtime_ms, info.size))
     run_copies(copies, staging.location)
+    bases = {part.tp: [f.base_offset for f in part.segments] for part in scanned.listing.partitions}
+
+    def checkpointed(name: str, tp: TopicPartition, offset: int) -> int:
+        if name == CLEANER_CHECKPOINT:
+            return lowered_cleaner_offset(offset, bases[tp], cuts[tp])
+        return lowered(offset, cuts[tp].end)
+
     checkpoints = {
-        name: {tp: lowered(offset, cuts[tp].end) for tp, offset in entries.items() if tp in cuts}
+        name: {tp: checkpointed(name, tp, offset) for tp, offset in entries.items() if tp in cuts}
         for name, entries in scanned.listing.checkpoints.items()
     }
     write_checkpoint_files(staging, checkpoints, set(scanned.listing.checkpoints))

@@ -99,5 +99,21 @@ def kept_epochs(entries: Sequence[tuple[int, int]], end: int) -> list[tuple[int,
 
 
 def lowered(offset: int, end: int) -> int:
-    """A checkpointed offset (recovery point, log start, high watermark, cleaner) of the cut log."""
+    """A checkpointed offset (recovery point, log start, high watermark) of the cut log."""
     return min(offset, end)
+
+
+def active_base(bases: Sequence[int], cut: PartitionCut) -> int:
+    """The base offset of the segment that ends the cut log (its new active segment)."""
+    if cut.empty_at is not None:
+        return cut.empty_at
+    kept = [base for base, batches in zip(bases, cut.kept_batches, strict=True) if batches is not None]
+    return kept[-1] if kept else cut.end
+
+
+def lowered_cleaner_offset(offset: int, bases: Sequence[int], cut: PartitionCut) -> int:
+    """The cleaner checkpoint of the cut log: where the log was cut, lowered to its new active
+    segment's base offset if above it, as Kafka's truncation lowers a compacted partition's
+    (LogCleanerManager.maybeTruncateCheckpoint); a partition with a cleaner checkpoint is taken to
+    be compacted, as only the cleaner writes one."""
+    return min(offset, active_base(bases, cut)) if cut.end < cut.before else offset
