@@ -239,8 +239,10 @@ class AivenSegment:
         return self.storage.url(self.paths[suffix])
 
     def check(self) -> None:
-        """The segment's manifest is there, parses, and describes the segment."""
-        _ = self.manifest
+        """The segment's manifest is there, parses, and describes the segment; its data key
+        unwraps (once: what every later read of it uses)."""
+        if self.manifest.wrapped_key is not None:
+            self._data_key()
 
     @property
     def log_url(self) -> str:

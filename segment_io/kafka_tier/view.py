@@ -15,6 +15,7 @@ import builtins
 import contextlib
 import itertools
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import parse_qs, quote, urlencode
@@ -51,6 +52,7 @@ from segment_io.topic_partition import TopicPartition
 SCHEME = "kafka-tier"
 ROOT = "kafka-tier:"
 PARTITION_METADATA = "partition.metadata"
+CHECK_THREADS = 8
 _INDEX_KINDS = ("index", "timeindex", "txnindex")
 
 
@@ -308,8 +310,11 @@ class KafkaTierView(LogView):
                 continue  # a local copy of a remote segment: read from the remote tier
             out.append(f)
         names = {f.name for f in out}
+        # Each segment's manifest read and checked, its data key unwrapped, several at a time (the
+        # reads wait on the store, the unwraps run without the GIL).
+        with ThreadPoolExecutor(max_workers=CHECK_THREADS) as pool:
+            list(pool.map(lambda s: s.check(), segs))
         for s in segs:
-            s.check()
             base, mtime = s.seg.start_offset, _mtime(s.seg)
             out.append(FileInfo(s.log_url, segment_file_name(base, "log"), s.seg.size, mtime, False))
             for kind in _INDEX_KINDS:
