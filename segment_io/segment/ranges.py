@@ -129,7 +129,7 @@ def segment_window(
         # The first offset a record of the range can have.
         targets = [] if want.from_offset is None else [want.from_offset]
         if want.from_time is not None:
-            times, relative = _time_entries(storage, files)
+            times, relative = time_entries(storage, files)
             # A rolled segment's last entry is its largest timestamp (Kafka appends it when the
             # segment stops being active, and judges retention by it). The active segment's may
             # lag behind its last batches: it is never skipped by time.
@@ -190,7 +190,7 @@ def _offset_entries(storage: Storage, files: SegmentFiles, next_base: int | None
     return entries
 
 
-def _time_entries(storage: Storage, files: SegmentFiles) -> tuple[np.ndarray, np.ndarray]:
+def time_entries(storage: Storage, files: SegmentFiles) -> tuple[np.ndarray, np.ndarray]:
     """The time index's entries, checked for what a lookup relies on."""
     if files.timeindex is None:
         raise CorruptIndex(files.log.path, None, "no .timeindex beside it")

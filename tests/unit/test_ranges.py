@@ -5,6 +5,7 @@ boundaries; windows really are smaller; missing or wrong indexes give the whole 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -156,9 +157,16 @@ def test_a_range_that_holds_nothing_reads_nothing(log: Path) -> None:
     assert segment_window(storage, files, None, RecordRange(from_time=2**62)) is None
 
 
-def list_offsets_by_hand(rows: list[tuple[int, int]], timestamp: int, log_start: int = 0) -> int | None:
-    """Kafka's ListOffsets stated plainly: the first record in offset order at or after both."""
-    return next((o for o, t in sorted(rows) if t >= timestamp and o >= log_start), None)
+def list_offsets_by_hand(
+    segments: list[tuple[int, list[tuple[int, int]]]], timestamp: int, log_start: int = 0
+) -> int | None:
+    """Kafka's ListOffsets stated plainly, over (largest timestamp, records) per segment: the first
+    segment whose largest timestamp is at or after the time, and in it only, the first record in
+    offset order at or after both the time and the log start."""
+    for largest, rows in segments:
+        if largest >= timestamp:
+            return next((o for o, t in sorted(rows) if t >= timestamp and o >= log_start), None)
+    return None
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -170,19 +178,23 @@ def test_offset_for_time_is_kafkas_list_offsets(log: Path, data: st.DataObject) 
     for part in partitions(log):
         whole = read(log, None, windowed=False)[0]
         mine = pa.compute.equal(whole.column("topic"), part.tp.topic)
-        rows = list(
-            zip(*(whole.filter(mine).column(c).to_pylist() for c in ("offset", "timestamp")), strict=True)
-        )
-        start = data.draw(st.sampled_from([0, rows[len(rows) // 2][0]]))
+        cols = ("segment_base_offset", "offset", "timestamp")
+        rows = list(zip(*(whole.filter(mine).column(c).to_pylist() for c in cols), strict=True))
+        by_segment: dict[int, list[tuple[int, int]]] = {}
+        for base, offset, ts in rows:
+            by_segment.setdefault(base, []).append((offset, ts))
+        segments = [(max(t for _, t in seg), seg) for _, seg in sorted(by_segment.items())]
+        start = data.draw(st.sampled_from([0, rows[len(rows) // 2][1]]))
         found = offset_for_time(storage, part.segments, at, start)
-        expected = list_offsets_by_hand(rows, at, start)
+        expected = list_offsets_by_hand(segments, at, start)
         assert (None if found is None else found.offset) == expected
-        assert found is None or found.timestamp == dict(rows)[found.offset]
+        assert found is None or found.timestamp == {o: t for _, o, t in rows}[found.offset]
 
 
 def test_offset_for_time_with_ties_out_of_order_times_and_an_empty_segment(tmp_path: Path) -> None:
     """Hand-built: equal timestamps (the first offset wins), a record older than the one before it
-    (found after a newer one), an empty segment between, a newest record that is not the last."""
+    (found after a newer one), an empty segment between (its file time its largest timestamp), a
+    newest record that is not the last; only the first segment new enough is searched."""
     batches = [
         [v2_batch(0, [(0, 100, b"a", b"1", []), (1, 300, b"b", b"2", []), (2, 200, b"c", b"3", [])])],
         [],  # an empty segment at offset 3
@@ -190,13 +202,21 @@ def test_offset_for_time_with_ties_out_of_order_times_and_an_empty_segment(tmp_p
          v2_batch(5, [(0, 500, b"f", b"6", []), (1, 400, b"g", b"7", [])])],
     ]  # fmt: skip
     write_log(tmp_path, "t-0", batches)
+    # The empty segment has no timestamp: Kafka takes its file's modification time (here 350 ms)
+    # as its largest, so a time past the first segment's largest (300) and up to 350 stops there,
+    # with no offset.
+    os.utime(tmp_path / "t-0" / f"{3:020d}.log", (0.35, 0.35))
     storage, path = open_storage(str(tmp_path))
     [part] = list_log_dir(storage, path).partitions
-    rows = [(0, 100), (1, 300), (2, 200), (3, 300), (4, 150), (5, 500), (6, 400)]
-    for at in (0, 100, 101, 150, 200, 201, 300, 301, 400, 450, 500, 501):
+    segments = [
+        (300, [(0, 100), (1, 300), (2, 200)]),
+        (250, []),
+        (500, [(3, 300), (4, 150), (5, 500), (6, 400)]),
+    ]
+    for at in (0, 100, 101, 150, 200, 201, 250, 251, 300, 301, 400, 450, 500, 501):
         for start in (0, 2, 4):
             found = offset_for_time(storage, part.segments, at, start)
-            assert (None if found is None else found.offset) == list_offsets_by_hand(rows, at, start), (
+            assert (None if found is None else found.offset) == list_offsets_by_hand(segments, at, start), (
                 at,
                 start,
             )
