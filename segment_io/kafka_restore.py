@@ -27,13 +27,13 @@ from pathlib import Path
 from segment_io.broker_lock import broker_stopped
 from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
 from segment_io.errors import SegpipeError
-from segment_io.layout import ROOT_CHECKPOINTS, ignored_dir_reason, parse_topic_partition
+from segment_io.layout import PARTITION_METADATA, ROOT_CHECKPOINTS, ignored_dir_reason, parse_topic_partition
 from segment_io.partition import inspect_log_dir
 from segment_io.storage.local import LocalStorage, sync_directory
 from segment_io.text import counted
 from segment_io.topic_partition import TopicPartition
 
-KEPT = "partition.metadata"
+KEPT = PARTITION_METADATA
 
 
 class RestoreRefused(SegpipeError):

@@ -18,7 +18,8 @@ IGNORED_DIR_SUFFIXES = ("delete", "future", "stray")
 NOT_CLEANED_TOPICS = ("__cluster_metadata",)
 # Files of a partition directory that belong to Kafka beside its segments and snapshots.
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, "partition.metadata")
+PARTITION_METADATA = "partition.metadata"  # the partition's topic id
+PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA)
 # The root checkpoint files of a log directory (topic-partition -> offset).
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"

@@ -155,7 +155,10 @@ def encode_chunk_sizes(sizes: list[int]) -> str:
 def _chunk_sizes(encoded: str) -> list[int]:
     import zstandard
 
-    raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(encoded))
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(encoded))
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"its chunk sizes do not decompress: {exc}") from None
     (count,) = struct.unpack_from(">i", raw, 0)
     if count <= 1:
         return [] if count == 0 else [struct.unpack_from(">i", raw, 4)[0]]

@@ -23,8 +23,18 @@ def read_metadata_live(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Ite
             "reading the remote log metadata from a live cluster (--bootstrap-server) needs kafka-python: "
             "pip install 'segpipe[kafka]' (or give the broker's log directory instead)"
         ) from None
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             auto_offset_reset="earliest", request_timeout_ms=30_000)  # fmt: skip
+    from kafka.errors import KafkaError
+
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            auto_offset_reset="earliest",
+            request_timeout_ms=30_000,
+        )
+    except KafkaError as exc:
+        raise KafkaTierSettings(f"{bootstrap}: cannot reach the cluster: {exc}") from None
     try:
         partitions = consumer.partitions_for_topic(METADATA_TOPIC)
         if not partitions:
@@ -46,6 +56,8 @@ def read_metadata_live(bootstrap: str, timeout_s: float = READ_TIMEOUT_S) -> Ite
                 got[tp.partition] += [
                     (m.offset, m.value) for m in messages if m.offset < ends[tp] and m.value
                 ]
+    except KafkaError as exc:
+        raise KafkaTierSettings(f"{bootstrap}: reading {METADATA_TOPIC} failed: {exc}") from None
     finally:
         consumer.close()
     for partition, values in sorted(got.items()):

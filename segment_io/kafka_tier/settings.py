@@ -143,8 +143,17 @@ class TierSettings:
                 raise KafkaTierSettings(f"{source}: {name} is not set")
             return value
 
+        def number(name: str) -> int | None:
+            value = values.get(name)
+            if not value:
+                return None
+            try:
+                return int(value)
+            except ValueError:
+                raise KafkaTierSettings(f"{source}: {name}={value!r} is not a number") from None
+
         plugin = need("remote.log.storage.manager.class.name")
-        partitions = int(values["rlmm.config.remote.log.metadata.topic.num.partitions"])
+        partitions = number("rlmm.config.remote.log.metadata.topic.num.partitions") or 50
         if plugin == LOCAL_TIERED_STORAGE:
             return cls(source, plugin, need("rsm.config.dir"), metadata_partitions=partitions)
         if plugin != AIVEN_RSM:
@@ -181,10 +190,9 @@ class TierSettings:
                     found[pair] = (
                         path if posixpath.isabs(path) else posixpath.join(posixpath.dirname(source), path)
                     )
-        chunk = values.get("rsm.config.chunk.size")
         return cls(
             source, plugin, url, values["rsm.config.key.prefix"], keys["private"], partitions, options,
-            keys["public"], values.get("rsm.config.encryption.key.pair.id"), int(chunk) if chunk else None,
+            keys["public"], values.get("rsm.config.encryption.key.pair.id"), number("rsm.config.chunk.size"),
             values["rsm.config.compression.enabled"].strip().lower() == "true",
             values["rsm.config.encryption.enabled"].strip().lower() == "true",
         )  # fmt: skip

@@ -40,6 +40,7 @@ from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC, TierSettin
 from segment_io.layout import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_CHECKPOINT,
+    PARTITION_METADATA,
     SEGMENT_SUFFIXES,
     parse_topic_partition,
     segment_file_name,
@@ -51,7 +52,6 @@ from segment_io.topic_partition import TopicPartition
 
 SCHEME = "kafka-tier"
 ROOT = "kafka-tier:"
-PARTITION_METADATA = "partition.metadata"
 CHECK_THREADS = 8
 _INDEX_KINDS = ("index", "timeindex", "txnindex")
 

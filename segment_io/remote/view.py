@@ -26,6 +26,7 @@ from segment_io.errors import OverlappingSegments
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
+    PARTITION_METADATA,
     segment_file_name,
 )
 from segment_io.remote.manifest import PartitionManifest
@@ -183,7 +184,7 @@ class TieredView(LogView):
         if "leader-epoch-checkpoint" not in names and manifest.leader_epochs:
             text = format_leader_epoch_checkpoint(list(manifest.leader_epochs))
             out.append(self._virtual_file(f"{tp.dir_name}/leader-epoch-checkpoint", text))
-        if "partition.metadata" not in names and manifest.partition_metadata is not None:
+        if PARTITION_METADATA not in names and manifest.partition_metadata is not None:
             out.append(
                 self._virtual_file(f"{tp.dir_name}/partition.metadata", manifest.partition_metadata.encode())
             )

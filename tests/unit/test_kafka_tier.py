@@ -17,6 +17,7 @@ from segment_io.kafka_tier.aiven import AivenManifest, custom_fields, object_key
 from segment_io.kafka_tier.metadata import SegmentState
 from segment_io.kafka_tier.metadata_cache import MetadataReplay
 from segment_io.kafka_tier.metadata_log import read_metadata_log
+from segment_io.kafka_tier.settings import LOCAL_TIERED_STORAGE as LOCAL
 from segment_io.kafka_tier.view import kafka_tier_url
 from segment_io.storage import FileInfo, LocalStorage, open_storage
 from tests.kip405 import ENCRYPTED, PLAIN, records, tier
@@ -173,6 +174,10 @@ def test_settings_of_a_plugin_segpipe_does_not_read_are_refused(tmp_path: Path) 
     settings = tmp_path / "s.properties"
     settings.write_text("remote.log.storage.manager.class.name=com.example.Other\n")
     with pytest.raises(KafkaTierSettings, match=r"com\.example\.Other"):
+        open_storage(kafka_tier_url(str(settings), str(tmp_path)))
+    settings.write_text(f"remote.log.storage.manager.class.name={LOCAL}\nrsm.config.dir=/x\n"
+                        "rlmm.config.remote.log.metadata.topic.num.partitions=three\n")  # fmt: skip
+    with pytest.raises(KafkaTierSettings, match=r"num\.partitions='three' is not a number"):
         open_storage(kafka_tier_url(str(settings), str(tmp_path)))
     with pytest.raises(KafkaTierSettings, match="no tiered-storage settings file"):
         open_storage(kafka_tier_url(str(tmp_path / "absent.properties"), str(tmp_path)))
