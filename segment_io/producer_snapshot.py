@@ -17,13 +17,14 @@ import crc32c
 import numpy as np
 
 from segment_io.errors import CorruptCheckpoint
+from segment_io.java_hash_map import iteration_order
 from segment_io.segment.framing import Framed
 from segment_io.segment.scan import BatchTable
 
 VERSION = 1
 _HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
-_ENTRY = struct.Struct(">qhiqiqiq")
+ENTRY = struct.Struct(">qhiqiqiq")  # one producer, in the fields' order above
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,19 @@ def read_snapshot(data: bytes, path: str) -> dict[int, ProducerEntry]:
         raise CorruptCheckpoint(path, 2, "producer snapshot CRC does not match")
     (count,) = _COUNT.unpack_from(data, _HEAD.size)
     start = _HEAD.size + _COUNT.size
-    if count < 0 or len(data) != start + count * _ENTRY.size:
+    if count < 0 or len(data) != start + count * ENTRY.size:
         raise CorruptCheckpoint(path, _HEAD.size, f"{count} entries do not fill {len(data)} bytes")
-    entries = (ProducerEntry(*_ENTRY.unpack_from(data, start + i * _ENTRY.size)) for i in range(count))
+    entries = (ProducerEntry(*ENTRY.unpack_from(data, start + i * ENTRY.size)) for i in range(count))
     return {e.producer_id: e for e in entries}
 
 
 def write_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
-    """A snapshot file of `entries`, in producer id order."""
-    ordered = sorted(entries, key=lambda e: e.producer_id)
+    """A snapshot file of `entries` (in the order the broker's map took them in), written in the
+    order a broker writes its map's: a Java `HashMap` keyed by producer id, grown as it was filled."""
+    by_id = {e.producer_id: e for e in entries}
+    ordered = [by_id[pid] for pid in iteration_order(by_id)]
     body = _COUNT.pack(len(ordered)) + b"".join(
-        _ENTRY.pack(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
+        ENTRY.pack(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
                     e.coordinator_epoch, e.txn_first_offset)
         for e in ordered
     )  # fmt: skip
@@ -151,9 +154,11 @@ def replay(state: Mapping[int, ProducerEntry], b: ProducerBatches) -> dict[int, 
     a producer's last batch or marker gives its epoch and timestamp; its last data batch, its last
     sequence and offsets; its last marker closes its transaction and gives the coordinator epoch;
     transactional data after that marker is its open transaction, from the first such batch.
-    Vectorised: one step per producer, none per batch."""
+    Producers new to `state` join it in the order of their first batch, as the broker's recovery
+    adds them. Vectorised: one step per producer, none per batch."""
     out = dict(state)
     rows = np.arange(len(b.producer_id))
+    first = _per_producer(b.producer_id, rows, last=False)
     last = _per_producer(b.producer_id, rows)
     last_data = _per_producer(b.producer_id, rows[~b.control])
     last_marker = _per_producer(b.producer_id, rows[b.control])
@@ -166,7 +171,8 @@ def replay(state: Mapping[int, ProducerEntry], b: ProducerBatches) -> dict[int, 
         at = np.searchsorted(marker_pids, b.producer_id[txn_data]).clip(max=len(marker_pids) - 1)
         after = np.where(marker_pids[at] == b.producer_id[txn_data], marker_rows[at], -1)
     first_open = _per_producer(b.producer_id, txn_data[txn_data > after], last=False)
-    for pid, row in last.items():
+    for pid in sorted(last, key=first.__getitem__):
+        row = last[pid]
         entry = out.get(pid) or ProducerEntry(pid, int(b.epoch[row]))
         entry = replace(entry, epoch=int(b.epoch[row]), timestamp=int(b.max_timestamp[row]))
         if pid in last_data:

@@ -9,11 +9,13 @@ transaction the cut left open (the last stable offset stops there)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from segment_io.layout import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT
+from segment_io.producer_snapshot import ENTRY
 from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import Broker
 from tests.kafka.test_restore import aborted, consumed, create_topics, expected, offsets
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.kafka
 TOPICS = {"orders": 2, "clicks": 1}
 NAMES = sorted(f"{t}-{p}" for t, n in TOPICS.items() for p in range(n))
 ALL_TOPICS = {**TOPICS, "legacy-users": 1}  # the samples' topics (restored whole, then left alone)
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # the broker's default
 
 
 def open_transaction_cut(sample_dir: Path) -> int:
@@ -56,8 +59,20 @@ def logs_of(root: Path, name: str) -> dict[str, bytes]:
             if p.suffix in (".log", ".index", ".timeindex", ".txnindex")}  # fmt: skip
 
 
-def snapshots_of(root: Path, name: str) -> set[str]:
-    return {p.name for p in (root / name).glob("*.snapshot")}
+def snapshots_of(root: Path, name: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (root / name).glob("*.snapshot")}
+
+
+def entries_of(snapshot: bytes) -> list[bytes]:
+    """A snapshot's entries as they lie in the file (46 bytes each, after a 10-byte header)."""
+    return [snapshot[i : i + ENTRY.size] for i in range(10, len(snapshot), ENTRY.size)]
+
+
+def expired(entry: bytes, now_ms: int) -> bool:
+    """A producer a broker drops when it loads a snapshot: no open transaction and its last batch
+    older than `producer.id.expiration.ms` (a day by default)."""
+    timestamp, txn_first_offset = (ENTRY.unpack(entry)[i] for i in (5, 7))
+    return txn_first_offset < 0 and now_ms - timestamp >= PRODUCER_ID_EXPIRATION_MS
 
 
 def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
@@ -88,14 +103,23 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
         lines = checkpoint.read_text().splitlines()
         kept = [line for line in lines[2:] if f"{line.split()[0]}-{line.split()[1]}" not in NAMES]
         checkpoint.write_text("\n".join([lines[0], str(len(kept)), *kept]) + "\n")  # recover ours from 0
+        wall_clock_ms = time.time_ns() // 1_000_000  # the broker's clock (a lower bound of it)
         broker.start()
         assert all(broker.log_lines(f"partition={name},") for name in NAMES)
         broker.stop()
         for name in NAMES:
             assert logs_of(broker.log_dir, name) == logs_of(out, name), name
             # Kafka's recovery from offset 0 also snapshots every segment it replays; the cut's
-            # snapshots are among its (their entries' order differs: a map's, not producer ids').
-            assert snapshots_of(out, name) <= snapshots_of(broker.log_dir, name), name
+            # snapshot is among its. Its recovery loads each segment's snapshot at the broker's own
+            # clock, dropping the samples' producers (years old) that the last segment does not
+            # renew; the cut keeps every producer (a broker loading it drops them the same way).
+            # The rest is the same, entry for entry, in the same order: the order of Kafka's map.
+            ours, theirs = snapshots_of(out, name), snapshots_of(broker.log_dir, name)
+            assert ours and set(ours) <= set(theirs), name
+            for file, data in ours.items():
+                kept = entries_of(theirs[file])
+                assert [e for e in entries_of(data) if e in kept] == kept, (name, file)
+                assert all(expired(e, wall_clock_ms) for e in entries_of(data) if e not in kept), name
         # The cut log restored: loaded as it is, served as the cut left it.
         restored = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup",
                                str(tmp_path / "backup-2"))  # fmt: skip

@@ -70,3 +70,16 @@ def test_a_snapshots_open_transaction_stays_open_until_a_marker() -> None:
     assert replayed(txn(10, 12, pid=5), state=state)[5].txn_first_offset == 1
     assert replayed(marker(13, 5, ControlType.COMMIT), state=state)[5].txn_first_offset == -1
     assert replayed(data(0, 0, pid=9), state=state)[5] == state[5]  # another producer's batch
+
+
+def test_entries_are_written_in_the_order_of_the_brokers_map() -> None:
+    # A 16-bucket table: id 16 lies in bucket 0, ids 1 and 33 in bucket 1 in the order they came.
+    data = write_snapshot([ProducerEntry(33, 0), ProducerEntry(1, 0), ProducerEntry(16, 0)])
+    assert list(read_snapshot(data, "x.snapshot")) == [16, 33, 1]
+
+
+def test_new_producers_join_the_state_in_the_order_of_their_first_batch() -> None:
+    out = replayed(data(0, 4, pid=33), data(5, 6, pid=1), data(7, 8, pid=33), state={})
+    assert list(out) == [33, 1]
+    snapshot = write_snapshot(out.values())
+    assert list(read_snapshot(snapshot, "x.snapshot")) == [33, 1]
