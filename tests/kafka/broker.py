@@ -20,7 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-POM = Path(__file__).with_name("pom.xml")
+POM = Path(__file__).with_name("pom.xml")  # the current release
+TIERED_POM = Path(__file__).with_name("pom-tiered.xml")  # the release with LocalTieredStorage
 START_TIMEOUT_S = 90.0  # a cold JVM on 2 busy cores answers in about 10 s
 STOP_TIMEOUT_S = 30.0  # a clean shutdown flushes and checkpoints; killed after this
 FETCH_TIMEOUT_S = 600.0
@@ -33,15 +34,15 @@ class BrokerUnavailable(RuntimeError):
     cannot run here (they skip with this reason, or fail where SEGPIPE_REQUIRE_KAFKA=1)."""
 
 
-def cache_dir() -> Path:
+def cache_dir(pom: Path = POM) -> Path:
     root = Path(os.environ.get("SEGPIPE_CACHE_DIR", Path.home() / ".cache" / "segpipe"))
-    return root / f"kafka-{hashlib.sha256(POM.read_bytes()).hexdigest()[:12]}"
+    return root / f"kafka-{hashlib.sha256(pom.read_bytes()).hexdigest()[:12]}"
 
 
-def jars() -> Path:
-    """The directory of the broker's jars, fetched through Maven on first use (atomically: a
+def jars(pom: Path = POM) -> Path:
+    """The directory of the jars `pom` names, fetched through Maven on first use (atomically: a
     fetch that stops half way leaves nothing that looks complete)."""
-    libs = cache_dir() / "libs"
+    libs = cache_dir(pom) / "libs"
     if (libs / ".complete").exists():
         return libs
     for tool in ("java", "mvn"):
@@ -51,7 +52,7 @@ def jars() -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     try:
         proc = subprocess.run(
-            ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+            ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
              f"-DoutputDirectory={partial}"],
             capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
         )  # fmt: skip
@@ -100,6 +101,7 @@ class Broker:
 
     home: Path
     settings: dict[str, str] = field(default_factory=dict)  # broker configs on top of the defaults
+    pom: Path = POM  # which release
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -144,7 +146,7 @@ class Broker:
         log4j = self.home / "log4j2.properties"
         log4j.write_text(LOG4J2.format(log=self.server_log))
         return ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}",
-                "-cp", f"{jars()}/*", main, *args]  # fmt: skip
+                "-cp", f"{jars(self.pom)}/*", main, *args]  # fmt: skip
 
     def start(self) -> Broker:
         """Start the broker and wait until it answers as itself. Its ports were free when picked,

@@ -8,14 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka.broker import BrokerUnavailable, jars
+from tests.kafka.broker import POM, TIERED_POM, BrokerUnavailable, jars
 
 
-@pytest.fixture(scope="session")
-def kafka_jars() -> Path:
+def fetched(pom: Path) -> Path:
     try:
-        return jars()
+        return jars(pom)
     except BrokerUnavailable as exc:
         if os.environ.get("SEGPIPE_REQUIRE_KAFKA") == "1":
             pytest.fail(f"SEGPIPE_REQUIRE_KAFKA=1 but {exc}")
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def kafka_jars() -> Path:
+    """Kafka's current release (tests/kafka/pom.xml)."""
+    return fetched(POM)
+
+
+@pytest.fixture(scope="session")
+def kafka_tiered_jars() -> Path:
+    """The release whose test jars hold Kafka's LocalTieredStorage (tests/kafka/pom-tiered.xml)."""
+    return fetched(TIERED_POM)

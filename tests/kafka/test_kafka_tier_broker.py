@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import dumped, run_segpipe
-from tests.kafka.broker import Broker
+from tests.kafka.broker import TIERED_POM, Broker
 from tests.kafka.test_restore import aborted, consumed, expected, offsets
 
 pytestmark = pytest.mark.kafka
@@ -28,7 +28,7 @@ WAIT_S = 120  # each bounded wait below: the remote log manager works every 500 
 
 
 def tiered_broker(home: Path) -> Broker:
-    return Broker(home, settings={
+    return Broker(home, pom=TIERED_POM, settings={
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
         "remote.log.metadata.manager.listener.name": "PLAINTEXT",
@@ -105,7 +105,9 @@ def read_all(broker: Broker) -> tuple[dict[str, list[dict[str, Any]]], dict[str,
     return uncommitted, committed
 
 
-def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(kafka_jars: Path, tmp_path: Path) -> None:
+def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(
+    kafka_tiered_jars: Path, kafka_jars: Path, tmp_path: Path
+) -> None:
     broker = tiered_broker(tmp_path / "kafka")
     try:
         broker.start()

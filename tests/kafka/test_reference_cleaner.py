@@ -1,10 +1,12 @@
-"""Kafka's own cleaner as the reference: records produced through Kafka 4.1's broker (keys with
-updates and tombstones, several producers, idempotent and transactional, committed and aborted
-transactions, every codec), a copy of the log taken before the cleaner runs, then Kafka's cleaner
-run to completion on the original and `segpipe clean` on the copy with the same topic configs and
-Kafka's clock (read back from the delete horizons it stamped). The surviving records must be the
-same, field by field, in the same batches and segments, and the files byte for byte, every codec's
-(a rewritten snappy batch compressed as snappy-java's snappy 1.1.10 compresses it)."""
+"""Kafka's own cleaner as the reference: records produced through Kafka's broker (the current
+release; keys with updates and tombstones, several producers, idempotent and transactional,
+committed and aborted transactions), a copy of the log taken before the cleaner runs, then Kafka's
+cleaner run to completion on the original and `segpipe clean` on the copy with the same topic
+configs and Kafka's clock (read back from the delete horizons it stamped). The surviving records
+must be the same, field by field, in the same batches and segments, and every file (`.log`,
+`.index`, `.timeindex`, `.txnindex`) byte for byte. One broker run serves every test: a topic per
+set of topic configs with every codec mixed in it, and a topic per codec with only that codec (a
+rewritten snappy batch compressed as snappy-java's snappy 1.1.10 compresses it)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import random
 import shutil
 import struct
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +31,16 @@ pytestmark = pytest.mark.kafka
 # figure as segment.bytes.
 SEGMENT_BYTES = 64 * 1024
 DAY_MS = 86_400_000
-TOPICS = {  # name -> the topic configs that vary (every topic: compact, dirty ratio 0)
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CONFIGS = {  # name -> the topic configs that vary (every topic: compact, dirty ratio 0)
     "ref-a": {"delete.retention.ms": "0", "min.compaction.lag.ms": "0"},
     "ref-b": {"delete.retention.ms": str(DAY_MS), "min.compaction.lag.ms": "0"},
     "ref-c": {"delete.retention.ms": str(DAY_MS), "min.compaction.lag.ms": str(DAY_MS)},
 }
+TOPICS = {**CONFIGS, **{f"codec-{c}": CONFIGS["ref-b"] for c in CODECS}}
+CLEANED = [t for t, c in TOPICS.items() if c["min.compaction.lag.ms"] == "0"]  # Kafka cleans these now
 COMMON = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+LOG_FILES = ("log", "index", "timeindex", "txnindex")
 SETTLE_S = 120.0
 
 
@@ -47,22 +53,28 @@ def text(rng: random.Random, size: int) -> bytes:
     return b" ".join(rng.choice(WORDS) for _ in range(size // 6))
 
 
+def compression(codec: str) -> str | None:
+    return None if codec == "none" else codec
+
+
 def produce(broker: Broker, topic: str, seed: int) -> None:
-    """About 3 MB per topic: 150 keys updated many times, tombstones, headers; a plain producer
-    and an idempotent one per codec, and a transactional one whose every third transaction aborts."""
+    """150 keys updated many times, tombstones, headers; five producers, plain and idempotent in
+    turn, and a transactional one whose every third transaction aborts. A `codec-<c>` topic: about
+    1 MB, every producer compressing with c; else about 3 MB, one producer per codec."""
     from kafka import KafkaProducer
 
     rng = random.Random(seed)
+    only = topic.removeprefix("codec-") if topic.startswith("codec-") else None
     common = {"bootstrap_servers": broker.bootstrap, "linger_ms": 5}
     producers = [
-        KafkaProducer(
-            compression_type=None if codec == "none" else codec, enable_idempotence=i % 2 == 1, **common
-        )
+        KafkaProducer(compression_type=compression(only or codec), enable_idempotence=i % 2 == 1, **common)
         for i, codec in enumerate(CODECS)
     ]
-    txn = KafkaProducer(transactional_id=f"{topic}-txn", compression_type="zstd", **common)
+    txn = KafkaProducer(
+        transactional_id=f"{topic}-txn", compression_type=compression(only or "zstd"), **common
+    )
     txn.init_transactions()
-    for round_ in range(30):
+    for round_ in range(10 if only else 30):
         for p in producers:
             for _ in range(20):
                 key = f"k{rng.randrange(150):03d}".encode()
@@ -94,7 +106,7 @@ def wait_for_the_cleaner(broker: Broker) -> dict[Any, int]:
         if now != last:
             last, stable_since = now, time.monotonic()
         cleaned = {tp.topic for tp in now}
-        if {"ref-a", "ref-b"} <= cleaned and time.monotonic() - stable_since > 3:
+        if set(CLEANED) <= cleaned and time.monotonic() - stable_since > 3:
             return now
         assert time.monotonic() < deadline, f"Kafka's cleaner did not settle: {now}"
         time.sleep(0.2)  # bounded by the deadline
@@ -148,10 +160,23 @@ def segpipe_clean(before: Path, topic: str, now_ms: int, out: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_segpipe_keeps_what_kafkas_cleaner_keeps(kafka_jars: Path, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Cleaned:
+    """One broker run: Kafka's log directory after its cleaner settled, the copy taken before,
+    the cleaner checkpoint Kafka wrote, and the time its cleaner started."""
+
+    kafka: Path
+    before: Path
+    checkpoint: dict[str, int]
+    started_ms: int
+
+
+@pytest.fixture(scope="module")
+def cleaned(kafka_jars: Path, tmp_path_factory: pytest.TempPathFactory) -> Cleaned:
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    broker = Broker(tmp_path / "kafka", settings={"log.cleaner.enable": "false"})
+    home = tmp_path_factory.mktemp("reference")
+    broker = Broker(home / "kafka", settings={"log.cleaner.enable": "false"})
     try:
         broker.start()
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -163,7 +188,7 @@ def test_segpipe_keeps_what_kafkas_cleaner_keeps(kafka_jars: Path, tmp_path: Pat
         for seed, topic in enumerate(TOPICS):
             produce(broker, topic, seed)
         broker.stop()
-        before = tmp_path / "before"
+        before = home / "before"
         shutil.copytree(broker.log_dir, before)
         broker.settings.update({"log.cleaner.enable": "true", "log.cleaner.backoff.ms": "100"})
         started_ms = int(time.time() * 1000)
@@ -172,29 +197,39 @@ def test_segpipe_keeps_what_kafkas_cleaner_keeps(kafka_jars: Path, tmp_path: Pat
         broker.stop()
     finally:
         broker.kill()
-
-    for topic, configs in TOPICS.items():
-        part = f"{topic}-0"
-        kafka_rows = read_log(broker.log_dir, part)
-        now_ms = kafkas_clock(kafka_rows, int(configs["delete.retention.ms"])) or started_ms
-        out = tmp_path / f"segpipe-{topic}"
-        segpipe_clean(before, topic, now_ms, out)
-        ours = {tp.topic: o for tp, o in cleaner_checkpoint(out).items()}
-        assert ours.get(topic) == {tp.topic: o for tp, o in checkpoint.items()}.get(topic), topic
-        # The same records in the same batches, field by field (delete horizons included).
-        assert batch_view(read_log(out, part)) == batch_view(kafka_rows), topic
-        kafka_dir, our_dir = broker.log_dir / part, out / part
-        names = sorted(p.name for p in kafka_dir.glob("*.log"))
-        assert sorted(p.name for p in our_dir.glob("*.log")) == names, topic  # the same groups
-        for name in names:
-            theirs, mine = batches(kafka_dir / name), batches(our_dir / name)
-            assert [header(b) for b in mine] == [header(b) for b in theirs], (topic, name)
-            for k, o in zip(theirs, mine, strict=True):
-                assert o == k, (topic, name, header(k))  # snappy batches too: snappy 1.1.10's blocks
-            stem = name.removesuffix(".log")
-            for kind in ("index", "timeindex", "txnindex"):
-                assert read_or_none(our_dir / f"{stem}.{kind}") == read_or_none(kafka_dir / f"{stem}.{kind}")
+    return Cleaned(broker.log_dir, before, {tp.topic: o for tp, o in checkpoint.items()}, started_ms)
 
 
-def read_or_none(path: Path) -> bytes | None:
-    return path.read_bytes() if path.exists() else None
+@pytest.mark.parametrize("topic", list(TOPICS))
+def test_segpipe_keeps_what_kafkas_cleaner_keeps(cleaned: Cleaned, topic: str, tmp_path: Path) -> None:
+    part = f"{topic}-0"
+    kafka_rows = read_log(cleaned.kafka, part)
+    now_ms = kafkas_clock(kafka_rows, int(TOPICS[topic]["delete.retention.ms"])) or cleaned.started_ms
+    out = tmp_path / f"segpipe-{topic}"
+    segpipe_clean(cleaned.before, topic, now_ms, out)
+    ours = {tp.topic: o for tp, o in cleaner_checkpoint(out).items()}
+    assert ours.get(topic) == cleaned.checkpoint.get(topic)
+    assert (topic in cleaned.checkpoint) == (topic in CLEANED)
+    # The same records in the same batches, field by field (delete horizons included).
+    assert batch_view(read_log(out, part)) == batch_view(kafka_rows)
+    kafka_dir, our_dir = cleaned.kafka / part, out / part
+    names = sorted(p.name for p in kafka_dir.glob("*.log"))
+    assert sorted(p.name for p in our_dir.glob("*.log")) == names  # the same groups
+    for name in names:
+        theirs, mine = batches(kafka_dir / name), batches(our_dir / name)
+        assert [header(b) for b in mine] == [header(b) for b in theirs], name
+        for k, o in zip(theirs, mine, strict=True):
+            assert o == k, (name, header(k))  # snappy batches too: snappy 1.1.10's blocks
+    # Every file of the partition, byte for byte.
+    files = files_of(kafka_dir)
+    assert files_of(our_dir) == files
+    # Where Kafka cleaned, it rewrote batches (so the codec's compressor is compared, not only copies).
+    given = {b for p in (cleaned.before / part).glob("*.log") for b in batches(p)}
+    rewritten = [b for n in names for b in batches(kafka_dir / n) if b not in given]
+    assert bool(rewritten) == (topic in CLEANED)
+    print(f"{topic}: {len(files)} files identical, {len(rewritten)} rewritten batches identical")
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    """A partition's segment files (log, indexes, transaction index) by name."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix[1:] in LOG_FILES}
