@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from measure import Peaks, run_measured  # noqa: E402
 
-from segment_io.generate import TopicSpec, generate_partition, write_root_checkpoints  # noqa: E402
+from segment_io.generate import generate_partition, write_root_checkpoints  # noqa: E402
+from segment_io.generate_spec import TopicSpec  # noqa: E402
 from segment_io.storage import open_storage  # noqa: E402
 from segment_io.topic_partition import TopicPartition  # noqa: E402
 
@@ -223,7 +224,7 @@ def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int, joined
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.jobs.erase.key_list import KEY_BROADCAST_ENV
+    from pipelines.keys.key_list import KEY_BROADCAST_ENV
 
     mb = dir_bytes(src) / 1e6
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from pipelines.config import JobConfig  # noqa: E402
 from pipelines.jobs.clean import job  # noqa: E402
 from pipelines.jobs.clean.keymap import map_keys, reduce_keys  # noqa: E402
-from pipelines.jobs.clean.plan import plan_log  # noqa: E402
 from pipelines.jobs.clean.rewrite import RewriteContext, rewrite_groups  # noqa: E402
+from pipelines.log.plan import plan_log  # noqa: E402
 from pipelines.log.scanned import scan_log  # noqa: E402
 from pipelines.runtime.session import LazySpark  # noqa: E402
 from segment_io.storage import Location  # noqa: E402

@@ -14,7 +14,7 @@ from pathlib import Path
 from segment_io.format.batch import build_v2_batch
 from segment_io.format.compression import compress
 from segment_io.format.constants import Codec
-from segment_io.format.records import RecordColumns
+from segment_io.format.record_columns import RecordColumns
 
 REPO = Path(__file__).resolve().parents[1]
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]

@@ -108,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
 
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
-    from pipelines.jobs.erase.key_digest import read_secret
-    from pipelines.jobs.erase.key_list import checked_key_list
     from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.keys.key_digest import read_secret
+    from pipelines.keys.key_list import checked_key_list
     from pipelines.output.destination import require_new_file
     from pipelines.runtime.harness import preflight, rechecked
     from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
@@ -171,9 +171,9 @@ def erasure_gate(
 ) -> Callable[[Place, Any], None]:
     """The proof of an erased output against SRC (of the `topics` selected), raising
     ValidationFailed: erase --validate's gate, and validate --erased."""
-    from pipelines.jobs.erase.key_list import KeyList
-    from pipelines.jobs.erase.keys import ErasedKeys
     from pipelines.jobs.erase.proof import failures, prove_erasure
+    from pipelines.keys.key_list import KeyList
+    from pipelines.keys.key_set import ErasedKeys
 
     names = ErasedKeys.of([n.encode() for n in header_names]) if header_names else None
 

@@ -62,7 +62,8 @@ _SPEC_FLAGS: dict[str, tuple[Any, str]] = {
 
 
 def run(args: argparse.Namespace) -> int:
-    from segment_io.generate import TopicSpec, default_specs, generate_log_dir, scaled, spec_problems
+    from segment_io.generate import generate_log_dir
+    from segment_io.generate_spec import TopicSpec, default_specs, scaled, spec_problems
     from segment_io.storage import open_storage
 
     overrides = {name: getattr(args, name) for name in _SPEC_FLAGS if getattr(args, name) is not None}

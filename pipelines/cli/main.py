@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console.set_level(console.QUIET if args.quiet else console.VERBOSE if args.verbose else console.NORMAL)
     faults.arm()
-    # Until a run installs its own handlers (runtime.session), SIGTERM stops the process as Ctrl-C
+    # Until a run installs its own handlers (runtime.stop), SIGTERM stops the process as Ctrl-C
     # does: nothing has been written yet, and the scheduler is told 143, not killed by a signal.
     signal.signal(signal.SIGTERM, _terminate)
     try:
@@ -110,9 +110,9 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def _signal_that_stopped() -> int | None:
-    if "pipelines.runtime.session" not in sys.modules:  # Spark never started
+    if "pipelines.runtime.stop" not in sys.modules:  # Spark never started
         return None
-    from pipelines.runtime.session import stopped_by
+    from pipelines.runtime.stop import stopped_by
 
     return stopped_by()
 
@@ -122,8 +122,8 @@ def _stopped(terminated: bool) -> int:
     that arrives during a publication lets it finish), and the exit code of the signal."""
     what = "terminated" if terminated else "interrupted"
     done: list[str] = []
-    if "pipelines.runtime.session" in sys.modules:
-        from pipelines.runtime.session import published
+    if "pipelines.runtime.stop" in sys.modules:
+        from pipelines.runtime.stop import published
 
         done = published()
     said = f"published before the stop: {', '.join(done)}" if done else "nothing was published"

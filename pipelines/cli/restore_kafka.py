@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.runtime.faults import fault_point
-    from pipelines.runtime.session import publishing, stop_handlers
+    from pipelines.runtime.stop import publishing, stop_handlers
     from segment_io.kafka_restore import restore_into_kafka
     from segment_io.text import counted
 

@@ -13,7 +13,8 @@ from pipelines.cli.spark_args import (
     spark_on_demand,
     workers_for,
 )
-from pipelines.config.jobfile import CLEAN_STEPS, STEPS, JobFile
+from pipelines.config.job_schema import CLEAN_STEPS, STEPS
+from pipelines.config.jobfile import JobFile
 from pipelines.errors import EXIT_OK, ConfigError
 
 
@@ -39,7 +40,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.clock import clock_ms, iso
-    from pipelines.config.jobfile import load_job_file, schema_table
+    from pipelines.config.job_schema import schema_table
+    from pipelines.config.jobfile import load_job_file
     from pipelines.run.runner import chosen_units, unit_name
     from pipelines.run.state import open_state
 
@@ -99,11 +101,11 @@ def _refuse_before_spark(job: JobFile) -> None:
     if job.cleans or job.erases:
         source_topics(job.source, job.configs, job.topics.patterns)
     if job.erase is not None:
-        from pipelines.jobs.erase.key_list import checked_key_list
+        from pipelines.keys.key_list import checked_key_list
 
         checked_key_list(job.erase.keys, job.erase.key_format, console.say)
         if job.erase.secret_file is not None:
-            from pipelines.jobs.erase.key_digest import read_secret
+            from pipelines.keys.key_digest import read_secret
 
             read_secret(job.erase.secret_file)
     if job.suites:

@@ -74,7 +74,9 @@ def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
     """The SparkSession of a job run from the command line (classic, or Spark Connect), its
     start-up noise held back; the master is checked (and Spark settings parsed) before anything
     starts; `job_modules` are imported while Spark starts."""
-    from pipelines.runtime.session import check_master, remote_url, spark_for_command, spark_settings
+    from pipelines.runtime.command import spark_for_command
+    from pipelines.runtime.connect import remote_url
+    from pipelines.runtime.session import check_master, spark_settings
 
     settings = spark_settings(args.conf)
     remote = remote_url(args.master, args.spark_remote)
@@ -91,8 +93,9 @@ def spark_run(args: argparse.Namespace, *job_modules: str) -> Iterator[Any]:
 def local_master_cores(args: argparse.Namespace) -> int | None:
     """The cores of the run's master where it is local and work may run in the driver's own
     processes (runtime.local_workers), else None (the settings are checked on the way)."""
+    from pipelines.runtime.connect import remote_url
     from pipelines.runtime.local_workers import local_cores
-    from pipelines.runtime.session import remote_url, spark_settings
+    from pipelines.runtime.session import spark_settings
     from pipelines.runtime.tasks import driver_work
 
     settings = spark_settings(args.conf)
@@ -111,7 +114,8 @@ def spark_on_demand(
     before anything starts either way, and Ctrl-C and SIGTERM stop the run from the start."""
     from pipelines.runtime.faults import fault_point
     from pipelines.runtime.local_workers import LocalWorkers
-    from pipelines.runtime.session import LazySpark, check_master, interrupt_cancels_jobs
+    from pipelines.runtime.session import LazySpark, check_master
+    from pipelines.runtime.stop import interrupt_cancels_jobs
 
     fault_point("before-spark")  # refusals done, nothing written, no Spark and no run handlers yet
     cores = local_master_cores(args)

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("tier --expire takes one argument, the remote tier's URL")
         _refuse_ignored(args)
         from pipelines.jobs.tier.expire import expire
-        from pipelines.runtime.session import stop_handlers
+        from pipelines.runtime.stop import stop_handlers
 
         stop_handlers()  # no Spark: a stop ends the run between two removals (each one whole)
         expire(args.paths[0], config, console.say, args.dry_run)

@@ -95,8 +95,8 @@ def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
-    from pipelines.jobs.erase.key_digest import read_secret
-    from pipelines.jobs.erase.key_list import checked_key_list
+    from pipelines.keys.key_digest import read_secret
+    from pipelines.keys.key_list import checked_key_list
 
     if not args.against or args.remote or args.suite:
         raise ConfigError(

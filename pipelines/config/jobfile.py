@@ -1,9 +1,7 @@
 """Job files (`conf/jobs/*.yaml`): one maintenance job — a log directory, what to keep of it, and
-the steps to run over it in order. One schema (`JOB_KEYS`, `SPARK_KEYS`, `AIRFLOW_KEYS`) says
-every key, its type and meaning; the loader, `segpipe run --schema` and the README's table read
-it. A file is refused before any work with its line and the reason (unknown key, unknown step,
-missing path), so a scheduled run never starts half-configured.
-"""
+the steps to run over it in order — loaded as its one schema (config/job_schema.py) says. A file
+is refused before any work with its line and the reason (unknown key, unknown step, missing
+path), so a scheduled run never starts half-configured."""
 
 from __future__ import annotations
 
@@ -11,127 +9,36 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import yaml
 
 from pipelines.config.job import JobConfig
+from pipelines.config.job_schema import (
+    AIRFLOW_KEYS,
+    CLEAN_STEPS,
+    CUT_KEYS,
+    CUT_SUFFIX,
+    ERASE_KEYS,
+    ERASED_SUFFIX,
+    JOB_KEYS,
+    RUN_PLACEHOLDER,
+    SPARK_KEYS,
+    STEPS,
+    WRITING_STEPS,
+    AirflowSettings,
+    CutSettings,
+    EraseSettings,
+    Key,
+    SparkSettings,
+)
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.config.selection import TopicSelection
+from pipelines.config.yaml_node import YamlNode, keyed
 from pipelines.errors import ConfigError
-
-# The steps a job may name, in the only order they can run: a cut takes the log back to a moment
-# first (Kafka's truncation comes before its cleaning), erasure takes listed keys out next
-# (what a clean keeps must not bring them back), retention and compaction make the output (one
-# pass over the data when both are named: Kafka applies both in one cleaning cycle), validation
-# proves it before tiering moves it, expiry deletes what tiering left unreferenced.
-STEPS = ("cut", "erase", "retention", "compact", "validate", "tier", "expire")
-WRITING_STEPS = ("cut", "erase", "retention", "compact")
-CLEAN_STEPS = ("retention", "compact")
-RUN_PLACEHOLDER = "{run}"
-# Where an erase followed by a clean writes, beside the output (kept: validate proves the clean from
-# it); likewise a cut followed by an erase or a clean (removed once an erase is done: it holds the
-# listed keys' records, run/runner.py release_cut).
-ERASED_SUFFIX = ".erased"
-CUT_SUFFIX = ".cut"
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key of the schema: its name, type (as the README writes it), and meaning."""
-
-    name: str
-    type: str
-    doc: str
-    required: bool = False
-
-
-JOB_KEYS: tuple[Key, ...] = (
-    Key("name", "string", "the job's name ([A-Za-z0-9_.-]); its DAG is `segpipe_<name>`", required=True),
-    Key("source", "path or URL", "the log directory the job reads; no step modifies it",
-        required=True),
-    Key("steps", "list", f"what runs, in this order: any of {', '.join(STEPS)}", required=True),
-    Key("output", "path or URL", "where cut/erase/retention/compact write the log directory (absent or "
-        f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name; a cut followed by another of them "
-        f"writes `<output>{CUT_SUFFIX}`, an erase followed by retention or compact "
-        f"`<output>{ERASED_SUFFIX}`, which the next reads. Needed by cut, erase, retention and compact"),
-    Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
-    Key("kafka_tier", "path or URL", "the source is a Kafka broker's log directory whose tiered topics "
-        "(KIP-405) are read with their remote segments: the broker's tiered-storage settings (its "
-        "server.properties, or its remote.*, rlmm.* and rsm.* lines), as `--kafka-tier`. Not with tier "
-        "or expire on the source itself"),
-    Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
-    Key("cut", "map", "where the cut step cuts each partition (keys below). Needed by cut"),
-    Key("erase", "map", "what the erase step removes (keys below). Needed by erase"),
-    Key("suites", "list", "great-expectations suite files (JSON, as GE saves them; paths or URLs) the "
-        "validate step also runs over the records of the topics each names. Needs validate"),
-    Key("configs", "map", "Kafka topic configs: `defaults:` and `topics:` maps, as in `--config` files"),
-    Key("now", "epoch ms or ISO-8601", "the `now` of every time rule; default: the clock when the run first "
-        "starts (kept in the state file, so a resumed run uses the same; `tier` then refuses to delete by "
-        "Kafka's default retention.ms). Expiry's grace period runs on the wall clock either way"),
-    Key("state", "path or URL", "the run's state file; default: beside the output (`<output>.run.json`), "
-        "else beside the remote tier, else beside the source"),
-    Key("spark", "map", "how steps run on Spark (keys below)"),
-    Key("airflow", "map", "how the maintenance DAG schedules the job (keys below)"),
-)  # fmt: skip
-CUT_KEYS: tuple[Key, ...] = (
-    Key("until_offset", "integer ≥ 0", "keep each partition's batches that end below this offset"),
-    Key("until_time", "epoch ms or ISO-8601", "cut each partition at its first record at or after this time "
-        "(Kafka's ListOffsets); one of until_offset and until_time"),
-)  # fmt: skip
-ERASE_KEYS: tuple[Key, ...] = (
-    Key("keys", "path or URL", "the key list: one key per line, or a Parquet or CSV file with a `key` column",
-        required=True),
-    Key("key_format", "string", "utf8 (the default), hex or base64: how a key is written in a text list"),
-    Key("also_in_headers", "list", "header names: a record whose header carries a listed key goes too"),
-    Key("secret_file", "path or URL", "a file holding the secret (≥ 16 bytes) the evidence names keys under "
-        "(HMAC-SHA-256); default: one made for the run and kept nowhere"),
-)  # fmt: skip
-SPARK_KEYS: tuple[Key, ...] = (
-    Key("master", "string", "Spark master for `segpipe run` (default: local[*]; spark-submit's own wins)"),
-    Key("connection", "string", "the Airflow Spark connection the DAG submits with (default: spark_default)"),
-    Key("conf", "map", "Spark settings (`spark.*`) for every step"),
-)
-AIRFLOW_KEYS: tuple[Key, ...] = (
-    Key("schedule", "string", "cron expression or preset (default: @daily)"),
-    Key("start_date", "ISO-8601 date", "first logical date (default: 2026-01-01)"),
-    Key("retries", "integer ≥ 0", "retries of a failed step task (default: 2)"),
-    Key("retry_delay_minutes", "integer ≥ 0", "wait before a retry (default: 5)"),
-    Key("timeout_minutes", "integer ≥ 1", "a step task's time-out (default: 120)"),
-)
-
-
-@dataclass(frozen=True)
-class CutSettings:
-    until_offset: int | None = None
-    until_time: int | None = None
-
-
-@dataclass(frozen=True)
-class EraseSettings:
-    keys: str
-    key_format: str = "utf8"
-    also_in_headers: tuple[str, ...] = ()
-    secret_file: str | None = None
-
-
-@dataclass(frozen=True)
-class SparkSettings:
-    master: str | None = None
-    connection: str = "spark_default"
-    conf: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AirflowSettings:
-    schedule: str = "@daily"
-    start_date: str = "2026-01-01"
-    retries: int = 2
-    retry_delay_minutes: int = 5
-    timeout_minutes: int = 120
 
 
 @dataclass(frozen=True)
@@ -236,72 +143,12 @@ class JobFile:
         return replace(self, output=sub(self.output), remote=sub(self.remote), state=sub(self.state) or "")
 
 
-class _Node:
-    """A YAML node with the file it came from, for refusals that name the line."""
-
-    def __init__(self, file: str, node: yaml.Node) -> None:
-        self.file, self.node = file, node
-
-    def where(self) -> str:
-        return f"{self.file}:{self.node.start_mark.line + 1}"
-
-    def refuse(self, reason: str) -> ConfigError:
-        return ConfigError(f"{self.where()}: {reason}")
-
-    def value(self) -> Any:
-        return yaml.SafeLoader(yaml.safe_dump(None)).construct_object(self.node, deep=True)
-
-    def mapping(self, what: str) -> dict[str, _Node]:
-        if not isinstance(self.node, yaml.MappingNode):
-            raise self.refuse(f"{what} must be a map")
-        out: dict[str, _Node] = {}
-        for key, val in self.node.value:
-            name = str(_Node(self.file, key).value())
-            if name in out:
-                raise _Node(self.file, key).refuse(f"{what}: '{name}' appears twice")
-            out[name] = _Node(self.file, val)
-            out[name].key_node = key  # type: ignore[attr-defined]
-        return out
-
-    def string(self, what: str) -> str:
-        """A scalar as written (a date or a number is kept as its text)."""
-        bad_tags = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool")
-        if not isinstance(self.node, yaml.ScalarNode) or self.node.tag in bad_tags or not self.node.value:
-            raise self.refuse(f"{what} must be a non-empty string")
-        return str(self.node.value)
-
-    def strings(self, what: str) -> list[str]:
-        if not isinstance(self.node, yaml.SequenceNode):
-            raise self.refuse(f"{what} must be a list")
-        return [_Node(self.file, item).string(f"an item of {what}") for item in self.node.value]
-
-    def integer(self, what: str, minimum: int) -> int:
-        value = self.value()
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise self.refuse(f"{what} must be an integer ≥ {minimum}")
-        return value
-
-
-def _keys(node: _Node, keys: tuple[Key, ...], what: str) -> dict[str, _Node]:
-    """The map at `node`, refusing unknown keys (with their line) and missing required ones."""
-    items = node.mapping(what)
-    known = {k.name for k in keys}
-    for name, item in items.items():
-        if name not in known:
-            line = _Node(node.file, item.key_node)  # type: ignore[attr-defined]
-            raise line.refuse(f"unknown key '{name}' in {what} (the keys are: {', '.join(sorted(known))})")
-    for key in keys:
-        if key.required and key.name not in items:
-            raise node.refuse(f"{what} needs '{key.name}' ({key.doc})")
-    return items
-
-
-def _steps(node: _Node) -> tuple[str, ...]:
+def _steps(node: YamlNode) -> tuple[str, ...]:
     if not isinstance(node.node, yaml.SequenceNode) or not node.node.value:
         raise node.refuse(f"steps must be a non-empty list of: {', '.join(STEPS)}")
     steps: list[str] = []
     for item in node.node.value:
-        at = _Node(node.file, item)
+        at = YamlNode(node.file, item)
         step = at.string("a step")
         if step not in STEPS:
             raise at.refuse(f"unknown step '{step}' (the steps are: {', '.join(STEPS)})")
@@ -328,11 +175,11 @@ def _exists(url: str) -> bool:
     return bool(storage.exists(path))
 
 
-def _configs(node: _Node) -> JobConfig:
+def _configs(node: YamlNode) -> JobConfig:
     items = node.mapping("configs")
     for name, item in items.items():
         if name not in ("defaults", "topics"):
-            raise _Node(node.file, item.key_node).refuse(  # type: ignore[attr-defined]
+            raise YamlNode(node.file, item.key_node).refuse(  # type: ignore[attr-defined]
                 f"unknown key '{name}' in configs (the keys are: defaults, topics)"
             )
     maps = {"defaults": items["defaults"].mapping("configs.defaults")} if "defaults" in items else {}
@@ -356,11 +203,11 @@ def _configs(node: _Node) -> JobConfig:
         raise node.refuse(str(exc)) from None
 
 
-def _section(node: _Node | None, keys: tuple[Key, ...], what: str) -> dict[str, _Node]:
-    return {} if node is None else _keys(node, keys, what)
+def _section(node: YamlNode | None, keys: tuple[Key, ...], what: str) -> dict[str, YamlNode]:
+    return {} if node is None else keyed(node, keys, what)
 
 
-def _spark(node: _Node | None) -> SparkSettings:
+def _spark(node: YamlNode | None) -> SparkSettings:
     items = _section(node, SPARK_KEYS, "spark")
     conf: dict[str, str] = {}
     if "conf" in items:
@@ -377,7 +224,7 @@ def _spark(node: _Node | None) -> SparkSettings:
     )
 
 
-def _airflow(node: _Node | None) -> AirflowSettings:
+def _airflow(node: YamlNode | None) -> AirflowSettings:
     items = _section(node, AIRFLOW_KEYS, "airflow")
     defaults = AirflowSettings()
     integer: Callable[[str, int], int] = lambda name, low: (  # noqa: E731
@@ -416,8 +263,8 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     if root is None:
         raise ConfigError(f"{path}: empty job file")
-    top = _Node(path, root)
-    items = _keys(top, JOB_KEYS, "the job")
+    top = YamlNode(path, root)
+    items = keyed(top, JOB_KEYS, "the job")
     base = os.path.dirname(os.path.abspath(path))
     name = items["name"].string("name")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
@@ -501,7 +348,7 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     )  # fmt: skip
 
 
-def _cut(node: _Node) -> CutSettings:
+def _cut(node: YamlNode) -> CutSettings:
     items = _section(node, CUT_KEYS, "cut")
     if ("until_offset" in items) == ("until_time" in items):
         raise node.refuse("cut: exactly one of until_offset and until_time")
@@ -520,7 +367,7 @@ def _cut(node: _Node) -> CutSettings:
         raise items["until_time"].refuse(str(exc)) from None
 
 
-def _erase(node: _Node | None, base: str, check_source: bool) -> EraseSettings:
+def _erase(node: YamlNode | None, base: str, check_source: bool) -> EraseSettings:
     items = _section(node, ERASE_KEYS, "erase")
     keys = _resolve(items["keys"].string("erase.keys"), base)
     if check_source and not _exists(keys):
@@ -539,18 +386,3 @@ def _erase(node: _Node | None, base: str, check_source: bool) -> EraseSettings:
     if secret is not None and check_source and not _exists(secret):
         raise items["secret_file"].refuse(f"erase.secret_file {secret}: no such file")
     return EraseSettings(keys, key_format, headers, secret)
-
-
-def schema_table() -> list[str]:
-    """The schema as Markdown table rows (the README's table is checked against these)."""
-    rows = ["| key | type | meaning |", "|---|---|---|"]
-    for prefix, keys in (
-        ("", JOB_KEYS),
-        ("cut.", CUT_KEYS),
-        ("erase.", ERASE_KEYS),
-        ("spark.", SPARK_KEYS),
-        ("airflow.", AIRFLOW_KEYS),
-    ):
-        for k in keys:
-            rows.append(f"| `{prefix}{k.name}`{' (required)' if k.required else ''} | {k.type} | {k.doc} |")
-    return rows

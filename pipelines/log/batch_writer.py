@@ -22,6 +22,7 @@ from segment_io.format.constants import (
     TIMESTAMP_TYPE_MASK,
     Codec,
 )
+from segment_io.format.record_columns import RecordColumns
 from segment_io.index import AbortedTxn
 from segment_io.segment.framing import Framed
 from segment_io.segment.reader import SegmentReader
@@ -303,7 +304,7 @@ def convert_legacy(
         length = int(lengths[r])
         return None if length < 0 else data[int(starts[r]) : int(starts[r]) + length].tobytes()
 
-    cols = rec.RecordColumns.from_records(
+    cols = RecordColumns.from_records(
         [
             (
                 int(framed.offset[r]) - base,

@@ -114,7 +114,7 @@ def scan_stage(
     """The scan stage of a job's `run` (its timer, its Spark): SRC scanned, each partition left out
     for bad data said in the log (`on_corrupt` skip-partition; fail raises), then a stop point."""
     from pipelines.runtime.faults import fault_point
-    from pipelines.runtime.session import raise_if_stopped
+    from pipelines.runtime.stop import raise_if_stopped
 
     with run.timer.stage("scan"):
         scanned = scan_log(run.spark, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)

@@ -17,7 +17,7 @@ from pipelines.clock import clock_ms
 from pipelines.log.scanned import scan_log
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.layout import CLEANER_CHECKPOINT, INCOMPLETE, META_DIR
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier

@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipelines.clock import iso
-from pipelines.config.jobfile import CLEAN_STEPS, JobFile
+from pipelines.config.job_schema import CLEAN_STEPS
+from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError, ValidationFailed
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.session import raise_if_stopped
+from pipelines.runtime.stop import raise_if_stopped
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
     from pipelines.jobs.clean.request import CleanRequest
@@ -110,8 +111,8 @@ def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
 def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
     """The erase step of `job`: its source (or what its cut step wrote) into its erased log
     directory, the job's topics only."""
-    from pipelines.jobs.erase.key_digest import read_secret
     from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.keys.key_digest import read_secret
     from segment_io.storage import Location
 
     assert job.erase is not None
@@ -303,8 +304,8 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
 def _erasure_gate(spark: Any, job: JobFile, log: Log) -> Callable[[Any, Any], None]:
     """The erase step's proof of its staged output against what it read (validate --erased),
     raising ValidationFailed before anything is published."""
-    from pipelines.jobs.erase.keys import ErasedKeys
     from pipelines.jobs.erase.proof import failures, prove_erasure
+    from pipelines.keys.key_set import ErasedKeys
 
     assert job.erase is not None
     names = (

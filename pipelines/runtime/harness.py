@@ -25,7 +25,8 @@ from pipelines.output.staging import Staging
 from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
-from pipelines.runtime.session import LazySpark, preload_in_workers, publishing, settle
+from pipelines.runtime.session import LazySpark, preload_in_workers
+from pipelines.runtime.stop import publishing, settle
 from segment_io.layout import list_log_dir
 
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from segment_io.errors import CorruptBatch
-from segment_io.format import records as rec
 from segment_io.format.batch import LegacyEntry, parse_legacy_entry
 from segment_io.format.compression import decompress
 from segment_io.format.constants import LOG_OVERHEAD, MIN_ENTRY_SIZE, NO_TIMESTAMP, Codec
+from segment_io.format.record_columns import RecordColumns
 
 
 def _legacy_records(
@@ -78,7 +78,7 @@ def legacy_section(path: str, buf: np.ndarray, pos: int, size: int) -> LegacySec
     """The entry at `pos` (`size` bytes) converted; malformed entries raise CorruptBatch."""
     inner, la, wrapper_ts = _legacy_records(path, buf, pos, size)
     first, first_ts = inner[0][0], inner[0][1]
-    cols = rec.RecordColumns.from_records(
+    cols = RecordColumns.from_records(
         [(o - first, (t - first_ts) if t >= 0 and first_ts >= 0 else 0, kk, v, []) for o, t, kk, v in inner]
     )
     no_timestamp = first_ts < 0 or (not la and any(t < 0 for _, t, _, _ in inner))

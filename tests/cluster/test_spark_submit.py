@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from segment_io.generate import default_specs, generate_log_dir, scaled
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import default_specs, scaled
 from segment_io.storage import open_storage
 from tests.cluster.standalone import Cluster
 from tests.helpers import kill_group, run_segpipe

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import TopicSpec
 from segment_io.storage import open_storage
 from tests.helpers import run_segpipe
 

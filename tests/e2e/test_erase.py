@@ -18,9 +18,10 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from pipelines.jobs.erase.key_list import KEY_BROADCAST_ENV
+from pipelines.keys.key_list import KEY_BROADCAST_ENV
 from pipelines.runtime.tasks import DRIVER_WORK_ENV
-from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import TopicSpec
 from segment_io.storage import open_storage
 from tests.helpers import files_of, lock_held, read_log, run_segpipe
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from segment_io.generate import default_specs, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import default_specs
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import open_storage
 from tests.helpers import read_log, run_segpipe

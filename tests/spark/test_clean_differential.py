@@ -14,7 +14,8 @@ from kafka.record.memory_records import MemoryRecords
 
 import pipelines
 from pipelines.config import JobConfig
-from segment_io.generate import DEFAULT_START_MS, TopicSpec, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import DEFAULT_START_MS, TopicSpec
 from segment_io.partition import inspect_log_dir
 from segment_io.storage import open_storage
 from tests.helpers import files_of, read_log

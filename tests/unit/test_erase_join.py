@@ -15,9 +15,9 @@ import pytest
 from pipelines.errors import ConfigError
 from pipelines.jobs.erase import join
 from pipelines.jobs.erase.join import ListedRecords, SegmentMatches, run_joined
-from pipelines.jobs.erase.key_digest import KeyDigest
-from pipelines.jobs.erase.key_list import KeyList
-from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
+from pipelines.keys.key_digest import KeyDigest
+from pipelines.keys.key_list import KeyList
+from pipelines.keys.key_set import ErasedKeys, matched_entries
 from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.session import LazySpark
 from segment_io.layout import list_log_dir

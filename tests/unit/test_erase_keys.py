@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.errors import ConfigError
-from pipelines.jobs.erase.key_list import KeyList, read_key_list
-from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
 from pipelines.jobs.erase.plan import retain_empty
+from pipelines.keys.key_list import KeyList, read_key_list
+from pipelines.keys.key_set import ErasedKeys, matched_entries
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import open_storage
 from tests.helpers import v2_batch, write_segment
@@ -78,7 +78,7 @@ def test_bad_lists_are_refused_with_where(tmp_path: Path) -> None:
 
 
 def test_lines_padded_with_whitespace_are_warned_of_by_line_number(tmp_path: Path) -> None:
-    from pipelines.jobs.erase.key_list import checked_key_list
+    from pipelines.keys.key_list import checked_key_list
 
     listed = tmp_path / "k.txt"
     listed.write_bytes(b"alice\n bob\ncarol \r\n\ndave\n\teve\nfrank\t\ng \nh \ni \n")
@@ -120,7 +120,7 @@ def test_a_line_list_read_in_parts_is_the_list_read_whole(
     keys = dataclasses.replace(keys, size=keys.size_on_disk)
     parts = [dataclasses.replace(p, lo=lo, hi=hi) for p, (lo, hi) in zip(
         keys.parts(1) * count, _cuts(len(raw), count), strict=True)]  # fmt: skip
-    import pipelines.jobs.erase.key_list as key_list
+    import pipelines.keys.key_list as key_list
 
     saved = key_list.LINE_READ_BYTES
     key_list.LINE_READ_BYTES = read_bytes
@@ -164,7 +164,7 @@ def test_digests_are_hmac_sha256_of_the_key_bytes_under_the_secret() -> None:
     import hashlib
     import hmac
 
-    from pipelines.jobs.erase.key_digest import KeyDigest
+    from pipelines.keys.key_digest import KeyDigest
 
     secret = b"sixteen or more bytes"
     found = ErasedKeys.of(KEYS)

@@ -9,7 +9,8 @@ import pytest
 
 from segment_io.format.batch import build_v2_batch, last_sequence, parse_v2_header
 from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK
-from segment_io.format.records import RecordColumns, encode_records
+from segment_io.format.record_columns import RecordColumns
+from segment_io.format.records import encode_records
 from segment_io.segment.framing import frame_records
 from segment_io.segment.scan import scan_buffer
 from segment_io.segment.sections import read_sections

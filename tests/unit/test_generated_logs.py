@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import TopicSpec
 from segment_io.index import IndexBuilder, build_indexes, read_txn_index
 from segment_io.layout import list_log_dir
 from segment_io.partition import inspect_log_dir, scan_partition

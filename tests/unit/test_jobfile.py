@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config.jobfile import load_job_file, schema_table
+from pipelines.config.job_schema import schema_table
+from pipelines.config.jobfile import load_job_file
 from pipelines.config.selection import TopicSelection
 from pipelines.errors import ConfigError
 from pipelines.run.runner import clean_request, tier_request, validate_request

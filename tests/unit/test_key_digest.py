@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.jobs.erase.key_digest import KeyDigest, hex_lines, sha256_rows
+from pipelines.keys.key_digest import KeyDigest, hex_lines, sha256_rows
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.config import JobConfig, TopicConfig
-from pipelines.jobs.clean.plan import BatchRetention, Checkpoints, PartitionPlan, plan_partition
+from pipelines.log.plan import BatchRetention, Checkpoints, PartitionPlan, plan_partition
 from pipelines.log.scan import ScannedSegment
 from segment_io.format.constants import ControlType
 from segment_io.index import AbortedTxn

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segment_io.format.constants import DEFAULT_INDEX_INTERVAL_BYTES
-from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import TopicSpec
 from segment_io.layout import PartitionListing, list_log_dir
 from segment_io.segment.arrow import RECORD_SCHEMA
 from segment_io.segment.list_offsets import offset_for_time

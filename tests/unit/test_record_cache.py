@@ -13,7 +13,8 @@ import pytest
 from pipelines.jobs.clean import record_cache
 from pipelines.jobs.clean.keymap import KeyTask, extract_keys
 from pipelines.jobs.clean.record_cache import RecordCache
-from segment_io.generate import TopicSpec, generate_log_dir
+from segment_io.generate import generate_log_dir
+from segment_io.generate_spec import TopicSpec
 from segment_io.layout import list_partition
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import open_storage

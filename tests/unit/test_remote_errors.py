@@ -12,7 +12,7 @@ from segment_io.errors import CorruptBatch
 pytestmark = pytest.mark.unit
 
 TRACEBACK = """org.apache.spark.api.python.PythonException: Traceback (most recent call last):
-  File "/work/pipelines/jobs/erase/key_list.py", line 180, in read
+  File "/work/pipelines/keys/key_list.py", line 180, in read
 {last}
 """
 

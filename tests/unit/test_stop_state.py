@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from pipelines.errors import Terminated
-from pipelines.runtime import session
-from pipelines.runtime.session import LazySpark, interrupt_cancels_jobs, published, publishing
+from pipelines.runtime import stop
+from pipelines.runtime.session import LazySpark
+from pipelines.runtime.stop import interrupt_cancels_jobs, published, publishing
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +28,7 @@ def handled() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, before[0])
         signal.signal(signal.SIGTERM, before[1])
-        session.begin_run()
+        stop.begin_run()
 
 
 def test_a_stop_during_a_publication_is_held_until_it_is_done(handled: None) -> None:
@@ -46,7 +47,7 @@ def test_a_stop_after_one_publication_still_stops_the_run(handled: None) -> None
         for _ in range(1000):  # the handler runs at the next bytecode boundary
             pass
     assert not isinstance(stopped.value, Terminated)
-    assert session.stopped_by() == signal.SIGINT
+    assert stop.stopped_by() == signal.SIGINT
     # The next publication of a stopped run does not begin.
     with pytest.raises(KeyboardInterrupt), publishing("second step's output"):
         raise AssertionError("a stopped run published")
@@ -56,8 +57,8 @@ def test_a_stop_after_one_publication_still_stops_the_run(handled: None) -> None
 def test_a_new_run_starts_with_no_stop(handled: None) -> None:
     with pytest.raises(Terminated), publishing("a"):
         os.kill(os.getpid(), signal.SIGTERM)
-    session.begin_run()
-    assert session.stopped_by() is None and published() == []
+    stop.begin_run()
+    assert stop.stopped_by() is None and published() == []
     with publishing("b"):
         pass
     assert published() == ["b"]

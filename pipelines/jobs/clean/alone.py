@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pipelines.jobs.clean.keymap import GroupBounds, KeyBlock, KeyTask, NullKeys, extract_keys, reduce_keys
-from pipelines.jobs.clean.plan import GroupPlan
 from pipelines.jobs.clean.record_cache import RecordCache
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
+from pipelines.log.plan import GroupPlan
 
 # A partition with at most this many keyed records in its cleanable range is compacted in one
 # task: the reduce side holds its dirty keys and its clean section's keyed records (tens of

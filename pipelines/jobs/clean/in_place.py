@@ -18,7 +18,7 @@ from pipelines.output.report import RunReport
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import preflight
-from pipelines.runtime.session import raise_if_stopped, withdraw
+from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url

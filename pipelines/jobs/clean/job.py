@@ -19,11 +19,11 @@ from pipelines.config.terms import Gate, Terms
 from pipelines.jobs.clean.alone import AlonePartition, alone_partitions, compact_alone
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
-from pipelines.jobs.clean.plan import GroupPlan, PartitionPlan, plan_log, plan_table
 from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
+from pipelines.log.plan import GroupPlan, PartitionPlan, plan_log, plan_table
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_new_file
@@ -34,7 +34,8 @@ from pipelines.runtime import progress
 from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.faults import is_armed
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
-from pipelines.runtime.session import LazySpark, raise_if_stopped
+from pipelines.runtime.session import LazySpark
+from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR
 from segment_io.storage import Location, Place

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipelines.jobs.clean.plan import PartitionPlan
 from pipelines.jobs.clean.rewrite import GroupStats
+from pipelines.log.plan import PartitionPlan
 from pipelines.log.scan import ScannedSegment
 from pipelines.output.report import PartitionMetrics
 

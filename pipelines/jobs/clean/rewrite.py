@@ -14,9 +14,9 @@ import numpy as np
 
 from pipelines.config import TopicConfig
 from pipelines.jobs.clean.keymap import NullKeys, Survivors, Tombstones
-from pipelines.jobs.clean.plan import GroupPlan
 from pipelines.jobs.clean.record_cache import RecordCache, frame_chunk
 from pipelines.log.batch_writer import BatchRetention, InputSegment, OutputSegment, WriteCounts, write_chunk
+from pipelines.log.plan import GroupPlan
 from pipelines.runtime.faults import fault_point
 from segment_io.format.compression import CompressionLevels
 from segment_io.format.constants import INT32_MAX

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 
-from pipelines.jobs.clean.plan import PartitionPlan
+from pipelines.log.plan import PartitionPlan
 from pipelines.log.scan import ScannedSegment
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.staging import Staging

@@ -3,7 +3,7 @@ segments whose age comes from a file time."""
 
 from __future__ import annotations
 
-from pipelines.jobs.clean.plan import PartitionPlan
+from pipelines.log.plan import PartitionPlan
 from pipelines.log.retention import emptied_warning
 from pipelines.log.scan import ScannedSegment
 from segment_io.topic_partition import TopicPartition

@@ -29,7 +29,7 @@ from pipelines.output.report import write_json_report
 from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, REPORT, Staging
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
-from pipelines.runtime.session import raise_if_stopped
+from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
 from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
 from segment_io.index import read_txn_index

@@ -1,5 +1,5 @@
 """An erase's report: the evidence of what it removed, without the keys. Each listed key is named
-by the HMAC-SHA-256 of its bytes under the operator's secret (jobs/erase/key_digest.py), which the
+by the HMAC-SHA-256 of its bytes under the operator's secret (keys/key_digest.py), which the
 report names by a fingerprint only; per key, the records removed and from which partitions and offset
 ranges; the keys found nowhere; per partition, the totals; the run's identity."""
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.jobs.erase.key_digest import DIGEST, KeyDigest
-from pipelines.jobs.erase.key_list import KeyList
-from pipelines.jobs.erase.keys import ErasedKeys
 from pipelines.jobs.erase.segment import SegmentErasure
+from pipelines.keys.key_digest import DIGEST, KeyDigest
+from pipelines.keys.key_list import KeyList
+from pipelines.keys.key_set import ErasedKeys
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pipelines.output.remote_commit import commit_staged, remove_finished_stagin
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import preflight
-from pipelines.runtime.session import raise_if_stopped, withdraw
+from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_ERASE
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url

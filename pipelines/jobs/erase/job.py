@@ -12,19 +12,19 @@ from typing import Any
 
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
 from pipelines.jobs.erase.join import JoinedKeys, run_joined
-from pipelines.jobs.erase.key_digest import EPHEMERAL_NOTE, KeyDigest
-from pipelines.jobs.erase.key_list import KeyList, checked_key_list
-from pipelines.jobs.erase.keys import ErasedKeys
 from pipelines.jobs.erase.plan import retain_empty
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure, erase_segment
+from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
+from pipelines.keys.key_list import KeyList, checked_key_list
+from pipelines.keys.key_set import ErasedKeys
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, NOT_FOUND_DIR, NOT_FOUND_SUFFIX, REPORT, Staging
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
-from pipelines.runtime.session import raise_if_stopped
+from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
 from segment_io.storage import Location, Place, transfer

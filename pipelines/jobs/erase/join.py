@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pipelines.jobs.erase.key_digest import KeyDigest, hex_lines
-from pipelines.jobs.erase.key_list import KeyList, KeyListPart, refused_empty
-from pipelines.jobs.erase.keys import ErasedKeys, key_rows, named_header_values
+from pipelines.keys.key_digest import KeyDigest, hex_lines
+from pipelines.keys.key_list import KeyList, KeyListPart, refused_empty
+from pipelines.keys.key_set import ErasedKeys, key_rows, named_header_values
 from pipelines.log.keytable import EMPTY, KeyRows, hash_keys
 from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.tasks import packs

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pipelines.jobs.erase.join import ListedRecords, run_joined
-from pipelines.jobs.erase.key_list import KeyList
-from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
+from pipelines.keys.key_list import KeyList
+from pipelines.keys.key_set import ErasedKeys, matched_entries
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.format import records as rec

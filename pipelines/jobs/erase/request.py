@@ -13,14 +13,14 @@ from segment_io.storage import Location
 from segment_io.storage.location import locate
 
 if TYPE_CHECKING:
-    from pipelines.jobs.erase.key_digest import KeyDigest
-    from pipelines.jobs.erase.key_list import KeyList
-    from pipelines.jobs.erase.keys import ErasedKeys
+    from pipelines.keys.key_digest import KeyDigest
+    from pipelines.keys.key_list import KeyList
+    from pipelines.keys.key_set import ErasedKeys
 
 
 @dataclass(frozen=True, kw_only=True)
 class EraseRequest:
-    """An erase of the keys listed in `keys` (a file: see pipelines.jobs.erase.keys) from the log
+    """An erase of the keys listed in `keys` (a file: see pipelines.keys.key_set) from the log
     directory `src` into `dst` (absent or empty).
 
     `header_names`: a record is also erased when a header of one of these names carries a listed

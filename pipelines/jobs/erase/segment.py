@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipelines.jobs.erase.join import ListedRecords
-from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
+from pipelines.keys.key_set import ErasedKeys, matched_entries
 from pipelines.log.batch_writer import BatchRetention, InputSegment, OutputSegment, WriteCounts, write_chunk
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.runtime.faults import fault_point

@@ -36,7 +36,7 @@ from pipelines.output.remote_upload import partition_files, upload_all, upload_t
 from pipelines.output.report import StageTimer, write_json_report
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run
-from pipelines.runtime.session import publishing, raise_if_stopped
+from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped
 from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, PartitionListing
 from segment_io.remote.manifest import PartitionManifest

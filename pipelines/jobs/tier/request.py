@@ -114,8 +114,8 @@ class RestoreRequest:
             if RemoteTier.is_tier(self.local):
                 raise ConfigError(f"restore refused: the local log directory {self.local} is a remote tier")
             list_log_dir(self.local.storage, self.local.path)
-            from pipelines.jobs.erase.key_list import read_key_list
             from pipelines.jobs.tier.unerased import require_no_unerased
+            from pipelines.keys.key_list import read_key_list
 
             keys = None if self.keys is None else read_key_list(self.keys, self.key_format)
             require_no_unerased(self.view, self.local, keys)

@@ -12,7 +12,7 @@ from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.staging import Staging
 from pipelines.runtime.harness import Checked, checked, job_run, publish, staged_output
-from pipelines.runtime.session import raise_if_stopped
+from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import LogDirListing, list_log_dir
 from segment_io.storage import Location, Place

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipelines.errors import ConfigError
-from pipelines.jobs.erase.keys import ErasedKeys, matched_entries
+from pipelines.keys.key_set import ErasedKeys, matched_entries
 from pipelines.log.keytable import EMPTY
 from segment_io.layout import SegmentFiles, list_log_dir
 from segment_io.remote.manifest import ORIGIN_ERASE

@@ -1,6 +1,6 @@
 """What Kafka's rules allow a clean of SRC to remove, per partition, worked out from SRC alone: its
 scan (batch headers and CRCs), its root checkpoints, the topic configs and `now`, planned by the
-same pure planner `clean` runs (pipelines.jobs.clean.plan). The output's checkpoints, manifest
+same pure planner `clean` runs (pipelines.log.plan). The output's checkpoints, manifest
 and run report are claims judged against this, never the measure of it (docs/validation.md)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
 from pipelines.errors import ConfigError
-from pipelines.jobs.clean.plan import PartitionPlan, plan_log
+from pipelines.log.plan import PartitionPlan, plan_log
 from segment_io.errors import SegmentError
 from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, LogDirListing, list_log_dir
 from segment_io.storage import Location

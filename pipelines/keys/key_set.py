@@ -1,4 +1,4 @@
-"""The keys an erase removes (read from a list file: jobs/erase/key_list.py), held as an exact-key
+"""The keys an erase removes (read from a list file: keys/key_list.py), held as an exact-key
 hash table (the key map's, keytable.LatestOffsets: equality is decided on the key bytes, never on
 a hash alone), and matched against a chunk of framed records in one kernel call per chunk (no
 object per record)."""
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipelines.jobs.erase.key_digest import KeyDigest
+from pipelines.keys.key_digest import KeyDigest
 from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.format import records as rec
 from segment_io.segment.framing import Framed

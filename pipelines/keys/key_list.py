@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
-from pipelines.jobs.erase.keys import ErasedKeys
+from pipelines.keys.key_set import ErasedKeys
 from segment_io.format.records import gather
 from segment_io.storage import open_storage
 from segment_io.storage.base import Storage
