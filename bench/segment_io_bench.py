@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from segment_io.format.batch import build_v2_batch  # noqa: E402
 from segment_io.format.compression import compress, decompress  # noqa: E402
 from segment_io.format.constants import Codec  # noqa: E402
-from segment_io.format.records import RecordColumns  # noqa: E402
+from segment_io.format.record_columns import RecordColumns  # noqa: E402
 from segment_io.segment.reader import SegmentReader  # noqa: E402
 from segment_io.segment.scan import scan_buffer  # noqa: E402
 from segment_io.segment.writer import SegmentLimits, SegmentWriter  # noqa: E402

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 
 from segment_io.errors import SegpipeError
+from segment_io.exit_codes import ExitCode
 from segment_io.layout import LOCK_FILE, is_partition_dir
 from segment_io.storage import LocalStorage, Storage
 
@@ -18,7 +19,7 @@ from segment_io.storage import LocalStorage, Storage
 class BrokerRunning(SegpipeError):
     """A Kafka broker holds the log directory: nothing was changed."""
 
-    exit_code = 2
+    exit_code = ExitCode.REFUSED
 
 
 def _lock_files(storage: Storage, path: str) -> list[str]:

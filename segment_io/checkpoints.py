@@ -64,7 +64,7 @@ def parse_leader_epoch_checkpoint(data: bytes, path: str) -> list[tuple[int, int
     """`leader-epoch-checkpoint`: version 0, entry count, `epoch startOffset` lines, as
     (epoch, start offset) pairs."""
     out = []
-    for position, line in _lines(data, path, "leader-epoch-checkpoint"):
+    for position, line in _lines(data, path, "leader epoch checkpoint"):
         fields = line.split()
         if len(fields) != 2 or not _integer(fields[0]) or not _integer(fields[1]):
             raise CorruptCheckpoint(path, position, f"bad entry {line!r}")

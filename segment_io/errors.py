@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from segment_io.exit_codes import ExitCode
+
 _LOCATED = re.compile(r"(?P<path>.*?) at byte (?P<position>\d+): (?P<detail>.*)", re.DOTALL)
 _UNLOCATED = re.compile(r"(?P<path>.*?): (?P<detail>.*)", re.DOTALL)
 
@@ -14,14 +16,14 @@ class SegpipeError(Exception):
     """Root of every error segpipe raises on purpose; the command line exits with `exit_code`
     and prints the message (never a traceback)."""
 
-    exit_code = 2
+    exit_code: int = ExitCode.REFUSED
 
 
 class SegmentError(SegpipeError):
     """Base of every data error; `path` and `position` locate the problem."""
 
     kind = "segment error"
-    exit_code = 65  # bad input data (sysexits' EX_DATAERR)
+    exit_code = ExitCode.DATA
 
     def __init__(self, path: str, position: int | None, detail: str) -> None:
         self.path = path
@@ -81,14 +83,14 @@ class LogDirNotFound(SegmentError):
     """The path given as a log directory does not exist (a typo must not look like an empty log)."""
 
     kind = "log directory not found"
-    exit_code = 2  # a wrong path, refused before any work
+    exit_code = ExitCode.REFUSED  # a wrong path, refused before any work
 
 
 class NotALogDirectory(SegmentError):
     """A path given as a log directory that is a file (a segment file where one is not accepted)."""
 
     kind = "not a log directory"
-    exit_code = 2
+    exit_code = ExitCode.REFUSED
 
 
 class BadSegmentName(SegmentError):
@@ -124,7 +126,7 @@ class ManifestConflict(SegpipeError):
     """Another writer committed a new version of a partition's remote manifest after this run
     read it; this run changed nothing that any manifest references. Run again."""
 
-    exit_code = 75  # sysexits' EX_TEMPFAIL: try again later
+    exit_code = ExitCode.CONFLICT  # try again later
 
     def __init__(self, manifest: str, version: int) -> None:
         self.manifest = manifest
@@ -142,7 +144,7 @@ class UploadFailed(SegpipeError):
     """An object could not be written to the remote tier (after retries), or what the store
     holds afterwards differs from what was sent. Nothing that references it was committed."""
 
-    exit_code = 74  # sysexits' EX_IOERR
+    exit_code = ExitCode.IO
 
     def __init__(self, url: str, cause: str) -> None:
         self.url = url
@@ -171,4 +173,4 @@ class KafkaTierSettings(SegpipeError):
     """Tiered-storage settings segpipe cannot read a remote tier with (a plugin or storage backend
     it does not know, a key pair that is missing or wrong for the data)."""
 
-    exit_code = 2
+    exit_code = ExitCode.REFUSED

@@ -31,7 +31,7 @@ from segment_io.format.record_columns import RecordColumns
 from segment_io.format.records import gather
 from segment_io.generate_spec import TopicSpec, default_specs
 from segment_io.index import AbortedTxn
-from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, RECOVERY_CHECKPOINT
+from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, RECOVERY_CHECKPOINT
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
 from segment_io.storage import Storage
 from segment_io.topic_partition import TopicPartition
@@ -285,7 +285,7 @@ def generate_partition(
     leo, _ = _write_partition(storage, root, tp, spec, seed)
     directory = posixpath.join(root, tp.dir_name)
     storage.write_atomic(
-        posixpath.join(directory, "leader-epoch-checkpoint"), format_leader_epoch_checkpoint([(0, 0)])
+        posixpath.join(directory, LEADER_EPOCH_CHECKPOINT), format_leader_epoch_checkpoint([(0, 0)])
     )
     return leo
 

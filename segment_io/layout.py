@@ -13,6 +13,9 @@ from segment_io.topic_partition import TopicPartition
 
 OFFSET_DIGITS = 20
 SEGMENT_SUFFIXES = ("log", "index", "timeindex", "txnindex")
+# The files a new (rolled) segment starts with: its .txnindex comes with its first aborted transaction.
+ROLLED_SEGMENT_SUFFIXES = ("log", "index", "timeindex")
+SNAPSHOT_SUFFIX = "snapshot"  # a producer state snapshot, named after its offset
 TRANSIENT_SUFFIXES = ("deleted", "cleaned", "swap")
 IGNORED_DIR_SUFFIXES = ("delete", "future", "stray")
 NOT_CLEANED_TOPICS = ("__cluster_metadata",)
@@ -34,6 +37,7 @@ KAFKA_ROOT_FILES = ("meta.properties", LOCK_FILE, CLEAN_SHUTDOWN, *ROOT_CHECKPOI
 META_DIR = "_segpipe"
 INCOMPLETE = "INCOMPLETE"  # an object-store output whose run has not finished (or was killed)
 TIER_MARKER = "segpipe-tier.json"
+MANIFEST = "manifest.json"  # in META_DIR: what a published output holds
 
 _FILE_RE = re.compile(
     r"^(?P<prefix>[^.]*)\.(?P<kind>log|index|timeindex|txnindex|snapshot)"

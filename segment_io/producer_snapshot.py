@@ -18,6 +18,7 @@ import numpy as np
 
 from segment_io.errors import CorruptCheckpoint
 from segment_io.java_hash_map import iteration_order
+from segment_io.layout import SNAPSHOT_SUFFIX, segment_file_name
 from segment_io.segment.framing import Framed
 from segment_io.segment.scan import BatchTable
 
@@ -45,7 +46,7 @@ class ProducerEntry:
 
 
 def snapshot_name(offset: int) -> str:
-    return f"{offset:020d}.snapshot"
+    return segment_file_name(offset, SNAPSHOT_SUFFIX)
 
 
 def snapshot_offset(name: str) -> int:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from segment_io.exit_codes import ExitCode
 from segment_io.format.batch import build_v2_batch
 from segment_io.format.compression import compress
 from segment_io.format.constants import Codec
@@ -224,7 +225,7 @@ def dumped(path: Path, *args: str) -> dict[str, list[dict]]:  # type: ignore[typ
     import json
 
     proc = run_segpipe("dump", str(path), *args)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     rows: dict[str, list[dict]] = {}  # type: ignore[type-arg]
     for line in proc.stdout.splitlines():
         row = json.loads(line)

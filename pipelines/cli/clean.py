@@ -20,7 +20,8 @@ from pipelines.cli.spark_args import (
 )
 from pipelines.config import JobConfig
 from pipelines.config.selection import TopicSelection
-from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError
+from pipelines.errors import ConfigError
+from segment_io.exit_codes import ExitCode
 from segment_io.storage import Location, Place
 
 
@@ -61,13 +62,13 @@ def add_parser(sub: Any) -> None:
         choices=["fail", "skip-partition"],
         default="fail",
         help="bad data: stop the run (fail, the default) or leave that partition out of DST whole, "
-        "name it, and exit 3 (skip-partition)",
+        f"name it, and exit {ExitCode.SKIPPED} (skip-partition)",
     )
     p.add_argument(
         "--validate",
         action="store_true",
         help="run the validation suites on the staged output before publishing it: a failure publishes "
-        "nothing and exits 4 (the Data Docs are kept beside DST)",
+        f"nothing and exits {ExitCode.VALIDATION} (the Data Docs are kept beside DST)",
     )
     add_suite_argument(p)
     p.add_argument(
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             console.say(topic)
             for name, item in values.items():
                 console.say(f"  {name} = {item['value']}  ({item['source']})")
-        return EXIT_OK
+        return ExitCode.OK
     note = config.ignored_note()
     if note:
         console.say(note)
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
             gate = validation_gate(spark, request.request.dst, console.say, against=src, suites=suites)
         report = run_clean(spark, request, console.say, gate)
-    return EXIT_SKIPPED if report.skipped else EXIT_OK
+    return ExitCode.SKIPPED if report.skipped else ExitCode.OK
 
 
 def spark_likely(
@@ -228,4 +229,4 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
             sc, args.src, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
             log=console.say, on_corrupt=args.on_corrupt,
         )  # fmt: skip
-    return EXIT_SKIPPED if report.skipped else EXIT_OK
+    return ExitCode.SKIPPED if report.skipped else ExitCode.OK

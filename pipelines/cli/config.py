@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from pipelines.errors import EXIT_OK
+from segment_io.exit_codes import ExitCode
 
 
 def add_parser(sub: Any) -> None:
@@ -23,8 +23,8 @@ def run_describe(args: argparse.Namespace) -> int:
     rows = describe()
     if args.json:
         print(json.dumps(rows, indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     for row in rows:
         print(f"{row['name']}  ({row['type']}, default {row['default']})")
         print(f"    {row['doc']}")
-    return EXIT_OK
+    return ExitCode.OK

@@ -9,7 +9,7 @@ from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
 from pipelines.clock import time_argument
-from pipelines.errors import EXIT_OK, EXIT_SKIPPED
+from segment_io.exit_codes import ExitCode
 
 
 def add_parser(sub: Any) -> None:
@@ -48,7 +48,8 @@ def add_parser(sub: Any) -> None:
         "--on-corrupt",
         choices=["fail", "skip-partition"],
         default="fail",
-        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit 3",
+        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit "
+        f"{ExitCode.SKIPPED}",
     )
     add_spark_arguments(p)
     p.set_defaults(func=run)
@@ -77,4 +78,4 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.jobs.cut.job import run_cut
 
         report = run_cut(spark, request, console.say)
-    return EXIT_SKIPPED if report.skipped else EXIT_OK
+    return ExitCode.SKIPPED if report.skipped else ExitCode.OK

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import time_argument
-from pipelines.errors import EXIT_OK
+from segment_io.exit_codes import ExitCode
 
 Decode = Callable[[bytes | None], str | None]
 DECODERS: dict[str, Decode] = {
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     lines = _lines(storage, chosen, args)
     for line in lines if args.limit is None else itertools.islice(lines, args.limit):
         sys.stdout.write(line + "\n")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _lines(storage: Any, partitions: list[Any], args: argparse.Namespace) -> Iterator[str]:

@@ -10,7 +10,8 @@ from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.config.key_formats import KEY_FORMATS
-from pipelines.errors import EXIT_OK, EXIT_SKIPPED, ConfigError, ValidationFailed
+from pipelines.errors import ConfigError, ValidationFailed
+from segment_io.exit_codes import ExitCode
 from segment_io.storage import Place
 
 
@@ -91,13 +92,14 @@ def add_parser(sub: Any) -> None:
         "--on-corrupt",
         choices=["fail", "skip-partition"],
         default="fail",
-        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit 3",
+        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit "
+        f"{ExitCode.SKIPPED}",
     )
     p.add_argument(
         "--validate",
         action="store_true",
         help="prove the staged output is SRC minus exactly the listed keys' records before publishing it "
-        "(as validate --erased); a failure publishes nothing and exits 4",
+        f"(as validate --erased); a failure publishes nothing and exits {ExitCode.VALIDATION}",
     )
     add_spark_arguments(p)
     p.set_defaults(func=run)
@@ -163,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             report = erase_in_place(spark, request, console.say, gate)
         else:  # the request preflight checked, with its list now read
             report = run_erase(spark, rechecked(preflighted, checked=keys), console.say, gate)
-    return EXIT_SKIPPED if report.skipped else EXIT_OK
+    return ExitCode.SKIPPED if report.skipped else ExitCode.OK
 
 
 def erasure_gate(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipelines.errors import EXIT_OK, ConfigError, DestinationNotEmpty
+from pipelines.errors import ConfigError, DestinationNotEmpty
+from segment_io.exit_codes import ExitCode
 
 
 def add_parser(sub: Any) -> None:
@@ -85,4 +86,4 @@ def run(args: argparse.Namespace) -> int:
         raise
     for tp, leo in sorted(ends.items()):
         print(f"{tp}: log end offset {leo}")
-    return EXIT_OK
+    return ExitCode.OK

@@ -9,8 +9,9 @@ from typing import Any
 
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import iso, time_argument
-from pipelines.errors import EXIT_INVALID, EXIT_OK
 from segment_io.errors import SegmentError
+from segment_io.exit_codes import ExitCode
+from segment_io.layout import segment_file_name
 
 
 def add_parser(sub: Any) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             ],
         }
         print(json.dumps(doc, indent=2))
-        return EXIT_OK if ok else EXIT_INVALID
+        return ExitCode.OK if ok else ExitCode.INVALID
     if not reports:
         print(f"{args.path}: no partition directories (an empty log directory)")
     for name, reason in listing.ignored:
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
             )
             codecs = ",".join(s.codecs) or "-"
             print(
-                f"  {s.base_offset:020d}.log {s.size:>10} B {s.batches:>6} batches {s.records:>8} records "
+                f"  {segment_file_name(s.base_offset, 'log')} {s.size:>10} B {s.batches:>6} batches "
+                f"{s.records:>8} records "
                 f"{span}{times} codecs={codecs} magic={','.join(map(str, s.magics)) or '-'}"
                 + (f" aborted_txns={s.aborted_txns}" if s.aborted_txns else "")
             )
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             if not any(str(err) in s.errors for s in r.segments):
                 print(f"  error: {err}")
     print("valid" if ok else "INVALID: see errors above")
-    return EXIT_OK if ok else EXIT_INVALID
+    return ExitCode.OK if ok else ExitCode.INVALID
 
 
 def _offsets_at(storage: Any, path: str, args: argparse.Namespace) -> int:
@@ -121,13 +123,13 @@ def _offsets_at(storage: Any, path: str, args: argparse.Namespace) -> int:
             ],
         }  # fmt: skip
         print(json.dumps(doc, indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     for tp, answer in answers:
         if answer is None:
             print(f"{tp}: no record at or after {_when(args.at)} (ListOffsets answers offset -1)")
         else:
             print(f"{tp}: offset {answer.offset}, timestamp {_when(answer.timestamp)}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _when(ms: int | None) -> str:

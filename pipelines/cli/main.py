@@ -24,17 +24,9 @@ from pipelines.cli import (
     tier,
     validate,
 )
-from pipelines.errors import (
-    EXIT_CODES,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_TERMINATED,
-    SegpipeError,
-    Terminated,
-)
+from pipelines.errors import SegpipeError, Terminated
 from pipelines.runtime import faults
+from segment_io.exit_codes import MEANINGS, ExitCode
 
 
 def _version() -> str:
@@ -47,7 +39,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in MEANINGS.items())
     parser = argparse.ArgumentParser(
         prog="segpipe",
         description="Kafka log archive maintenance",
@@ -93,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"error: internal error: {type(exc).__name__}: {exc} (-v prints the traceback)", file=sys.stderr
         )
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
 
 
 def command() -> int:
@@ -128,7 +120,7 @@ def _stopped(terminated: bool) -> int:
         done = published()
     said = f"published before the stop: {', '.join(done)}" if done else "nothing was published"
     print(f"segpipe: {what}; {said}", file=sys.stderr)
-    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -140,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         return _stopped(isinstance(exc, Terminated))
     except BrokenPipeError:  # the reader of our output went away (`segpipe dump | head`)
-        return EXIT_OK
+        return ExitCode.OK
     except Exception as exc:
         signum = _signal_that_stopped()
         if signum is not None:
@@ -151,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
         missing = _missing_bucket(args)
         cause = f"{missing} does not exist (the store said {type(exc).__name__}: {exc})" if missing else None
         print(f"error: {cause or f'{type(exc).__name__}: {exc}'}", file=sys.stderr)
-        return EXIT_REFUSED
+        return ExitCode.REFUSED
 
 
 def _missing_bucket(args: argparse.Namespace) -> str | None:

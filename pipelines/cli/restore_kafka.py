@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.errors import EXIT_OK, ConfigError
+from pipelines.errors import ConfigError
+from segment_io.exit_codes import ExitCode
 
 
 def add_parser(sub: Any) -> None:
@@ -65,4 +66,4 @@ def run(args: argparse.Namespace) -> int:
         f"{summary.bytes / 2**20:,.1f} MB) into {log_dir}; the replaced files are in {summary.backup}. "
         "Start the broker."
     )
-    return EXIT_OK
+    return ExitCode.OK

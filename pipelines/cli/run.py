@@ -15,7 +15,8 @@ from pipelines.cli.spark_args import (
 )
 from pipelines.config.job_schema import CLEAN_STEPS, STEPS
 from pipelines.config.jobfile import JobFile
-from pipelines.errors import EXIT_OK, ConfigError
+from pipelines.errors import ConfigError
+from segment_io.exit_codes import ExitCode
 
 
 def add_parser(sub: Any) -> None:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.schema:
         for row in schema_table():
             console.say(row)
-        return EXIT_OK
+        return ExitCode.OK
     if not args.job:
         raise ConfigError("run needs a job file (segpipe run JOB.yaml)")
     job = load_job_file(args.job).for_run(args.run)
@@ -123,24 +124,24 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
             from pipelines.jobs.cut.job import run_cut
 
             run_cut(sc, cut_request(job, dry_run=True), console.say)
-        return EXIT_OK
+        return ExitCode.OK
     if unit == ("erase",):
         with spark_on_demand(args, False, "pipelines.jobs.erase.job") as sc:
             from pipelines.jobs.erase.job import run_erase
 
             run_erase(sc, erase_request(job, dry_run=True), console.say)
-        return EXIT_OK
+        return ExitCode.OK
     if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
-        return EXIT_OK
+        return ExitCode.OK
     with spark_on_demand(args, False, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean import run_clean
 
         run_clean(sc, clean_request(job, unit, now_ms, dry_run=True), console.say)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _finish(args: argparse.Namespace, records: dict[str, Any]) -> int:
     if args.json:
         print(json.dumps(records, indent=2, sort_keys=True, default=str))
-    return EXIT_OK
+    return ExitCode.OK

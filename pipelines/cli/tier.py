@@ -16,7 +16,8 @@ from pipelines.cli.spark_args import (
     workers_for,
 )
 from pipelines.config.key_formats import KEY_FORMATS
-from pipelines.errors import EXIT_OK, ConfigError
+from pipelines.errors import ConfigError
+from segment_io.exit_codes import ExitCode
 
 
 def add_parser(sub: Any) -> None:
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
         stop_handlers()  # no Spark: a stop ends the run between two removals (each one whole)
         expire(args.paths[0], config, console.say, args.dry_run)
-        return EXIT_OK
+        return ExitCode.OK
     now_ms = now_from(args)
     if len(args.paths) != 2:
         raise ConfigError("tier takes two arguments, LOG_DIR and REMOTE_URL (or --expire REMOTE_URL)")
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.jobs.tier import run_tier
 
         run_tier(sc, request, console.say)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 # Options of `tier` that expiry has no use for: given with --expire, they are refused, not ignored.
@@ -147,4 +148,4 @@ def run_restore(args: argparse.Namespace) -> int:
         from pipelines.jobs.tier.restore import run_restore as restore_job
 
         restore_job(spark, request, console.say)
-    return EXIT_OK
+    return ExitCode.OK

@@ -17,7 +17,8 @@ from pipelines.cli.spark_args import (
     now_from,
     spark_on_demand,
 )
-from pipelines.errors import EXIT_INVALID, EXIT_OK, ConfigError, ValidationFailed
+from pipelines.errors import ConfigError, ValidationFailed
+from segment_io.exit_codes import ExitCode
 from segment_io.storage import Location
 
 
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     with spark_on_demand(args, needs_spark(request.request), *VALIDATION_MODULES) as spark:
         result = run_validate(spark, request, console.say)
     result.say(console.say)
-    return EXIT_OK if result.success else EXIT_INVALID
+    return ExitCode.OK if result.success else ExitCode.INVALID
 
 
 def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
@@ -112,10 +113,10 @@ def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
             gate(log, keys)
         except ValidationFailed as exc:
             console.say(f"segpipe: {exc}")
-            return EXIT_INVALID
+            return ExitCode.INVALID
     if digest is not None:
         return _check_evidence(log, keys, digest)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _check_evidence(out: Location, keys: Any, digest: Any) -> int:
@@ -131,7 +132,7 @@ def _check_evidence(out: Location, keys: Any, digest: Any) -> int:
     path = out.file(posixpath.join(META_DIR, REPORT))
     if not out.storage.is_file(path):
         console.say(f"segpipe: evidence not checked: {out.storage.url(path)} does not exist")
-        return EXIT_INVALID
+        return ExitCode.INVALID
     doc = json.loads(out.storage.read(path))
     problems = evidence_problems(doc, keys, digest, lambda name: out.storage.read(out.file(name)))
     for line in problems:
@@ -141,4 +142,4 @@ def _check_evidence(out: Location, keys: Any, digest: Any) -> int:
             f"segpipe: evidence checked: the report names each of the {doc.get('keys_listed', 0):,} listed "
             "keys under this secret, and nothing else"
         )
-    return EXIT_INVALID if problems else EXIT_OK
+    return ExitCode.INVALID if problems else ExitCode.OK

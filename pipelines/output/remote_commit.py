@@ -18,7 +18,7 @@ from pipelines.log.scanned import scan_log
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.stop import publishing, raise_if_stopped
-from segment_io.layout import CLEANER_CHECKPOINT, INCOMPLETE, META_DIR
+from segment_io.layout import CLEANER_CHECKPOINT, INCOMPLETE, MANIFEST, META_DIR
 from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import Place, Storage
@@ -36,7 +36,7 @@ def remove_finished_staging(storage: Storage, path: str, log: Callable[[str], An
     """A staging prefix whose output was published but whose commit never came (a stopped run) is
     garbage whichever way that run ended; an unfinished one is the job's to judge (dead: removed,
     alive: refused)."""
-    if storage.exists(posixpath.join(path, META_DIR, "manifest.json")) and not storage.exists(
+    if storage.exists(posixpath.join(path, META_DIR, MANIFEST)) and not storage.exists(
         posixpath.join(path, META_DIR, INCOMPLETE)
     ):
         log(f"segpipe: removed the staging of an in-place run that did not commit: {storage.url(path)}")

@@ -13,7 +13,7 @@ from pipelines.runtime.faults import fault_point
 from pipelines.runtime.session import LazySpark
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.checkpoints import parse_leader_epoch_checkpoint
-from segment_io.layout import PARTITION_METADATA, PartitionListing, segment_file_name
+from segment_io.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, PartitionListing, segment_file_name
 from segment_io.remote.manifest import RemoteSegment
 from segment_io.remote.tier import RemoteTier, SegmentUpload
 from segment_io.storage import Storage, open_storage
@@ -36,8 +36,8 @@ def partition_files(storage: Storage, part: PartitionListing | None) -> tuple[Ep
         return None, None
     files = {f.name: f for f in part.other_files}
     epochs = metadata = None
-    if "leader-epoch-checkpoint" in files:
-        info = files["leader-epoch-checkpoint"]
+    if LEADER_EPOCH_CHECKPOINT in files:
+        info = files[LEADER_EPOCH_CHECKPOINT]
         epochs = tuple(parse_leader_epoch_checkpoint(storage.read(info.path), info.path))
     if PARTITION_METADATA in files:
         metadata = storage.read(files[PARTITION_METADATA].path).decode()

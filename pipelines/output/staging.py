@@ -20,9 +20,9 @@ from typing import Any
 from pipelines.errors import DestinationNotEmpty
 from pipelines.output.run_lock import INCOMPLETE, LOCK, META_DIR, Leftover, RunLock, judge
 from pipelines.runtime.faults import fault_point
+from segment_io.layout import MANIFEST
 from segment_io.storage import Location, Place, Storage
 
-MANIFEST = "manifest.json"
 REPORT = "report.json"  # a run's report, beside its manifest
 # An erase of a joined key list: the digests of keys found nowhere, a file per bucket, under the
 # output's META_DIR, and beside a --report PATH as PATH + NOT_FOUND_SUFFIX.

@@ -33,8 +33,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pipelines.errors import EXIT_INTERNAL, SegpipeError
+from pipelines.errors import SegpipeError
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
+from segment_io.exit_codes import ExitCode
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -75,7 +76,7 @@ def _call(work: bytes, item: bytes) -> bytes:
 class WorkerLost(SegpipeError):
     """A worker process of the driver ended without an answer (killed, or out of memory)."""
 
-    exit_code = EXIT_INTERNAL
+    exit_code = ExitCode.INTERNAL
 
 
 class LocalWorkers:

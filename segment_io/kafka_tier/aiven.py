@@ -32,6 +32,7 @@ from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
 from segment_io.format.protocol import ProtocolReader
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.metadata import SegmentMetadata
+from segment_io.layout import OFFSET_DIGITS
 from segment_io.storage.base import Storage
 
 MANIFEST_VERSION = "1"
@@ -214,12 +215,17 @@ def custom_fields(custom: bytes | None) -> dict[int, Any]:
     return fields
 
 
+def default_main_path(seg: SegmentMetadata) -> str:
+    """`<topic>-<topic id>/<partition>/<20-digit start offset>-<segment id>`: the plugin's key of a
+    segment's objects, without prefix and suffix, where its custom metadata names none."""
+    start = f"{seg.start_offset:0{OFFSET_DIGITS}d}"
+    return f"{seg.tp.topic}-{seg.tp.topic_id}/{seg.tp.partition}/{start}-{seg.segment_id}"
+
+
 def object_key(seg: SegmentMetadata, prefix: str, suffix: str) -> str:
     """The key of one of the segment's objects, as the plugin named it."""
     fields = custom_fields(seg.custom_metadata)
-    main = fields.get(OBJECT_KEY) or (
-        f"{seg.tp.topic}-{seg.tp.topic_id}/{seg.tp.partition}/{seg.start_offset:020d}-{seg.segment_id}"
-    )
+    main = fields.get(OBJECT_KEY) or default_main_path(seg)
     return f"{fields.get(OBJECT_PREFIX, prefix) or ''}{main}.{suffix}"
 
 

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from segment_io.format.protocol import ProtocolWriter
-from segment_io.kafka_tier.aiven import IV_BYTES, OBJECT_KEY, OBJECT_PREFIX, REMOTE_SIZE, encode_chunk_sizes
+from segment_io.kafka_tier.aiven import (
+    IV_BYTES,
+    OBJECT_KEY,
+    OBJECT_PREFIX,
+    REMOTE_SIZE,
+    default_main_path,
+    encode_chunk_sizes,
+)
 from segment_io.kafka_tier.keyring import PublicKey
 from segment_io.kafka_tier.metadata import SegmentMetadata
 from segment_io.storage.base import Storage
@@ -48,10 +55,6 @@ class WrittenSegment:
     custom_metadata: bytes  # the tagged fields the COPY_SEGMENT_FINISHED update carries
     object_key: str  # `<topic>-<topicId>/<partition>/<start>-<id>`, without prefix and suffix
     sizes: dict[str, int]  # bytes uploaded per suffix
-
-
-def _main_path(seg: SegmentMetadata) -> str:
-    return f"{seg.tp.topic}-{seg.tp.topic_id}/{seg.tp.partition}/{seg.start_offset:020d}-{seg.segment_id}"
 
 
 def _metadata_json(seg: SegmentMetadata) -> dict[str, Any]:
@@ -142,7 +145,7 @@ def write_aiven_segment(
     if encryption is not None:
         manifest["encryption"] = encryption
     manifest["remoteLogSegmentMetadata"] = _metadata_json(seg)
-    main = _main_path(seg)
+    main = default_main_path(seg)
     sizes = {}
     for suffix, body in (("log", b"".join(sealed)), ("indexes", bytes(index_blob)),
                          ("rsm-manifest", json.dumps(manifest, separators=(",", ":")).encode())):  # fmt: skip

@@ -25,8 +25,10 @@ from segment_io.checkpoints import (
 from segment_io.errors import OverlappingSegments
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_CHECKPOINT,
     PARTITION_METADATA,
+    SEGMENT_SUFFIXES,
     segment_file_name,
 )
 from segment_io.remote.manifest import PartitionManifest
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
 
 SCHEME = "tiered"
 ROOT = "tiered:"
-SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
 
 
 def tiered_url(remote_url: str | None, local_url: str | None) -> str:
@@ -170,7 +171,7 @@ class TieredView(LogView):
         for f in local:
             start = local_start(f.name)
             kind = f.name.rpartition(".")[2]
-            if start is not None and kind in SEGMENT_KINDS and start < cut:
+            if start is not None and kind in SEGMENT_SUFFIXES and start < cut:
                 continue  # the remote tier holds this segment: it is read from there
             out.append(f)
         names = {f.name for f in out}
@@ -181,9 +182,9 @@ class TieredView(LogView):
                 if name not in names:
                     url = self.remote.storage.url(self.remote.object_path(tp, obj.name))
                     out.append(FileInfo(url, name, obj.size, segment.mtime_ms, False))
-        if "leader-epoch-checkpoint" not in names and manifest.leader_epochs:
+        if LEADER_EPOCH_CHECKPOINT not in names and manifest.leader_epochs:
             text = format_leader_epoch_checkpoint(list(manifest.leader_epochs))
-            out.append(self._virtual_file(f"{tp.dir_name}/leader-epoch-checkpoint", text))
+            out.append(self._virtual_file(f"{tp.dir_name}/{LEADER_EPOCH_CHECKPOINT}", text))
         if PARTITION_METADATA not in names and manifest.partition_metadata is not None:
             out.append(
                 self._virtual_file(f"{tp.dir_name}/partition.metadata", manifest.partition_metadata.encode())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.storage import open_storage
 
 pytestmark = pytest.mark.airflow
@@ -56,7 +57,7 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> d
     migrate = subprocess.run(
         [str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
     )
-    assert migrate.returncode == 0, migrate.stderr[-2000:]
+    assert migrate.returncode == ExitCode.OK, migrate.stderr[-2000:]
     return env
 
 
@@ -64,7 +65,7 @@ def _runner(env: dict[str, str], *args: str, fault: str | None = None) -> dict:
     full = {**env, **({"SEGPIPE_FAULT": fault} if fault else {})}
     proc = subprocess.run([sys.executable, str(RUNNER), *args], env=full, capture_output=True, text=True,
                           timeout=900, cwd=env["ROOT"])  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == ExitCode.OK, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -190,9 +191,9 @@ def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
     env = {**airflow_env, "SEGPIPE_FAULT": "before-publish:SIGSTOP"}
     proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(jobs["killed"])], env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["paused"] and result["code"] == 143 and result["seconds"] < 30, (
+    assert result["paused"] and result["code"] == ExitCode.TERMINATED and result["seconds"] < 30, (
         result,
         proc.stderr[-3000:],
     )
@@ -208,7 +209,7 @@ def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
     for name in ("killed", "whole"):
         step = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(jobs[name]), "--step", "compact",
                                "--run", "r1"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
-        assert step.returncode == 0, step.stderr[-3000:]
+        assert step.returncode == ExitCode.OK, step.stderr[-3000:]
     from tests.helpers import files_of
 
     assert files_of(out / "r1") == files_of(tmp_path / "whole" / "out" / "r1")

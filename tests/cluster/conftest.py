@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.cluster.standalone import Cluster, standalone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def executor_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     probe = subprocess.run(
         [python, "-c", "import numba, pyarrow, pyspark; import pipelines"], capture_output=True, cwd=env
     )
-    assert probe.returncode != 0 and b"No module named 'pipelines'" in probe.stderr, probe.stderr
+    assert probe.returncode != ExitCode.OK and b"No module named 'pipelines'" in probe.stderr, probe.stderr
     return python
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import default_specs, scaled
 from segment_io.storage import open_storage
@@ -84,7 +85,7 @@ def archive_logs(seaweed_env: dict[str, str], tmp_path_factory: pytest.TempPathF
         s3.write_atomic(f"archive/src/{f.path[len(path) :].lstrip('/')}", storage.read(f.path))
     reference = tmp_path_factory.mktemp("cluster-ref") / "out"
     local_run = run_segpipe("clean", str(local), str(reference), *CONFIG, "--master", "local[2]")
-    assert local_run.returncode == 0, local_run.stderr
+    assert local_run.returncode == ExitCode.OK, local_run.stderr
     return {"src": "s3://archive/src", "reference": str(reference)}
 
 
@@ -96,7 +97,7 @@ def test_clean_submitted_to_the_cluster_matches_a_local_run(
     proc = finish(submit(cluster, segpipe_archive, executor_python, seaweed_env,
                          "clean", archive_logs["src"], "s3://archive/cluster-out", *CONFIG))  # fmt: skip
     print(f"cluster clean: {time.perf_counter() - started:.1f} s")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     expected = tree(archive_logs["reference"])
     assert len(expected) > 20 and tree("s3://archive/cluster-out") == expected
     # Both workers' executors ran tasks, with the shipped code (their Python cannot import an
@@ -133,7 +134,7 @@ def test_a_job_survives_a_worker_killed_mid_run(
         done = finish(proc)
     finally:
         kill_group(proc.pid)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == ExitCode.OK, done.stderr[-3000:]
     assert "step retention+compact: done" in done.stdout
     assert tree("s3://archive/jobs/r1") == tree(archive_logs["reference"])
     storage, path = open_storage("s3://archive/jobs/r1.run.json")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pipelines.config.job import load_job_config
-from pipelines.errors import EXIT_INVALID
 from pipelines.jobs.clean import clean
 from pipelines.jobs.tier.restore import restore
 from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from segment_io.exit_codes import ExitCode
 from tests.connect_server import connect_server
 from tests.helpers import REPO, files_of, run_segpipe, sigterm_once_staged
 
@@ -47,7 +47,7 @@ def quiet(line: str) -> None:
 
 def segpipe_ok(*args: str) -> subprocess.CompletedProcess[str]:
     proc = run_segpipe(*args)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.returncode == ExitCode.OK, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc
 
 
@@ -93,7 +93,7 @@ def test_validate_on_connect_passes_and_fails(spark, remote: str, sample_dir: Pa
     data[-1] ^= 0xFF
     log.write_bytes(bytes(data))
     broken = run_segpipe("validate", str(out), *check)
-    assert broken.returncode == EXIT_INVALID, broken.stderr[-2000:]
+    assert broken.returncode == ExitCode.INVALID, broken.stderr[-2000:]
     assert "CRC" in broken.stdout + broken.stderr and "validation passed" not in broken.stdout + broken.stderr
 
 
@@ -149,7 +149,7 @@ def test_the_data_source_on_connect(spark, remote: str, sample_dir: Path) -> Non
         [sys.executable, "-c", DATA_SOURCE, remote, str(sample_dir)],
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     df = spark.read.format("kafka-segments").load(str(sample_dir))
     rows = df.groupBy("topic", "partition").agg({"offset": "sum", "*": "count"}).collect()
     assert json.loads(proc.stdout.splitlines()[-1]) == sorted([r[0], r[1], r[2], r[3]] for r in rows)
@@ -163,7 +163,7 @@ def test_sigterm_stops_a_connect_run_and_publishes_nothing(
         "clean", str(sample_dir), str(out), *SAMPLES, "--spark-remote", remote, where=tmp_path
     )
     err = proc.stderr
-    assert proc.returncode == 143, err
+    assert proc.returncode == ExitCode.TERMINATED, err
     assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published", err
     assert not out.exists()
 
@@ -173,13 +173,15 @@ def test_a_setting_the_server_fixed_at_its_start_is_refused(
 ) -> None:
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *SAMPLES, "--spark-remote", remote,
                        "--conf", "spark.executor.memory=2g")  # fmt: skip
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr[-2000:]
     assert "--conf spark.executor.memory: the Spark Connect server does not take it" in proc.stderr
     assert not (tmp_path / "out").exists()
     both = run_segpipe(
         "clean", str(sample_dir), str(tmp_path / "out"), "--master", "local[1]", "--spark-remote", remote
     )
-    assert both.returncode == 2 and "--master and --spark-remote" in both.stderr, both.stderr[-2000:]
+    assert both.returncode == ExitCode.REFUSED and "--master and --spark-remote" in both.stderr, both.stderr[
+        -2000:
+    ]
 
 
 def test_erase_on_connect_equals_classic(remote: str, sample_dir: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from segment_io.exit_codes import ExitCode
 from tests.helpers import files_of, read_log, run_segpipe
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +39,7 @@ def test_bad_config_is_refused_before_any_work(tmp_path: Path, sample_dir: Path)
         ),
     ]:
         proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
-        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
 
@@ -47,7 +48,7 @@ def test_non_empty_destination_is_refused(tmp_path: Path, sample_dir: Path) -> N
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"))
-    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "not empty" in proc.stderr
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
 
 
@@ -56,7 +57,7 @@ def test_a_destination_inside_the_source_is_refused(tmp_path: Path, sample_dir: 
     shutil.copytree(sample_dir, src)
     before = sorted(p.name for p in src.iterdir())
     proc = run_segpipe("clean", str(src), str(src / "cleaned"))
-    assert proc.returncode == 2 and "is inside the source" in proc.stderr, proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "is inside the source" in proc.stderr, proc.stderr
     assert sorted(p.name for p in src.iterdir()) == before
 
 
@@ -65,7 +66,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: 
         "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run",
         "--json",
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
     parts = {p["partition"]: p for p in plan["partitions"]}
     assert set(parts) == {"clicks-0", "legacy-users-0", "orders-0", "orders-1"}
@@ -89,7 +90,7 @@ def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
 ) -> None:
     # No --now: the samples are years old, Kafka's 7-day retention.ms takes every segment.
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--dry-run")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     warnings = [line for line in proc.stdout.splitlines() if line.startswith("segpipe: warning: retention")]
     assert len(warnings) == 4
     assert (
@@ -110,7 +111,9 @@ def test_retention_that_empties_a_partition_is_said_and_now_takes_iso_times(
     plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
     assert plan["now_ms"] == 1_700_697_600_000 and "segpipe: warning" not in proc.stdout
     bad = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), "--now", "yesterday")
-    assert bad.returncode == 2 and "expected epoch milliseconds or an ISO-8601 time" in bad.stderr
+    assert (
+        bad.returncode == ExitCode.REFUSED and "expected epoch milliseconds or an ISO-8601 time" in bad.stderr
+    )
 
 
 def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> None:
@@ -120,7 +123,7 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
         "clean", str(sample_dir), str(out1), "--config", "conf/samples.yaml", "--now-ms", str(NOW),
         "--report", str(report), "--master", "local[2]",
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("segpipe cleaned log")]
     assert len(lines) == 4 and "size reduction" in lines[0] and "MB/sec" in lines[0]
     totals = proc.stdout.splitlines()[-1]
@@ -138,7 +141,7 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     orders = next(p for p in doc["partitions"] if p["partition"] == "orders-0")
     assert orders["removed_superseded"] > 0 and orders["records_out"] < orders["records_in"]
     assert orders["delete_horizons_stamped"] > 0
-    assert run_segpipe("inspect", str(out1)).returncode == 0
+    assert run_segpipe("inspect", str(out1)).returncode == ExitCode.OK
     # The output is itself a valid source; the second pass after delete.retention.ms drops tombstones.
     # Spark settings from --conf reach the session: one of segpipe's defaults overridden, one added
     # (the work made Spark's: this small a log is otherwise cleaned in the driver's threads).
@@ -150,7 +153,7 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
         "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
         env={DRIVER_WORK_ENV: "off"},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert len(list(events.iterdir())) == 1  # this run's event log
     tombstones = [r for r in read_log(out2, "orders-0") if r["value"] is None and not r["is_control"]]
     before = [r for r in read_log(out1, "orders-0") if r["value"] is None and not r["is_control"]]
@@ -165,7 +168,7 @@ def test_corrupt_source_exits_65_with_file_and_position(tmp_path: Path, sample_d
     data[100] ^= 0xFF  # inside the first batch
     log.write_bytes(bytes(data))
     proc = run_segpipe("clean", str(src), str(tmp_path / "out"), "--master", "local[1]")
-    assert proc.returncode == 65, proc.stderr
+    assert proc.returncode == ExitCode.DATA, proc.stderr
     assert "CRC mismatch" in proc.stderr and "clicks-0/00000000000000000000.log at byte 0" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
@@ -179,11 +182,13 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
     assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
     inspect = run_segpipe("inspect", str(tmp_path / "out"))
-    assert inspect.returncode == 0 and "time 1700" in inspect.stdout and "(2023-11-" in inspect.stdout
+    assert (
+        inspect.returncode == ExitCode.OK and "time 1700" in inspect.stdout and "(2023-11-" in inspect.stdout
+    )
     # A setting the driver JVM reads at its start is refused there: the JVM already runs.
     late = subprocess.run(
         [str(submit), "--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir), str(tmp_path / "out2"),
@@ -192,7 +197,10 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
     # spark-submit passes its Python's stderr on through its own stdout.
-    assert late.returncode == 2 and "pass it to spark-submit's own --conf" in late.stdout + late.stderr
+    assert (
+        late.returncode == ExitCode.REFUSED
+        and "pass it to spark-submit's own --conf" in late.stdout + late.stderr
+    )
     assert not (tmp_path / "out2").exists()
 
 
@@ -206,7 +214,7 @@ def test_a_segment_without_a_time_index_is_said_to_age_by_its_file_time(
     proc = run_segpipe(
         "clean", str(src), str(tmp_path / "out"), "--now-ms", str(NOW), "--dry-run", "--report", str(report)
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     expected = "orders-1: no time index entry in 00000000000000000000.log: their age for retention"
     assert f"segpipe: warning: {expected}" in proc.stdout
     assert any(w.startswith(expected) for w in json.loads(report.read_text())["warnings"])
@@ -218,11 +226,11 @@ def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("x")
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "full"), "--dry-run", "--now-ms", str(NOW))
-    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "not empty" in proc.stderr
     report = tmp_path / "plan.json"
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run", "--report", str(report)]
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     doc = json.loads(report.read_text())
     assert doc["dry_run"] and {p["partition"] for p in doc["plan"]} == {
         "clicks-0",
@@ -235,7 +243,10 @@ def test_a_dry_run_refuses_what_a_run_refuses_and_writes_its_plan_to_the_report(
         assert f'data-field="records_in" data-value="{p["records_in"]}"' in page
     # An existing report file is never overwritten, and that is known before any work.
     again = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
-    assert again.returncode == 2 and f"{report} exists; segpipe does not overwrite it" in again.stderr
+    assert (
+        again.returncode == ExitCode.REFUSED
+        and f"{report} exists; segpipe does not overwrite it" in again.stderr
+    )
     assert json.loads(report.read_text()) == doc and not (tmp_path / "out").exists()
 
 
@@ -246,10 +257,10 @@ def test_stray_files_are_listed_carried_over_and_recorded(tmp_path: Path, sample
     (src / "orders-0" / "00000000000000000000.log.bak").write_bytes(b"old")
     inspect = run_segpipe("inspect", str(src))
     assert "not part of the log: 00000000000000000000.log.bak" in inspect.stdout
-    assert "not part of the log: notes.txt" in inspect.stdout and inspect.returncode == 0
+    assert "not part of the log: notes.txt" in inspect.stdout and inspect.returncode == ExitCode.OK
     out = tmp_path / "out"
     proc = run_segpipe("clean", str(src), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert (
         "orders-0: files that are not Kafka's, carried over unread: 00000000000000000000.log.bak, notes.txt"
         in (proc.stdout)
@@ -272,7 +283,7 @@ def test_config_files_and_flags_speak_kafka(tmp_path: Path, sample_dir: Path) ->
         (["--config", str(misspelt)], "unknown key defualts (the keys are 'defaults' and 'topics')"),
     ]:
         proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags)
-        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED and message in proc.stderr, proc.stderr
         assert len(proc.stderr.splitlines()) == 1
     # Pasted Kafka configs that do not bear on cleaning are accepted; --print-config names sources.
     flags = [
@@ -284,7 +295,7 @@ def test_config_files_and_flags_speak_kafka(tmp_path: Path, sample_dir: Path) ->
         "orders:segment.bytes=2000",
     ]
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *flags, "--print-config")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert "  segment.bytes = 2000  (--topic-set)" in proc.stdout
     assert "  cleanup.policy = compact  (conf/samples.yaml topics.orders)" in proc.stdout
     assert "  retention.ms = -1  (conf/samples.yaml defaults)" in proc.stdout
@@ -302,7 +313,7 @@ def test_quiet_verbose_version_and_exit_codes_in_help(tmp_path: Path, sample_dir
         "--set",
         "min.insync.replicas=2",
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     lines = proc.stdout.splitlines()
     assert (
         lines[0]
@@ -329,7 +340,10 @@ def test_an_unreachable_master_and_missing_credentials_fail_at_once(tmp_path: Pa
     proc = run_segpipe(
         "clean", str(sample_dir), str(tmp_path / "out"), "--master", f"spark://127.0.0.1:{port}"
     )
-    assert proc.returncode == 2 and f"cannot reach the Spark master spark://127.0.0.1:{port}" in proc.stderr
+    assert (
+        proc.returncode == ExitCode.REFUSED
+        and f"cannot reach the Spark master spark://127.0.0.1:{port}" in proc.stderr
+    )
     assert len(proc.stderr.splitlines()) == 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(
@@ -341,7 +355,9 @@ def test_an_unreachable_master_and_missing_credentials_fail_at_once(tmp_path: Pa
         [sys.executable, "-m", "pipelines.cli", "inspect", "s3://segpipe-no-such-bucket/logs"],
         capture_output=True, text=True, cwd=ROOT, timeout=120, env=env,
     )  # fmt: skip
-    assert proc.returncode == 2 and proc.stderr.startswith("error: NoCredentialsError"), proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and proc.stderr.startswith("error: NoCredentialsError"), (
+        proc.stderr
+    )
     assert len(proc.stderr.splitlines()) == 1
 
 
@@ -356,7 +372,7 @@ def test_spark_leaves_no_sockets_behind(tmp_path: Path, sample_dir: Path) -> Non
          "--set", "cleanup.policy=compact"],  # a run that compacts: it starts Spark
         capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert {p.name for p in Path(tempfile.gettempdir()).glob(".*.sock")} <= before
     assert list(scratch.iterdir()) == []  # the run's own directory (sockets, log config) is gone
 
@@ -378,7 +394,7 @@ def test_interrupting_a_run_publishes_nothing_and_says_so_in_one_line(
         time.sleep(0.05)  # bounded: until the JVM of the run exists
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == ExitCode.INTERRUPTED, err
     assert "segpipe: 4 partitions" not in out  # the run did not finish
     assert err.strip().splitlines()[-1] == "segpipe: interrupted; nothing was published"
     assert "Traceback" not in err and len(err.splitlines()) <= 3, err
@@ -407,7 +423,7 @@ def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
     log.write_bytes(bytes(data))
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW)]
     proc = run_segpipe("clean", str(src), str(tmp_path / "out"), *flags, "--on-corrupt", "skip-partition")
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == ExitCode.SKIPPED, proc.stderr
     assert "segpipe: skipped partition clicks-0: CRC mismatch: " in proc.stdout
     assert "clicks-0/00000000000000000380.log at byte 0" in proc.stdout
     out = tmp_path / "out"
@@ -427,21 +443,21 @@ def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
     )
     # The other partitions are exactly what a run without the damage publishes.
     ref = tmp_path / "ref"
-    assert run_segpipe("clean", str(sample_dir), str(ref), *flags).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(ref), *flags).returncode == ExitCode.OK
     for part in ("orders-0", "orders-1", "legacy-users-0"):
         assert {p.name: p.read_bytes() for p in (out / part).iterdir()} == {
             p.name: p.read_bytes() for p in (ref / part).iterdir()
         }
     # The default still stops the run and publishes nothing.
     failed = run_segpipe("clean", str(src), str(tmp_path / "out2"), *flags)
-    assert failed.returncode == 65 and not (tmp_path / "out2").exists()
+    assert failed.returncode == ExitCode.DATA and not (tmp_path / "out2").exists()
 
 
 def test_skip_partition_finds_malformed_records_behind_a_valid_crc_before_writing(
     tmp_path: Path, sample_dir: Path
 ) -> None:
     from segment_io.format.batch import build_v2_batch
-    from segment_io.format.records import RecordColumns
+    from segment_io.format.record_columns import RecordColumns
     from tests.helpers import v2_batch, write_log
 
     src = tmp_path / "src"
@@ -454,7 +470,7 @@ def test_skip_partition_finds_malformed_records_behind_a_valid_crc_before_writin
     write_log(src, "broken-0", [[good, bad], [v2_batch(4, [(0, NOW, b"k", b"v", [])])]])
     flags = ["--now-ms", str(NOW), "--set", "cleanup.policy=compact", "--on-corrupt", "skip-partition"]
     proc = run_segpipe("clean", str(src), str(tmp_path / "out"), *flags)
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == ExitCode.SKIPPED, proc.stderr
     assert (
         f"segpipe: skipped partition broken-0: corrupt batch: {src}/broken-0/00000000000000000000.log at byte {len(good)}"
         in proc.stdout
@@ -466,7 +482,7 @@ def test_a_run_without_stderr_still_runs(tmp_path: Path, sample_dir: Path) -> No
     # Schedulers may start a job with stderr closed: the noise filter must not be what fails it.
     command = f"{sys.executable} -m pipelines.cli clean {sample_dir} {tmp_path / 'out'} --now-ms {NOW} --dry-run 2>&-"
     proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions")
+    assert proc.returncode == ExitCode.OK and proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions")
 
 
 def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
@@ -488,14 +504,14 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     compacted = run_segpipe(
         "clean", samples, str(tmp_path / "once"), *config, "--now-ms", str(NOW), env=spark
     )
-    assert compacted.returncode == 0, compacted.stderr
+    assert compacted.returncode == ExitCode.OK, compacted.stderr
     again = run_segpipe(
         "clean", str(tmp_path / "once"), str(tmp_path / "again"), *config, "--select", "kafka", *bad_jvm
     )
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == ExitCode.OK, again.stderr
     assert files_of(tmp_path / "again") == files_of(tmp_path / "once")
     small = run_segpipe("clean", samples, str(tmp_path / "in-driver"), *config, *bad_jvm)
-    assert small.returncode == 0, small.stderr
+    assert small.returncode == ExitCode.OK, small.stderr
     assert files_of(tmp_path / "in-driver") == files_of(tmp_path / "once")
     # With a local master, what is too large for the driver's threads runs in its own processes
     # (made so here: SEGPIPE_DRIVER_WORK=processes), the bucketed key map too; no JVM either.
@@ -503,7 +519,7 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
         "clean", samples, str(tmp_path / "in-processes"), *config, "--master", "local[2]", *bad_jvm,
         env={DRIVER_WORK_ENV: "processes"},
     )  # fmt: skip
-    assert processes.returncode == 0, processes.stderr
+    assert processes.returncode == ExitCode.OK, processes.stderr
     assert files_of(tmp_path / "in-processes") == files_of(tmp_path / "once")
     refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=spark)
-    assert refused.returncode != 0 and not (tmp_path / "needs-spark").exists()
+    assert refused.returncode != ExitCode.OK and not (tmp_path / "needs-spark").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import flip_byte, run_segpipe
 
 pytestmark = pytest.mark.e2e
@@ -16,13 +17,13 @@ FLAGS = ["--config", "conf/samples.yaml", "--now", "2023-11-23", "--master", "lo
 
 def test_the_gate_publishes_only_what_passes(sample_dir: Path, tmp_path: Path) -> None:
     good = run_segpipe("clean", str(sample_dir), str(tmp_path / "good"), *FLAGS)
-    assert good.returncode == 0, good.stderr[-3000:]
+    assert good.returncode == ExitCode.OK, good.stderr[-3000:]
     assert "validation passed" in good.stdout + good.stderr
     assert (tmp_path / "good" / "_segpipe" / "validation" / "index.html").exists()
     assert not (tmp_path / "good.validation").exists()
 
     bad = run_segpipe("clean", str(sample_dir), str(tmp_path / "bad"), *FLAGS, fault="corrupt-output")
-    assert bad.returncode == 4, bad.stderr[-3000:]
+    assert bad.returncode == ExitCode.VALIDATION, bad.stderr[-3000:]
     assert "validation failed: batches_crc_valid" in bad.stdout + bad.stderr
     last = bad.stderr.strip().splitlines()[-1]
     assert (
@@ -46,9 +47,11 @@ def test_partitions_left_out_for_bad_data_are_named_not_compared_and_only_where_
     flags = [f for f in FLAGS if f != "--validate"]
     out = tmp_path / "out"
     cleaned = run_segpipe("clean", str(src), str(out), *flags, "--on-corrupt", "skip-partition", "--validate")
-    assert cleaned.returncode == 3, cleaned.stderr[-3000:]  # the gate passed: published, one partition short
+    assert cleaned.returncode == ExitCode.SKIPPED, cleaned.stderr[
+        -3000:
+    ]  # the gate passed: published, one partition short
     proc = run_segpipe("validate", str(out), "--against", str(src), "--master", "local[2]")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     said = proc.stdout + proc.stderr
     assert "holds no orders-0" in said and "not compared: orders-0: the source's data is bad there" in said
     assert str(bad) in said and "Traceback" not in said and "WARN" not in said
@@ -59,7 +62,7 @@ def test_partitions_left_out_for_bad_data_are_named_not_compared_and_only_where_
     report.write_text(json.dumps(run))
     shutil.rmtree(out / "clicks-0")
     lying = run_segpipe("validate", str(out), "--against", str(src), "--master", "local[2]")
-    assert lying.returncode == 1, lying.stderr[-3000:]
+    assert lying.returncode == ExitCode.INVALID, lying.stderr[-3000:]
     assert "validation failed:" in lying.stdout and "partition clicks-0" in lying.stdout
     assert "not compared: clicks-0" not in lying.stdout
 
@@ -71,7 +74,7 @@ def test_a_promise_without_terms_is_refused_before_any_work(sample_dir: Path, tm
     copy = tmp_path / "copy"
     shutil.copytree(sample_dir, copy)
     proc = run_segpipe("validate", str(copy), "--against", str(sample_dir), "--master", "local[2]")
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr[-3000:]
     assert "--now and --config/--set/--topic-set" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -85,7 +88,7 @@ def test_an_operators_suite_gates_publication(sample_dir: Path, tmp_path: Path) 
     strict = tmp_path / "strict.json"
     strict.write_text(json.dumps(doc))
     proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *FLAGS, "--suite", str(strict))
-    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.VALIDATION, proc.stderr[-3000:]
     said = proc.stdout + proc.stderr
     assert (
         "validation failed: orders-short: expect_column_value_lengths_to_be_between(value): partition orders-"
@@ -93,7 +96,7 @@ def test_an_operators_suite_gates_publication(sample_dir: Path, tmp_path: Path) 
     )
     assert not (tmp_path / "out").exists()
     refused = run_segpipe("clean", str(sample_dir), str(tmp_path / "x"), "--suite", str(strict))
-    assert refused.returncode == 2 and "add --validate" in refused.stderr
+    assert refused.returncode == ExitCode.REFUSED and "add --validate" in refused.stderr
 
 
 def test_validating_a_small_local_log_starts_no_jvm(tmp_path: Path) -> None:
@@ -105,13 +108,13 @@ def test_validating_a_small_local_log_starts_no_jvm(tmp_path: Path) -> None:
     clean = run_segpipe(
         "clean", samples, str(out), "--set", "cleanup.policy=delete", "--now", "2023-11-23", *bad_jvm
     )
-    assert clean.returncode == 0, clean.stderr[-3000:]
+    assert clean.returncode == ExitCode.OK, clean.stderr[-3000:]
     for extra in ([], ["--against", samples]):
         proc = run_segpipe("validate", str(out), *extra, *bad_jvm)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
         assert "validation passed" in proc.stdout + proc.stderr
     suite = run_segpipe("validate", samples, "--suite", "conf/suites/orders.json", *bad_jvm)
-    assert suite.returncode != 0 and "validation passed" not in suite.stdout + suite.stderr
+    assert suite.returncode != ExitCode.OK and "validation passed" not in suite.stdout + suite.stderr
 
 
 def test_a_suite_with_an_expectation_ge_cannot_build_is_refused_before_any_work(
@@ -119,16 +122,14 @@ def test_a_suite_with_an_expectation_ge_cannot_build_is_refused_before_any_work(
 ) -> None:
     import json
 
-    from pipelines.errors import EXIT_REFUSED
-
     doc = json.loads(Path("conf/suites/orders.json").read_text())
     doc["expectations"].append({"type": "expect_column_values_to_be_purple", "kwargs": {"column": "key"}})
     suite = tmp_path / "purple.json"
     suite.write_text(json.dumps(doc))
     checked = run_segpipe("validate", str(sample_dir), "--suite", str(suite), "--master", "local[2]")
-    assert checked.returncode == EXIT_REFUSED, checked.stderr[-3000:]
+    assert checked.returncode == ExitCode.REFUSED, checked.stderr[-3000:]
     assert "expect_column_values_to_be_purple" in checked.stderr and "validation passed" not in checked.stdout
     gated = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *FLAGS, "--suite", str(suite))
-    assert gated.returncode == EXIT_REFUSED, gated.stderr[-3000:]
+    assert gated.returncode == ExitCode.REFUSED, gated.stderr[-3000:]
     assert "purple.json: expectation 4" in gated.stderr
     assert not (tmp_path / "out").exists()

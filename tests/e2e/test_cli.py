@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import TopicSpec
 from segment_io.storage import open_storage
@@ -26,12 +27,12 @@ def test_generate_inspect_dump(tmp_path: Path) -> None:
         "generate", str(dst), "--topics", "a,b", "--partitions", "2", "--records", "500",
         "--codecs", "zstd,snappy", "--log-append-time", "--segment-bytes", "16384",
     )  # fmt: skip
-    assert gen.returncode == 0, gen.stderr
+    assert gen.returncode == ExitCode.OK, gen.stderr
     assert "a-0: log end offset" in gen.stdout
-    assert run_segpipe("generate", str(dst)).returncode == 2  # refuses a non-empty destination
+    assert run_segpipe("generate", str(dst)).returncode == ExitCode.REFUSED  # refuses a non-empty destination
 
     inspect = run_segpipe("inspect", str(dst), "--json")
-    assert inspect.returncode == 0, inspect.stdout
+    assert inspect.returncode == ExitCode.OK, inspect.stdout
     doc = json.loads(inspect.stdout)
     assert doc["valid"] and [f"{p['topic']}-{p['partition']}" for p in doc["partitions"]] == [
         "a-0",
@@ -44,7 +45,7 @@ def test_generate_inspect_dump(tmp_path: Path) -> None:
     assert seg["first_offset"] == 0
 
     dump = run_segpipe("dump", str(dst), "--topic", "a", "--partition", "1")
-    assert dump.returncode == 0, dump.stderr
+    assert dump.returncode == ExitCode.OK, dump.stderr
     rows = [json.loads(line) for line in dump.stdout.splitlines()]
     offsets = [r["offset"] for r in rows]
     assert offsets == sorted(offsets) and {r["partition"] for r in rows} == {1}
@@ -71,7 +72,7 @@ def test_dump_marks_control_records(tmp_path: Path) -> None:
         run_segpipe(
             "generate", str(dst), "--topics", "t", "--transactional-ratio", "0.5", "--records", "400"
         ).returncode
-        == 0
+        == ExitCode.OK
     )
     rows = [json.loads(line) for line in run_segpipe("dump", str(dst)).stdout.splitlines()]
     control = [r for r in rows if r["is_control"]]
@@ -83,7 +84,7 @@ def test_readme_demo_command_runs() -> None:
     """The README's first set-up command (the venv already exists, so it only runs the job)."""
     env = dict(os.environ)
     proc = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
     assert "valid" in proc.stdout
 
 
@@ -91,21 +92,23 @@ def test_config_describe_lists_every_topic_config_with_its_default() -> None:
     from pipelines.config import TOPIC_CONFIGS, TopicConfig
 
     proc = run_segpipe("config", "describe", "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert list(rows) == [d.name for d in TOPIC_CONFIGS]
     assert {name: row["default"] for name, row in rows.items()} == TopicConfig().to_kafka()
     assert rows["retention.ms"]["default"] == 604_800_000 and rows["cleanup.policy"]["default"] == "delete"
     assert all(row["type"] and row["doc"] for row in rows.values())
     text = run_segpipe("config", "describe")
-    assert text.returncode == 0 and "delete.retention.ms  (long ≥ 0, default 86400000)" in text.stdout
+    assert (
+        text.returncode == ExitCode.OK and "delete.retention.ms  (long ≥ 0, default 86400000)" in text.stdout
+    )
 
 
 def test_a_segment_file_is_inspected_and_dumped_and_refused_as_a_source(tmp_path: Path) -> None:
     root = ROOT / "data" / "samples"
     log = root / "orders-1" / "00000000000000000000.log"
     proc = run_segpipe("inspect", str(log))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert proc.stdout.startswith("orders-1: 1 segments") and "00000000000000000000.log" in proc.stdout
     index = run_segpipe("inspect", str(log.with_suffix(".index")))
     assert index.stdout == proc.stdout  # an index file stands for its segment
@@ -119,38 +122,42 @@ def test_a_segment_file_is_inspected_and_dumped_and_refused_as_a_source(tmp_path
     assert records and records == [r for r in whole if r["offset"] < records[-1]["offset"] + 1]
     clean = run_segpipe("clean", str(log), str(tmp_path / "out"))
     assert (
-        clean.returncode == 2
+        clean.returncode == ExitCode.REFUSED
         and "is a file; give the log directory or the partition directory" in clean.stderr
     )
     assert "Traceback" not in clean.stderr and not (tmp_path / "out").exists()
     not_segment = run_segpipe("inspect", str(root / "orders-1" / "leader-epoch-checkpoint"))
-    assert not_segment.returncode == 2 and "not a segment file" in not_segment.stderr
+    assert not_segment.returncode == ExitCode.REFUSED and "not a segment file" in not_segment.stderr
 
 
 def test_empty_directories_say_so(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     proc = run_segpipe("inspect", str(tmp_path / "logs"))
-    assert proc.returncode == 0 and "no partition directories" in proc.stdout
+    assert proc.returncode == ExitCode.OK and "no partition directories" in proc.stdout
     (tmp_path / "orders-3").mkdir()
     proc = run_segpipe("inspect", str(tmp_path / "orders-3"))
-    assert proc.returncode == 0 and proc.stdout.startswith("orders-3: 0 segments, 0 bytes, 0 records")
+    assert proc.returncode == ExitCode.OK and proc.stdout.startswith(
+        "orders-3: 0 segments, 0 bytes, 0 records"
+    )
 
 
 def test_filters_that_match_nothing_are_named_and_misnamed_topic_configs_refused(tmp_path: Path) -> None:
     root = ROOT / "data" / "samples"
     proc = run_segpipe("dump", str(root), "--topic", "ordrs")
-    assert proc.returncode == 2 and proc.stdout == ""  # refused, as the data source refuses it
+    assert proc.returncode == ExitCode.REFUSED and proc.stdout == ""  # refused, as the data source refuses it
     assert (
         "matches --topic/--partition (partitions there: clicks-0, legacy-users-0, orders-0, orders-1)"
         in proc.stderr
     )
     limited = run_segpipe("dump", str(root), "--limit", "-1")
-    assert limited.returncode == 2 and "--limit -1: expected a number of lines" in limited.stderr
+    assert (
+        limited.returncode == ExitCode.REFUSED and "--limit -1: expected a number of lines" in limited.stderr
+    )
     assert "cut" in run_segpipe("--help").stdout.split("run a job file's steps (")[1].split(")")[0]
     for flags in (["--topic-set", "ordrs:retention.ms=1000"], ["--config", str(tmp_path / "c.yaml")]):
         (tmp_path / "c.yaml").write_text("topics:\n  ordrs:\n    retention.ms: 1000\n")
         proc = run_segpipe("clean", str(root), str(tmp_path / "out"), *flags)
-        assert proc.returncode == 2, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED, proc.stderr
         assert (
             "topic configs for ordrs, which" in proc.stderr
             and "(topics there: clicks, legacy-users, orders)" in proc.stderr
@@ -230,11 +237,11 @@ def test_generate_refuses_impossible_options_before_writing(tmp_path: Path) -> N
         (["--partitions", "0"], "partitions must be at least 1 (got 0)"),
     ]:
         proc = run_segpipe("generate", str(tmp_path / "dst"), *flags)
-        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / "dst").exists()
     # Without --topics the options shape the sample set (all four of its topics).
     proc = run_segpipe("generate", str(tmp_path / "dst"), "--records", "30")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert sorted(p.name for p in (tmp_path / "dst").iterdir() if p.is_dir()) == [
         "clicks-0", "legacy-users-0", "orders-0", "orders-1"
     ]  # fmt: skip
@@ -271,7 +278,7 @@ def test_the_command_freezes_its_objects_before_the_interpreter_exits() -> None:
         "sys.argv = ['segpipe', 'config', 'describe', '--json']; sys.exit(command())"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert proc.stdout.rstrip().endswith("frozen True") and json.loads(proc.stdout.rsplit("]", 1)[0] + "]")
 
 
@@ -294,6 +301,6 @@ def test_the_application_file_runs_its_command_once(tmp_path: Path) -> None:
         [sys.executable, str(ROOT / "pipelines" / "cli" / "__main__.py"), "run", str(job), "--master", "local[2]"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert proc.stdout.count("segpipe: job once") == 1, proc.stdout
     assert proc.stdout.count("step compact: done") == 1, proc.stdout

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import run_segpipe, sigterm_once_staged
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +37,7 @@ def tree(root: Path) -> dict[str, str]:
 def reference(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("reference") / "out"
     proc = run(sample_dir, out)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     return tree(out)
 
 
@@ -58,7 +59,7 @@ def test_a_kill_at_any_stage_loses_nothing(
     leftovers = [p for p in tmp_path.iterdir() if ".segpipe-staging-" in p.name]
     assert len(leftovers) == (0 if stage == "after-scan" else 1)
     again = run(sample_dir, out)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == ExitCode.OK, again.stderr
     if leftovers:
         assert f"segpipe: removed staging of a run that did not finish: {leftovers[0]}" in again.stdout
     assert tree(out) == reference
@@ -74,7 +75,9 @@ def test_a_live_runs_staging_is_never_touched(sample_dir: Path, tmp_path: Path) 
     (staging / "_segpipe" / "LOCK").write_bytes(RunLock.mine("abc").to_bytes())
     proc = run(sample_dir, tmp_path / "out")
     assert (
-        proc.returncode == 2 and "belongs to run abc" in proc.stderr and "may still be running" in proc.stderr
+        proc.returncode == ExitCode.REFUSED
+        and "belongs to run abc" in proc.stderr
+        and "may still be running" in proc.stderr
     )
     assert (staging / "_segpipe" / "LOCK").exists() and not (tmp_path / "out").exists()
 
@@ -83,7 +86,7 @@ def test_sigterm_stops_the_run_cleanly(sample_dir: Path, tmp_path: Path) -> None
     out = tmp_path / "out"
     proc = sigterm_once_staged("clean", str(sample_dir), str(out), *FLAGS, where=tmp_path)
     err = proc.stderr
-    assert proc.returncode == 143, err
+    assert proc.returncode == ExitCode.TERMINATED, err
     assert "Traceback" not in err and len(err.splitlines()) <= 3, err
     assert err.strip().splitlines()[-1] == "segpipe: terminated; nothing was published"
     assert list(tmp_path.iterdir()) == []  # staging removed, nothing published

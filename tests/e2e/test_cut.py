@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.producer_snapshot import read_snapshot
 from tests.helpers import dumped, files_of, run_segpipe
 
@@ -43,7 +44,7 @@ def checkpoint(path: Path) -> dict[str, int]:
 def cut(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cut-out") / "out"
     proc = run_segpipe("cut", str(src), str(out), "--until-offset", str(UNTIL))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert "transactions left open" in proc.stdout
     assert "the log itself is used instead" in proc.stdout  # the unreadable snapshots, warned of
     return out
@@ -95,7 +96,7 @@ def test_side_files_end_at_the_new_log_end(src: Path, cut: Path) -> None:
         assert lowered == {tp: min(offset, ends[tp]) for tp, offset in source.items()}, name
     # A partition the cut does not reach keeps every file as it is.
     assert files_of(cut / "legacy-users-0") == files_of(src / "legacy-users-0")
-    assert run_segpipe("validate", str(cut)).returncode == 0
+    assert run_segpipe("validate", str(cut)).returncode == ExitCode.OK
 
 
 def test_transactions_open_at_the_cut_are_named(src: Path, cut: Path) -> None:
@@ -123,7 +124,7 @@ def test_until_time_cuts_where_list_offsets_points(src: Path, tmp_path: Path) ->
     listed = json.loads(run_segpipe("inspect", str(src), "--at", str(at), "--json").stdout)["partitions"]
     offsets = {f"{p['topic']}-{p['partition']}": p["offset"] for p in listed}
     proc = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-time", iso)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     before, after = dumped(src), dumped(tmp_path / "out")
     for name, rows in before.items():
         offset = offsets[name]
@@ -135,21 +136,21 @@ def test_a_cut_log_cleans_and_validates(cut: Path, tmp_path: Path) -> None:
     cleaned = tmp_path / "cleaned"
     proc = run_segpipe("clean", str(cut), str(cleaned), "--config", "conf/samples.yaml", "--now", "2023-11-23",
                        "--validate")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
 
 
 def test_a_dry_run_writes_nothing_and_refusals_come_first(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     dry = run_segpipe("cut", str(src), str(out), "--until-offset", "10", "--dry-run")
-    assert dry.returncode == 0 and "would cut" in dry.stdout and not out.exists()
+    assert dry.returncode == ExitCode.OK and "would cut" in dry.stdout and not out.exists()
     both = run_segpipe("cut", str(src), str(out), "--until-offset", "10", "--until-time", "2023-11-18")
-    assert both.returncode == 2 and "not allowed with" in both.stderr, both.stderr
+    assert both.returncode == ExitCode.REFUSED and "not allowed with" in both.stderr, both.stderr
     neither = run_segpipe("cut", str(src), str(out))
-    assert neither.returncode == 2
+    assert neither.returncode == ExitCode.REFUSED
     out.mkdir()
     (out / "x").write_text("x")
     busy = run_segpipe("cut", str(src), str(out), "--until-offset", "10")
-    assert busy.returncode == 2 and (out / "x").read_text() == "x"
+    assert busy.returncode == ExitCode.REFUSED and (out / "x").read_text() == "x"
 
 
 @pytest.mark.parametrize("stage", ["mid-rewrite", "before-publish"])
@@ -159,7 +160,7 @@ def test_a_kill_loses_nothing(src: Path, cut: Path, tmp_path: Path, stage: str) 
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert files_of(src) == before and not (tmp_path / "out").exists()
     again = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-offset", str(UNTIL))
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == ExitCode.OK, again.stderr
     assert {k: v for k, v in files_of(tmp_path / "out").items() if "_segpipe" not in k} == {
         k: v for k, v in files_of(cut).items() if "_segpipe" not in k
     }
@@ -178,34 +179,35 @@ def test_the_readme_cut_example_runs(tmp_path: Path) -> None:
     for command in commands[:3]:
         args = [a.replace("/tmp/", f"{tmp_path}/") for a in command[1:]]
         proc = run_segpipe(*args)
-        assert proc.returncode == 0, (command, proc.stderr)
+        assert proc.returncode == ExitCode.OK, (command, proc.stderr)
     assert (tmp_path / "as-it-was-cleaned" / "_segpipe" / "manifest.json").exists()
 
 
 def test_times_that_are_not_times_are_refused_and_an_emptied_partition_is_named(
     src: Path, tmp_path: Path
 ) -> None:
-    from pipelines.errors import EXIT_REFUSED
 
     out = tmp_path / "out"
     for sentinel in ("-1", "-2", "-5"):
         proc = run_segpipe("cut", str(src), str(out), "--until-time", sentinel)
-        assert proc.returncode == EXIT_REFUSED and "-1 means the latest offset" in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED and "-1 means the latest offset" in proc.stderr, (
+            proc.stderr
+        )
         at = run_segpipe("inspect", str(src), "--at", sentinel)
-        assert at.returncode == EXIT_REFUSED and "-2 the earliest" in at.stderr, at.stderr
+        assert at.returncode == ExitCode.REFUSED and "-2 the earliest" in at.stderr, at.stderr
     seconds = run_segpipe("cut", str(src), str(out), "--until-time", "1700300000")
-    assert seconds.returncode == EXIT_REFUSED and "looks like epoch seconds" in seconds.stderr
+    assert seconds.returncode == ExitCode.REFUSED and "looks like epoch seconds" in seconds.stderr
     assert "give 1700300000000" in seconds.stderr and not out.exists()
     # Before every record of orders-0 but after clicks-0 starts: orders-0 is emptied, and said so.
     first = dumped(src)["orders-0"][0]["timestamp"]
     emptied = run_segpipe("cut", str(src), str(out), "--until-time", str(first), "--topic", "orders")
-    assert emptied.returncode == 0, emptied.stderr
+    assert emptied.returncode == ExitCode.OK, emptied.stderr
     assert "segpipe: warning: the cut leaves orders-0 empty" in emptied.stdout + emptied.stderr
 
 
 def test_a_cut_past_the_end_leaves_no_transaction_open_that_was_not(src: Path, tmp_path: Path) -> None:
     proc = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-offset", "999999999", "--dry-run")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert "0 transactions left open by the cut" in proc.stdout, proc.stdout
     assert "open in the source already" in proc.stdout
     assert "1 transactions" not in proc.stdout

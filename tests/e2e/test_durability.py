@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
+
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_700_700_000_000
@@ -41,7 +43,7 @@ def test_every_published_file_is_synced_before_its_rename(tmp_path: Path, sample
          "--now-ms", str(NOW), "--master", "local[1]"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     published = 0
     output_renamed = parent_synced = False
     for trace in tmp_path.glob("trace.*"):  # one file per process: the CLI, the JVM, the workers

@@ -20,6 +20,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from pipelines.keys.key_list import KEY_BROADCAST_ENV
 from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import TopicSpec
 from segment_io.storage import open_storage
@@ -108,7 +109,7 @@ def erased(src: Path, keys: list[bytes], tmp_path_factory: pytest.TempPathFactor
     work = tmp_path_factory.mktemp("erased")
     listing = key_file(work / "keys.hex", keys)
     proc = erase(src, work / "out", listing, "--report", str(work / "report.json"), "--validate")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert "segpipe: erasure proved" in proc.stdout
     return work / "out", work
 
@@ -270,19 +271,19 @@ def test_without_the_secret_candidate_keys_match_nothing(
     out = work / "out"
     ok = run_segpipe("validate", str(out), "--erased", str(work / "keys.hex"), *proof,
                      "--secret-file", str(secret_file(work)))  # fmt: skip
-    assert ok.returncode == 0 and "evidence checked" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == ExitCode.OK and "evidence checked" in ok.stdout, ok.stdout + ok.stderr
     other = tmp_path / "other.secret"
     other.write_bytes(b"another secret of enough bytes")
     wrong = run_segpipe("validate", str(out), "--erased", str(work / "keys.hex"), *proof,
                         "--secret-file", str(other))  # fmt: skip
-    assert wrong.returncode == 1 and "keyed with another secret" in wrong.stdout, wrong.stdout
+    assert wrong.returncode == ExitCode.INVALID and "keyed with another secret" in wrong.stdout, wrong.stdout
     short = tmp_path / "short.secret"
     short.write_bytes(b"tiny\n")
     refused = erase(src, tmp_path / "o", work / "keys.hex", "--secret-file", str(short))
-    assert refused.returncode == 2 and "needs at least 16" in refused.stderr, refused.stderr
+    assert refused.returncode == ExitCode.REFUSED and "needs at least 16" in refused.stderr, refused.stderr
     unkeyed = run_segpipe("erase", str(src), str(tmp_path / "o"), "--keys", str(work / "keys.hex"),
                           "--key-format", "hex", "--dry-run")  # fmt: skip
-    assert unkeyed.returncode == 0 and "kept nowhere" in unkeyed.stdout + unkeyed.stderr
+    assert unkeyed.returncode == ExitCode.OK and "kept nowhere" in unkeyed.stdout + unkeyed.stderr
 
 
 def test_the_proof_passes_and_fails_where_it_must(
@@ -292,27 +293,31 @@ def test_the_proof_passes_and_fails_where_it_must(
     listing = work / "keys.hex"
     ok = run_segpipe("validate", str(out), "--erased", str(listing), "--key-format", "hex",
                      "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.returncode == ExitCode.OK, ok.stdout + ok.stderr
     plain = run_segpipe("validate", str(out))
-    assert plain.returncode == 0 and "is the output of an erase" in plain.stdout, plain.stdout
+    assert plain.returncode == ExitCode.OK and "is the output of an erase" in plain.stdout, plain.stdout
     # One erased record put back: an erase that left out a key only one record carries.
     single = once(src)[0]
     assert single in keys
     put_back = tmp_path / "put-back"
     assert (
         erase(src, put_back, key_file(tmp_path / "less.hex", [k for k in keys if k != single])).returncode
-        == 0
+        == ExitCode.OK
     )
     failed = run_segpipe("validate", str(put_back), "--erased", str(listing), "--key-format", "hex",
                          "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
-    assert failed.returncode == 1 and "1 records still carry a listed key" in failed.stdout, failed.stdout
+    assert failed.returncode == ExitCode.INVALID and "1 records still carry a listed key" in failed.stdout, (
+        failed.stdout
+    )
     # One record too many removed: an erase of one more key, which only one record carries.
     more = [*keys, once(src)[1]]
     too_many = tmp_path / "too-many"
-    assert erase(src, too_many, key_file(tmp_path / "more.hex", more)).returncode == 0
+    assert erase(src, too_many, key_file(tmp_path / "more.hex", more)).returncode == ExitCode.OK
     failed = run_segpipe("validate", str(too_many), "--erased", str(listing), "--key-format", "hex",
                          "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
-    assert failed.returncode == 1 and "is missing (not a listed key's)" in failed.stdout, failed.stdout
+    assert failed.returncode == ExitCode.INVALID and "is missing (not a listed key's)" in failed.stdout, (
+        failed.stdout
+    )
 
 
 def test_spark_tasks_write_the_same_bytes(src: Path, erased: tuple[Path, Path], tmp_path: Path) -> None:
@@ -320,14 +325,14 @@ def test_spark_tasks_write_the_same_bytes(src: Path, erased: tuple[Path, Path], 
     proc = erase(
         src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", env={DRIVER_WORK_ENV: "off"}
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert files_of(tmp_path / "out") == files_of(out)
 
 
 def test_dry_run_counts_and_writes_nothing(src: Path, erased: tuple[Path, Path], tmp_path: Path) -> None:
     _, work = erased
     proc = erase(src, tmp_path / "out", work / "keys.hex", "--dry-run", "--report", str(tmp_path / "r.json"))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert not (tmp_path / "out").exists()
     dry = json.loads((tmp_path / "r.json").read_text())
     real = json.loads((work / "report.json").read_text())
@@ -347,7 +352,7 @@ def test_a_million_keys_from_parquet(
     )
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(tmp_path / "keys.parquet"),
                        "--also-in-headers", HEADER, env=JOINED if joined else WHOLE)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
     assert report["keys_listed"] == len(many) and report["not_found_count"] == 1_000_001
     assert len(by_digest(report, tmp_path / "out")[1]) == 1_000_001
@@ -379,7 +384,7 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
     report = tmp_path / "report.json"
     proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", "--validate",
                  "--report", str(report), *no_jvm, env={**JOINED, **flow})  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert "segpipe: erasure proved" in proc.stdout
     assert files_of(tmp_path / "out") == files_of(out)
     joined = json.loads(report.read_text())
@@ -403,14 +408,16 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
     )
     unerased = run_segpipe("validate", str(src), "--erased", str(work / "keys.hex"), *proof, *no_jvm,
                            env={**JOINED, **flow})  # fmt: skip
-    assert unerased.returncode == 1 and "records still carry a listed key" in unerased.stdout, unerased.stdout
+    assert (
+        unerased.returncode == ExitCode.INVALID and "records still carry a listed key" in unerased.stdout
+    ), unerased.stdout
 
 
 def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(empty))
-    assert proc.returncode == 2 and "holds no key" in proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "holds no key" in proc.stderr
     zero = tmp_path / "zero.txt"
     zero.write_bytes(b"")  # 0 bytes: the same refusal from every command that reads a list
     for args in (
@@ -419,12 +426,17 @@ def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
         ("validate", str(src), "--erased", str(zero), "--against", str(src)),
     ):
         proc = run_segpipe(*args)
-        assert proc.returncode == 2 and "zero.txt: the list holds no key" in proc.stderr, (args, proc.stderr)
+        assert proc.returncode == ExitCode.REFUSED and "zero.txt: the list holds no key" in proc.stderr, (
+            args,
+            proc.stderr,
+        )
     # A joined CSV list whose bad row only a task of the join reaches: the same typed refusal.
     bad = tmp_path / "bad.csv"
     bad.write_text("id,key\n" + "".join(f"{i},user-{i}\n" for i in range(200_000)) + "1,a,b\n")
     proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(bad), env=JOINED)
-    assert proc.returncode == 2 and "bad.csv: not a readable csv key list" in proc.stderr, proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "bad.csv: not a readable csv key list" in proc.stderr, (
+        proc.stderr
+    )
     assert "Traceback" not in proc.stderr
     lock = src / ".lock"
     lock.touch()
@@ -434,7 +446,7 @@ def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
             proc = run_segpipe(
                 "erase", str(src), str(tmp_path / "out"), "--keys", str(keys), "--key-format", "hex"
             )
-        assert proc.returncode == 2 and "a Kafka broker is running" in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED and "a Kafka broker is running" in proc.stderr, proc.stderr
     finally:
         lock.unlink()
     assert not (tmp_path / "out").exists()
@@ -467,7 +479,7 @@ def test_keys_are_erased_from_magic_0_and_1_message_sets(tmp_path: Path) -> None
     listed.append(before["old1-0"][-1]["key"])  # and the log's last record
     keys = key_file(tmp_path / "k.hex", listed)
     proc = erase(src, tmp_path / "out", keys, "--validate")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "segpipe: erasure proved" in proc.stdout
     for part in parts:
         after = read_log(tmp_path / "out", part)
@@ -491,7 +503,7 @@ def test_keys_are_erased_from_magic_0_and_1_message_sets(tmp_path: Path) -> None
                 assert r.key not in listed
     ok = run_segpipe("validate", str(tmp_path / "out"), "--erased", str(keys), "--key-format", "hex",
                      "--against", str(src))  # fmt: skip
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.returncode == ExitCode.OK, ok.stdout + ok.stderr
 
 
 @pytest.mark.parametrize("stage", ["after-scan", "mid-rewrite", "before-publish"])
@@ -503,7 +515,7 @@ def test_a_kill_loses_nothing(src: Path, erased: tuple[Path, Path], tmp_path: Pa
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert files_of(src) == before and not (tmp_path / "out").exists()
     again = erase(src, tmp_path / "out", work / "keys.hex")
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == ExitCode.OK, again.stderr
     assert files_of(tmp_path / "out") == files_of(out)
 
 
@@ -524,7 +536,7 @@ def test_the_readme_erase_example_runs(tmp_path: Path) -> None:
         words = shlex.split(line)
         assert words[0] == "segpipe"
         proc = run_segpipe(*words[1:])
-        assert proc.returncode == 0, line + "\n" + proc.stdout + proc.stderr
+        assert proc.returncode == ExitCode.OK, line + "\n" + proc.stdout + proc.stderr
         assert "erasure proved" in proc.stdout
 
 
@@ -537,7 +549,7 @@ def test_the_drivers_processes_write_the_same_bytes(
     before = files_of(src)
     processes = {DRIVER_WORK_ENV: "processes"}
     proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", *NO_JVM, env=processes)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert files_of(tmp_path / "out") == files_of(out)
     killed = run_segpipe("erase", str(src), str(tmp_path / "killed"), "--keys", str(work / "keys.hex"),
                          "--key-format", "hex", "--also-in-headers", HEADER, env=processes,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
+from segment_io.exit_codes import ExitCode
 from segment_io.storage import LocalStorage
 from tests.helpers import run_segpipe
 from tests.kip405 import ENCRYPTED, PLAIN, records, tier
@@ -23,7 +24,7 @@ NOW_MS = "1795722460000"
 
 def dumped_records(*args: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
     proc = run_segpipe("dump", *args, "--topic", "kip405")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     return {
         (r["partition"], r["offset"]): (base64.b64decode(r["key"]), base64.b64decode(r["value"]))
@@ -36,12 +37,12 @@ def test_clean_of_a_tiered_topic_writes_the_cleaned_log(tmp_path: Path) -> None:
     out = tmp_path / "cleaned"
     proc = run_segpipe("clean", str(t.logdir), str(out), "--kafka-tier", str(t.settings), "--now-ms", NOW_MS,
                        "--topic-set", "kip405:cleanup.policy=compact")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     assert records(LocalStorage(), str(out)) == t.produced  # every key is distinct: nothing superseded
     proc = run_segpipe(
         "validate", str(t.logdir), "--kafka-tier", str(t.settings), "--report", str(tmp_path / "v")
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
 
 
 def test_erase_dry_run_names_the_remote_segments_that_hold_each_key(tmp_path: Path) -> None:
@@ -51,7 +52,7 @@ def test_erase_dry_run_names_the_remote_segments_that_hold_each_key(tmp_path: Pa
     report = tmp_path / "report.json"
     proc = run_segpipe("erase", str(t.logdir), str(tmp_path / "out"), "--kafka-tier", str(t.settings),
                        "--keys", str(keys), "--dry-run", "--report", str(report))  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     held = {
         p["partition"]: p["segments"]
         for item in json.loads(report.read_text())["erased"]
@@ -87,14 +88,16 @@ def test_a_job_file_reads_its_source_with_the_kafka_tier(tmp_path: Path) -> None
         f"steps: [compact]\nnow: {NOW_MS}\nconfigs:\n  defaults: {{cleanup.policy: compact}}\n"
     )
     proc = run_segpipe("run", str(job))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.OK, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert records(LocalStorage(), str(tmp_path / "out")) == t.produced
     # Tiering the source itself (no output) is refused before any step runs.
     job.write_text(
         f"name: bad\nsource: {t.logdir}\nkafka_tier: {t.settings}\nremote: {tmp_path / 'r'}\nsteps: [tier]\n"
     )
     proc = run_segpipe("run", str(job))
-    assert proc.returncode == 2 and "step 'tier' would work on the source" in proc.stderr, proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "step 'tier' would work on the source" in proc.stderr, (
+        proc.stderr
+    )
 
 
 def test_the_readme_documents_every_setting_read_and_its_walk_through_runs(tmp_path: Path) -> None:
@@ -117,7 +120,7 @@ def test_the_readme_documents_every_setting_read_and_its_walk_through_runs(tmp_p
         paths = {"/backup/kafka-logs": str(t.logdir), "/backup/server.properties": str(t.settings),
                  "/tmp/orders-rebuilt": str(tmp_path / "rebuilt"), "orders": "kip405"}  # fmt: skip
         proc = run_segpipe(*[paths.get(word, word) for word in command[1:]])
-        assert proc.returncode == 0, (line, proc.stderr)
+        assert proc.returncode == ExitCode.OK, (line, proc.stderr)
         if command[1] == "inspect":
             assert proc.stdout.rstrip().endswith("valid") and "kip405-1" in proc.stdout
     # The rebuilt topic: a plain log directory of every record, without the tier's metadata.
@@ -126,7 +129,7 @@ def test_the_readme_documents_every_setting_read_and_its_walk_through_runs(tmp_p
     assert not list(out.glob("__remote_log_metadata-*"))
     for name in ("kip405-0", "kip405-1"):
         assert (out / name / "leader-epoch-checkpoint").read_text().splitlines()[2:] == ["0 0"]
-    assert run_segpipe("inspect", str(out)).returncode == 0
+    assert run_segpipe("inspect", str(out)).returncode == ExitCode.OK
 
 
 def test_cut_and_erase_of_a_tiered_topic_write_plain_logs(tmp_path: Path) -> None:
@@ -135,7 +138,7 @@ def test_cut_and_erase_of_a_tiered_topic_write_plain_logs(tmp_path: Path) -> Non
     proc = run_segpipe(
         "cut", str(t.logdir), str(cut), "--kafka-tier", str(t.settings), "--until-offset", "5000"
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     kept = records(LocalStorage(), str(cut))
     assert max(offset for _, offset in kept) < 5000 and kept == {
         k: v for k, v in t.produced.items() if k in kept
@@ -146,6 +149,6 @@ def test_cut_and_erase_of_a_tiered_topic_write_plain_logs(tmp_path: Path) -> Non
     proc = run_segpipe(
         "erase", str(t.logdir), str(erased), "--kafka-tier", str(t.settings), "--keys", str(keys)
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     left = records(LocalStorage(), str(erased))
     assert left == {k: v for k, v in t.produced.items() if v[0] not in (b"k-000000004", b"k-000012345")}

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +30,7 @@ def _run_job(tmp_path: Path, text: str) -> tuple[Any, dict[str, Any]]:
     job = tmp_path / "job.yaml"
     job.write_text(text)
     proc = run_segpipe("run", str(job), "--json")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads(proc.stdout[proc.stdout.index("{\n") :])
 
 
@@ -42,7 +43,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     out = tmp_path / "out" / "r1"
 
     early = run_segpipe("run", job, "--run", "r1", "--step", "tier")
-    assert early.returncode == 2 and "runs after retention+compact" in early.stderr
+    assert early.returncode == ExitCode.REFUSED and "runs after retention+compact" in early.stderr
 
     # Killed after the clean published its output, before the step was recorded.
     first = run_segpipe("run", job, "--run", "r1", fault="after-publish")
@@ -54,7 +55,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     original = Path(job).read_text()
     Path(job).write_text(original.replace("retention.ms: 259200000", "retention.ms: 259200001"))
     changed = run_segpipe("run", job, "--run", "r1")
-    assert changed.returncode == 2 and "is not empty" in changed.stderr, changed.stderr[-2000:]
+    assert changed.returncode == ExitCode.REFUSED and "is not empty" in changed.stderr, changed.stderr[-2000:]
     Path(job).write_text(original)
 
     # Resumed: the published output is recognised, recorded, not cleaned again; killed next
@@ -69,7 +70,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     assert not (tmp_path / "remote").exists()
 
     third = run_segpipe("run", job, "--run", "r1", "--json")
-    assert third.returncode == 0, third.stderr
+    assert third.returncode == ExitCode.OK, third.stderr
     assert "step retention+compact: done at" in third.stdout and "not run again" in third.stdout
     state = _state(tmp_path)
     assert state["steps"]["tier"]["state"] == "done" and state["steps"]["tier"]["segments_uploaded"] > 0
@@ -78,7 +79,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     assert (tmp_path / "remote" / "r1").is_dir()
 
     again = run_segpipe("run", job, "--run", "r1")
-    assert again.returncode == 0 and "every step of this run is done" in again.stdout
+    assert again.returncode == ExitCode.OK and "every step of this run is done" in again.stdout
     assert _state(tmp_path) == state
 
 
@@ -118,12 +119,12 @@ def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir:
     by_hand = run_segpipe(
         "cut", str(sample_dir), str(tmp_path / "cut"), "--until-time", "2023-11-18T09:33:20Z"
     )
-    assert by_hand.returncode == 0, by_hand.stderr
+    assert by_hand.returncode == ExitCode.OK, by_hand.stderr
     config = tmp_path / "compact.yaml"
     config.write_text("defaults:\n  cleanup.policy: compact\n")
     clean = run_segpipe("clean", str(tmp_path / "cut"), str(tmp_path / "clean"), "--config", str(config),
                         "--now", "2023-11-23T00:40:00Z")  # fmt: skip
-    assert clean.returncode == 0, clean.stderr
+    assert clean.returncode == ExitCode.OK, clean.stderr
 
     def log_files(root: Path) -> dict[str, bytes]:
         return {k: v for k, v in files_of(root).items() if not k.startswith("_segpipe")}
@@ -135,7 +136,6 @@ def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir:
 def test_a_job_whose_suite_ge_cannot_build_is_refused_before_its_first_step(
     tmp_path: Path, sample_dir: Path
 ) -> None:
-    from pipelines.errors import EXIT_REFUSED
 
     doc = json.loads((ROOT / "conf" / "suites" / "orders.json").read_text())
     doc["expectations"].append({"type": "expect_column_values_to_be_purple", "kwargs": {"column": "key"}})
@@ -147,7 +147,7 @@ def test_a_job_whose_suite_ge_cannot_build_is_refused_before_its_first_step(
         "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
     )
     proc = run_segpipe("run", str(job))
-    assert proc.returncode == EXIT_REFUSED, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr[-3000:]
     assert "expect_column_values_to_be_purple" in proc.stderr
     assert not (tmp_path / "out").exists()
 
@@ -179,4 +179,4 @@ def test_a_job_that_cuts_then_erases_leaves_no_copy_of_the_listed_keys_behind(
         for part in (p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")):
             assert not any(r["key"] in listed for r in read_log(root, part)), (root, part)
     again = run_segpipe("run", str(tmp_path / "job.yaml"))
-    assert again.returncode == 0 and "every step of this run is done" in again.stdout
+    assert again.returncode == ExitCode.OK and "every step of this run is done" in again.stdout

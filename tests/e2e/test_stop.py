@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import files_of, run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +44,7 @@ def test_a_stop_during_publication_lets_it_finish_then_stops(
     assert proc.stderr.strip().splitlines()[-1].endswith(f"; published before the stop: {out}")
     assert took < BOUND_S and "Traceback" not in proc.stderr
     whole = run_segpipe("clean", str(sample_dir), str(tmp_path / "whole"), *CLEAN)
-    assert whole.returncode == 0, whole.stderr
+    assert whole.returncode == ExitCode.OK, whole.stderr
     assert files_of(out) == files_of(tmp_path / "whole")  # complete, as an uninterrupted run's
     assert files_of(sample_dir) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]  # no staging left
@@ -54,7 +55,7 @@ def test_a_stop_before_publication_publishes_nothing(sample_dir: Path, tmp_path:
     keys.write_text("k0000000001\n")
     proc, took = stopped("erase", str(sample_dir), str(out), "--keys", str(keys),
                          at="before-publish", signal_name="SIGTERM")  # fmt: skip
-    assert proc.returncode == 143 and took < BOUND_S, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.TERMINATED and took < BOUND_S, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == "segpipe: terminated; nothing was published"
     assert [p.name for p in tmp_path.iterdir()] == ["keys.txt"]
 
@@ -96,14 +97,14 @@ def test_a_stop_in_a_job_runs_no_later_step_and_the_run_again_finishes_it(
     assert sorted(state["steps"]) == sorted(done), state
     assert not (tmp_path / "remote").exists() or at == "after-upload"
     again = run_segpipe("run", str(job), "--json")
-    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert again.returncode == ExitCode.OK, again.stdout[-2000:] + again.stderr[-3000:]
     records = json.loads(again.stdout[again.stdout.index("{\n") :])
     assert records["tier"]["segments_uploaded"] > 0
     # The same output as a job never stopped.
     other = tmp_path / "other"
     other.mkdir()
     whole = run_segpipe("run", str(_job(other, sample_dir)))
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert whole.returncode == ExitCode.OK, whole.stderr[-3000:]
     assert files_of(tmp_path / "out") == files_of(other / "out")
     assert not [p for p in tmp_path.iterdir() if "staging" in p.name]
 
@@ -130,7 +131,7 @@ def test_a_stop_while_restore_kafka_replaces_files_lets_it_finish(
     assert proc.stderr.strip().splitlines()[-1].endswith(f"published before the stop: {broker}")
     whole = _broker_dir(tmp_path / "whole", parts)
     done = run_segpipe("restore-kafka", str(sample_dir), str(whole), "--backup", str(tmp_path / "b2"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == ExitCode.OK, done.stderr
     assert files_of(broker) == files_of(whole)  # every partition replaced, the checkpoints merged
 
 
@@ -153,7 +154,7 @@ def _tiered(sample_dir: Path, root: Path) -> tuple[Path, Path]:
     log, remote = root / "log", root / "remote"
     shutil.copytree(sample_dir, log)
     proc = run_segpipe("tier", str(log), str(remote), *TIER)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     return log, remote
 
 
@@ -165,7 +166,7 @@ def _as_log(root: Path, remote: Path, local: Path | None = None) -> dict[str, by
         return files_of(out)
     extra = [] if local is None else ["--local", str(local)]
     proc = run_segpipe("restore", str(remote), str(out), *extra, "--master", "local[2]")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     return files_of(out)
 
 
@@ -209,12 +210,12 @@ def test_the_stop_matrix(
             if start == "expired":  # an in-place clean leaves the replaced objects for expiry
                 proc = run_segpipe("clean", str(dst), "--in-place", "--set", "cleanup.policy=compact",
                                    "--now", "2023-11-26", "--master", "local[2]")  # fmt: skip
-                assert proc.returncode == 0, proc.stderr[-3000:]
+                assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
         return [a.format(src=src, dst=dst) for a in args], src, root
 
     whole_args, _, whole_root = fresh(tmp_path / "whole")
     done = run_segpipe(*whole_args)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == ExitCode.OK, done.stderr[-3000:]
     for n, point in enumerate(points):
         # Both signals where a command has one point; else they alternate over its points.
         for signal_name in ("SIGTERM", "SIGINT") if len(points) == 1 else (("SIGTERM", "SIGINT")[n % 2],):
@@ -230,7 +231,7 @@ def test_the_stop_matrix(
             # commit, is finished by the next run); any other runs again.
             if name == "tier" or "published before the stop" not in proc.stderr:
                 again = run_segpipe(*cmd)
-                assert again.returncode == 0, f"{name} {point} again: {again.stderr[-3000:]}"
+                assert again.returncode == ExitCode.OK, f"{name} {point} again: {again.stderr[-3000:]}"
             _same(name, root, whole_root)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import run_segpipe
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +43,7 @@ def test_refused_before_any_work(args: list[str], message: str, sample_dir: Path
     shutil.copytree(sample_dir, tmp_path / "log-elsewhere")  # data that is not a tier
     values = {"log": str(log), "tmp": str(tmp_path), "missing": str(tmp_path / "missing")}
     proc = run_segpipe(*[a.format(**values) for a in args])
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "tier").exists() and not (tmp_path / "out").exists()
 
@@ -53,7 +54,7 @@ def test_a_dry_run_speaks_in_the_conditional_and_writes_nothing(sample_dir: Path
     args = ["tier", str(log / "orders-0"), str(tmp_path / "tier"), "--dry-run", "--now", "2023-11-26",
             "--set", "retention.ms=-1", "--set", "local.retention.ms=0", "--master", "local[1]"]  # fmt: skip
     table = run_segpipe(*args)
-    assert table.returncode == 0, table.stderr[-2000:]
+    assert table.returncode == ExitCode.OK, table.stderr[-2000:]
     lines = table.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("partition"))
     assert "would upload" in lines[header] and lines[header + 1].split()[:3] == ["orders-0", "0", "3015"]
@@ -83,7 +84,7 @@ def test_an_open_transaction_that_holds_a_partition_back_is_named(sample_dir: Pa
         ["tier", str(sample_dir), str(tmp_path / "tier"), *sealed, "--dry-run"],
     ):
         proc = run_segpipe(*args)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == ExitCode.OK, proc.stderr
         said = proc.stdout + proc.stderr
         what = "cleaning" if args[0] == "clean" else "tiering"
         for part, pid, first in (("orders-0", 1015, 2783), ("orders-1", 1013, 2988)):

@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from segment_io.exit_codes import ExitCode
+
 POM = Path(__file__).with_name("pom.xml")  # the current release
 TIERED_POM = Path(__file__).with_name("pom-tiered.xml")  # the release with LocalTieredStorage
 START_TIMEOUT_S = 90.0  # a cold JVM on 2 busy cores answers in about 10 s
@@ -58,7 +60,7 @@ def jars(pom: Path = POM) -> Path:
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         raise BrokerUnavailable(f"fetching Kafka's jars took over {FETCH_TIMEOUT_S:.0f} s") from exc
-    if proc.returncode != 0:
+    if proc.returncode != ExitCode.OK:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
         raise BrokerUnavailable("fetching Kafka's jars through Maven failed: " + " | ".join(tail))
     (partial / ".complete").touch()

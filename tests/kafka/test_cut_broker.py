@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.layout import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT
 from segment_io.producer_snapshot import ENTRY
 from tests.helpers import dumped, run_segpipe
@@ -82,7 +83,7 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
     out = tmp_path / "cut"
     proc = run_segpipe("cut", str(sample_dir), str(out), "--until-offset", str(until), "--topic", "orders",
                        "--topic", "clicks")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     report = {
         p["partition"]: p for p in json.loads((out / "_segpipe" / "report.json").read_text())["partitions"]
     }
@@ -95,7 +96,7 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
         # Kafka's own truncation: the samples, a corrupt batch at the cut, an unclean restart.
         restored = run_segpipe("restore-kafka", str(sample_dir), str(broker.log_dir), "--backup",
                                str(tmp_path / "backup-1"))  # fmt: skip
-        assert restored.returncode == 0, restored.stderr
+        assert restored.returncode == ExitCode.OK, restored.stderr
         for name in NAMES:
             corrupt_from(broker.log_dir, name, until)
         (broker.log_dir / CLEAN_SHUTDOWN).unlink(missing_ok=True)
@@ -123,7 +124,7 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
         # The cut log restored: loaded as it is, served as the cut left it.
         restored = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup",
                                str(tmp_path / "backup-2"))  # fmt: skip
-        assert restored.returncode == 0, restored.stderr
+        assert restored.returncode == ExitCode.OK, restored.stderr
         seen = len(broker.server_log.read_text(errors="replace").splitlines())
         broker.start()
         lines = broker.server_log.read_text(errors="replace").splitlines()[seen:]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import Broker
 from tests.kafka.test_restore import aborted, consumed, create_topics, expected, offsets
@@ -27,7 +28,7 @@ def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, 
     proc = run_segpipe(
         "erase", str(sample_dir), str(out), "--keys", str(tmp_path / "keys.txt"), *flags, "--validate"
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     source = dumped(sample_dir)
     names = sorted(f"{t}-{p}" for t, n in TOPICS.items() for p in range(n))
     listed = {base64.b64encode(k).decode() for k in KEYS}
@@ -39,7 +40,7 @@ def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, 
         restored = run_segpipe(
             "restore-kafka", str(out), str(broker.log_dir), "--backup", str(tmp_path / "backup")
         )
-        assert restored.returncode == 0, restored.stderr
+        assert restored.returncode == ExitCode.OK, restored.stderr
         broker.start()
         ours = broker.log_lines(*(f"partition={name}," for name in names))
         assert [
@@ -74,7 +75,7 @@ def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, 
 
 def listed_offsets(out: Path, at: int) -> dict[str, int | None]:
     proc = run_segpipe("inspect", str(out), "--at", str(at), "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     return {f"{p['topic']}-{p['partition']}": p["offset"] for p in json.loads(proc.stdout)["partitions"]}
 
 

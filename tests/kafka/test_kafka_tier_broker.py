@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import TIERED_POM, Broker
 from tests.kafka.test_restore import aborted, consumed, expected, offsets
@@ -169,7 +170,7 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(
         # The whole topic rebuilt from the tier: a plain log directory a fresh broker serves.
         restored = tmp_path / "restored"
         proc = run_segpipe("restore", str(broker.log_dir), str(restored), "--kafka-tier", server)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == ExitCode.OK, proc.stderr
         for internal in restored.glob("__*"):  # the fresh broker keeps its own internal topics
             shutil.rmtree(internal)
         fresh = Broker(tmp_path / "fresh")
@@ -181,7 +182,7 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(
         proc = run_segpipe(
             "restore-kafka", str(restored), str(fresh.log_dir), "--backup", str(tmp_path / "bk")
         )
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == ExitCode.OK, proc.stderr
         fresh.start()
         try:
             assert read_all(fresh) == (uncommitted, committed)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from segment_io.checkpoints import parse_offset_checkpoint
+from segment_io.exit_codes import ExitCode
 from tests.helpers import read_log, run_segpipe
 from tests.kafka.broker import Broker
 
@@ -157,7 +158,7 @@ def segpipe_clean(before: Path, topic: str, now_ms: int, out: Path) -> None:
     for name, value in {**COMMON, **TOPICS[topic]}.items():
         args += ["--set", f"{name}={value}"]
     proc = run_segpipe(*args)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import Broker
 
@@ -123,7 +124,7 @@ def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path
     proc = run_segpipe(
         "clean", str(sample_dir), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW_MS)
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.OK, proc.stderr
     report = json.loads((out / "_segpipe" / "report.json").read_text())
     partitions = {p["partition"]: p for p in report["partitions"]}
     topics: dict[str, int] = {}
@@ -137,10 +138,10 @@ def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path
         create_topics(broker, topics)
         backup = tmp_path / "backup"
         refused = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup", str(backup))
-        assert refused.returncode == 2 and "is running" in refused.stderr, refused.stderr
+        assert refused.returncode == ExitCode.REFUSED and "is running" in refused.stderr, refused.stderr
         broker.stop()
         restored = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup", str(backup))
-        assert restored.returncode == 0, restored.stderr
+        assert restored.returncode == ExitCode.OK, restored.stderr
         assert sorted(p.name for p in backup.iterdir() if p.is_dir()) == sorted(partitions)
         broker.start()
         # Loaded as a cleanly stopped log: nothing recovered, truncated or found corrupt (the

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from tests.helpers import read_log, run_segpipe
 
 pytestmark = pytest.mark.s3
@@ -26,13 +27,13 @@ def test_clean_from_s3_to_s3_matches_a_local_run(
     fs.put(str(sample_dir) + "/", "archive/src/", recursive=True)
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
     proc = run_segpipe("clean", "s3://archive/src", "s3://archive/out", *flags, env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert fs.exists("archive/out/_segpipe/manifest.json")
     assert not fs.exists("archive/out/_segpipe/INCOMPLETE")
-    assert run_segpipe("inspect", "s3://archive/out", env=s3_env).returncode == 0
+    assert run_segpipe("inspect", "s3://archive/out", env=s3_env).returncode == ExitCode.OK
     # Same bytes as a local run of the same job.
     local = tmp_path / "local"
-    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == ExitCode.OK
     fs.get("archive/out/", str(tmp_path / "from-s3") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
         for log in sorted((local / part).glob("*")):
@@ -40,7 +41,7 @@ def test_clean_from_s3_to_s3_matches_a_local_run(
         assert read_log(tmp_path / "from-s3", part) == read_log(local, part)
     # A non-empty destination is refused.
     again = run_segpipe("clean", "s3://archive/src", "s3://archive/out", *flags, env=s3_env)
-    assert again.returncode == 2 and "not empty" in again.stderr
+    assert again.returncode == ExitCode.REFUSED and "not empty" in again.stderr
 
 
 def test_s3_writes_appear_only_on_commit_and_a_discard_aborts_the_upload(s3_env: dict[str, str]) -> None:
@@ -98,11 +99,11 @@ def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
         assert fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")  # readers treat the output as absent
     if stage != "after-publish":  # published whole before the kill: nothing to redo
         proc = run_segpipe("clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags, env=s3_env)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == ExitCode.OK, proc.stderr
         removed = f"segpipe: removed staging of a run that did not finish: s3://{bucket}/out"
         assert (removed in proc.stdout) == (stage != "after-scan")
     local = tmp_path / "local"
-    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == ExitCode.OK
     fs.invalidate_cache()
     fs.get(f"{bucket}/out/", str(tmp_path / "from-s3") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
@@ -151,13 +152,15 @@ def test_a_stop_during_publication_on_s3_keeps_the_published_output(
     out = f"s3://{bucket}/out"
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
     proc = run_segpipe("clean", str(sample_dir), out, *flags, env=s3_env, fault=f"mid-publish:{signal_name}")
-    assert proc.returncode == {"SIGTERM": 143, "SIGINT": 130}[signal_name], proc.stderr[-3000:]
+    assert proc.returncode == {"SIGTERM": ExitCode.TERMINATED, "SIGINT": ExitCode.INTERRUPTED}[signal_name], (
+        proc.stderr[-3000:]
+    )
     assert proc.stderr.strip().splitlines()[-1].endswith(f"published before the stop: {out}")
     assert fs.exists(f"{bucket}/out/_segpipe/manifest.json") and not fs.exists(
         f"{bucket}/out/_segpipe/INCOMPLETE"
     )
     local = tmp_path / "local"
-    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == 0
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == ExitCode.OK
     fs.get(f"{bucket}/out/", str(tmp_path / "from-s3") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
         assert read_log(tmp_path / "from-s3", part) == read_log(local, part), part

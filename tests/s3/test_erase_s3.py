@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
+from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import default_specs
 from segment_io.remote.tier import RemoteTier
@@ -33,7 +34,7 @@ def tiered(s3_env: dict[str, str], tmp_path: Path) -> tuple[str, Path]:
     shutil.copytree(log, tmp_path / "original")
     remote = bucket(s3_env, f"erase-{tmp_path.name}")
     proc = run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     (tmp_path / "keys.txt").write_bytes(b"".join(k + b"\n" for k in KEYS))
     return remote, tmp_path
 
@@ -46,7 +47,7 @@ def records(root: Path, part: str) -> list[tuple[object, ...]]:
 
 def restored(s3_env: dict[str, str], remote: str, dst: Path) -> Path:
     proc = run_segpipe("restore", remote, str(dst), "--master", "local[2]", env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     return dst
 
 
@@ -83,7 +84,7 @@ def test_in_place_erase_then_expiry_leaves_no_listed_key_in_the_bucket(
     versions = {tp: tier.read(tp).version for tp in tier.partitions()}
     proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--validate",
                        "--master", "local[2]", env=s3_env)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "erasure proved" in proc.stdout and "committed the erased log of 3 partitions" in proc.stdout
     for tp in tier.partitions():
         newest = tier.read(tp)
@@ -96,7 +97,7 @@ def test_in_place_erase_then_expiry_leaves_no_listed_key_in_the_bucket(
         expected = [r for r in records(before, part) if r[5] or r[2] not in KEYS]
         assert records(after, part) == expected, part
     expired = run_segpipe("tier", "--expire", remote, "--set", "segpipe.remote.orphan.grace.ms=0", env=s3_env)
-    assert expired.returncode == 0, expired.stderr
+    assert expired.returncode == ExitCode.OK, expired.stderr
     assert listed_keys_in_objects(s3_env, remote) == []
     assert records(restored(s3_env, remote, work / "expired"), "orders-0") == records(after, "orders-0")
 
@@ -116,7 +117,7 @@ def test_a_kill_before_the_commit_leaves_the_old_version(
     # The next run removes what the killed one staged, and erases.
     proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
                        "local[2]", env=s3_env)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "removed the staging of an in-place run that did not commit" in proc.stdout
     for tp, manifest in before.items():
         assert tier.read(tp).version == manifest.version + 1
@@ -128,26 +129,25 @@ def test_restore_with_the_local_log_does_not_bring_erased_records_back(
     """The erase rewrote the tier only: the local log's segments above it (the active ones) still
     hold listed keys. A restore with --local is refused, and with --keys it is refused naming
     them; once the local log is erased too, the restore goes ahead and holds no listed key."""
-    from pipelines.errors import EXIT_REFUSED
 
     remote, work = tiered
     keys = str(work / "keys.txt")
     proc = run_segpipe("erase", remote, "--in-place", "--keys", keys, "--master", "local[2]", env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "remain in the log directory this tier was uploaded from" in proc.stdout
     local = str(work / "log")
     assert any(r["key"] in KEYS for p in PARTITIONS for r in read_log(work / "log", p))
     refused = run_segpipe("restore", remote, str(work / "r1"), "--local", local, env=s3_env)
-    assert refused.returncode == EXIT_REFUSED and "was erased in place" in refused.stderr, refused.stderr
+    assert refused.returncode == ExitCode.REFUSED and "was erased in place" in refused.stderr, refused.stderr
     checked = run_segpipe("restore", remote, str(work / "r2"), "--local", local, "--keys", keys, env=s3_env)
-    assert checked.returncode == EXIT_REFUSED and "holds records of listed keys" in checked.stderr
+    assert checked.returncode == ExitCode.REFUSED and "holds records of listed keys" in checked.stderr
     assert not (work / "r1").exists() and not (work / "r2").exists()
     erased_local = str(work / "log-erased")
     proc = run_segpipe("erase", local, erased_local, "--keys", keys, env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     ok = run_segpipe("restore", remote, str(work / "r3"), "--local", erased_local, "--keys", keys,
                      "--master", "local[2]", env=s3_env)  # fmt: skip
-    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert ok.returncode == ExitCode.OK, ok.stderr[-3000:]
     for part in PARTITIONS:
         rows = read_log(work / "r3", part)
         assert rows and not any(r["key"] in KEYS for r in rows), part
@@ -165,7 +165,7 @@ def test_a_stop_in_an_in_place_erase_commits_every_partition_or_none(
     versions = {tp: tier.read(tp).version for tp in tier.partitions()}
     proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
                        "local[2]", env=s3_env, fault=f"{at}:SIGTERM")  # fmt: skip
-    assert proc.returncode == 143, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.TERMINATED, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     now = {tp: tier.read(tp).version for tp in tier.partitions()}
     if committed:
@@ -177,7 +177,7 @@ def test_a_stop_in_an_in_place_erase_commits_every_partition_or_none(
         assert last == "segpipe: terminated; nothing was published" and now == versions
         again = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
                             "local[2]", env=s3_env)  # fmt: skip
-        assert again.returncode == 0, again.stderr[-3000:]
+        assert again.returncode == ExitCode.OK, again.stderr[-3000:]
     after = restored(s3_env, remote, work / "after")
     for part in PARTITIONS:
         assert not any(r[2] in KEYS for r in records(after, part)), part

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
 from tests.helpers import run_segpipe
 from tests.s3.fault_proxy import Fault, FaultProxy
@@ -42,7 +43,7 @@ def test_throttling_errors_drops_and_stalls_are_ridden_out(
     ):
         proxy.add(fault)
     proc = run_segpipe("tier", str(log), remote, *RELEASE, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert all(f.hits == f.times for f in proxy.faults), [
         (f.kind, f.path_contains, f.hits) for f in proxy.faults
     ]
@@ -69,7 +70,7 @@ def test_a_permanent_refusal_stops_the_run_and_commits_nothing(
         )
     )
     proc = run_segpipe("tier", str(log), remote, *RELEASE, env=env)
-    assert proc.returncode == 74, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.IO, proc.stderr[-3000:]
     # One error line. (The JVM may still log the cancellation of the other task under way after
     # it, while Spark stops: that is Spark's own shutdown log, not segpipe's message.)
     [error] = [line for line in proc.stderr.splitlines() if line.startswith("error:")]

@@ -14,6 +14,7 @@ import pytest
 
 from pipelines.runtime.tasks import DRIVER_WORK_ENV
 from segment_io.errors import ManifestConflict
+from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
 from segment_io.topic_partition import TopicPartition
 from tests.helpers import run_segpipe
@@ -62,7 +63,7 @@ def check_whole(s3_env: dict[str, str], remote: str, log: Path, original: Path, 
     proc = run_segpipe(
         "restore", remote, str(restored), "--local", str(log), "--master", "local[2]", env=s3_env
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert tree(restored) == tree(original)
 
 
@@ -71,15 +72,17 @@ def tier_reads_and_restores_as_the_original(s3_env: dict[str, str], sample_dir: 
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
     proc = run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "uploaded" in proc.stdout + proc.stderr and "each object read back" in proc.stdout + proc.stderr
     # The local log kept only its active segments; with its remote tier it dumps as the original.
     assert sum(1 for _ in log.rglob("*.log")) == 4
     split = run_segpipe("dump", str(log), "--remote", remote, env=s3_env)
     whole = run_segpipe("dump", str(sample_dir))
-    assert split.returncode == 0 and split.stdout == whole.stdout and whole.stdout.count("\n") > 8000
+    assert (
+        split.returncode == ExitCode.OK and split.stdout == whole.stdout and whole.stdout.count("\n") > 8000
+    )
     inspected = run_segpipe("inspect", remote, env=s3_env)
-    assert inspected.returncode == 0 and "valid" in inspected.stdout
+    assert inspected.returncode == ExitCode.OK and "valid" in inspected.stdout
     check_whole(s3_env, remote, log, sample_dir, tmp_path)
 
 
@@ -106,7 +109,7 @@ def killed_run_is_finished_by_the_next(
     check_whole(s3_env, remote, log, sample_dir, tmp_path / "after-kill")
     # ... and the next run finishes the job.
     again = run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == ExitCode.OK, again.stderr[-3000:]
     assert sum(1 for _ in log.rglob("*.log")) == 4 and not list(log.rglob("*.deleted"))
     check_whole(s3_env, remote, log, sample_dir, tmp_path / "after-rerun")
     # A segment is committed once: no two manifest entries share a base offset or a name.
@@ -117,7 +120,7 @@ def killed_run_is_finished_by_the_next(
     # Expiry after the grace period removes what the killed run uploaded but never committed, and
     # nothing a manifest names.
     expired = run_segpipe("tier", "--expire", remote, "--set", "segpipe.remote.orphan.grace.ms=0", env=s3_env)
-    assert expired.returncode == 0, expired.stderr
+    assert expired.returncode == ExitCode.OK, expired.stderr
     for tp in tier.partitions():
         newest = tier.read(tp)
         assert {f.name for f in tier.segment_objects(tp)} == newest.object_names
@@ -128,9 +131,12 @@ def in_place_clean_equals_a_local_clean(s3_env: dict[str, str], sample_dir: Path
     remote = bucket(s3_env, "inplace")
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
-    assert run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env).returncode == 0
+    assert run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env).returncode == ExitCode.OK
     copy = tmp_path / "copy"
-    assert run_segpipe("restore", remote, str(copy), "--master", "local[2]", env=s3_env).returncode == 0
+    assert (
+        run_segpipe("restore", remote, str(copy), "--master", "local[2]", env=s3_env).returncode
+        == ExitCode.OK
+    )
     rules = [
         "--set",
         "cleanup.policy=compact",
@@ -143,12 +149,15 @@ def in_place_clean_equals_a_local_clean(s3_env: dict[str, str], sample_dir: Path
     ]
     sealed = ["--set", "segpipe.last.segment.sealed=true"]
     reference = run_segpipe("clean", str(copy), str(tmp_path / "reference"), *rules, *sealed, env=s3_env)
-    assert reference.returncode == 0, reference.stderr[-3000:]
+    assert reference.returncode == ExitCode.OK, reference.stderr[-3000:]
     proc = run_segpipe("clean", remote, "--in-place", *rules, env=s3_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "committed the cleaned log of 4 partitions" in proc.stdout + proc.stderr
     after = tmp_path / "after"
-    assert run_segpipe("restore", remote, str(after), "--master", "local[2]", env=s3_env).returncode == 0
+    assert (
+        run_segpipe("restore", remote, str(after), "--master", "local[2]", env=s3_env).returncode
+        == ExitCode.OK
+    )
     assert tree(after) == tree(tmp_path / "reference")
 
 
@@ -185,20 +194,20 @@ def test_a_local_masters_remote_work_starts_no_jvm(
         remote = bucket(s3_env, f"no-jvm-{name}")
         # Both tiers are written and read back the same way: in the driver's processes, without a JVM.
         tiered = run_segpipe("tier", str(log), remote, *RELEASE, *bad_jvm, env=s3_env)
-        assert tiered.returncode == 0, tiered.stderr[-3000:]
+        assert tiered.returncode == ExitCode.OK, tiered.stderr[-3000:]
         for command in (
             ("clean", remote, "--in-place", *compact),
             ("erase", remote, "--in-place", "--keys", str(keys)),
         ):
             proc = run_segpipe(*command, "--master", "local[2]", *extra, env=env)
-            assert proc.returncode == 0, f"{name} {command[0]}: {proc.stderr[-3000:]}"
+            assert proc.returncode == ExitCode.OK, f"{name} {command[0]}: {proc.stderr[-3000:]}"
         out = tmp_path / name / "restored"
         # The local log was not erased: a restore with it is refused (tests/s3/test_erase_s3.py).
         proc = run_segpipe("restore", remote, str(out), *bad_jvm, env=s3_env)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
         restored[name] = tree(out)
     assert restored["processes"] == restored["spark"] and len(restored["spark"]) > 8
     refused = run_segpipe(
         "restore", bucket(s3_env, "no-jvm-spark"), str(tmp_path / "never"), *bad_jvm, env=on_spark
     )
-    assert refused.returncode != 0 and not (tmp_path / "never").exists()
+    assert refused.returncode != ExitCode.OK and not (tmp_path / "never").exists()

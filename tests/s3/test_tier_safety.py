@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
 from tests.helpers import flip_byte, lock_held, run_segpipe
 from tests.s3.test_tier_s3 import bucket, tree
@@ -23,12 +24,12 @@ RELEASE = ["--set", "retention.ms=-1", "--set", "local.retention.ms=0", "--now",
 
 def dump(path: Path | str, env: dict[str, str], remote: str | None = None) -> str:
     proc = run_segpipe("dump", str(path), *(["--remote", remote] if remote else []), env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-2000:]
     return proc.stdout
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
 
@@ -85,7 +86,7 @@ def test_2_another_log_under_the_same_names_is_refused_until_a_new_history_is_as
     other_records, other_files = dump(other, s3_env), tree(other)
     versions = remote_state(s3_env, remote)
     refused = run_segpipe("tier", str(other), remote, *RELEASE, env=s3_env)
-    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.returncode == ExitCode.REFUSED, refused.stderr[-2000:]
     assert "remote tier's record differs" in refused.stderr and "--new-history" in refused.stderr
     assert "the remote tier holds no topic id, first offset 0" in refused.stderr
     assert tree(other) == other_files and remote_state(s3_env, remote) == versions
@@ -102,17 +103,22 @@ def test_3_a_tier_marker_goes_only_where_a_tier_is(
     ok(run_segpipe("tier", str(log), remote, "--set", "retention.ms=-1", "--now", NOW, *LOCAL, env=s3_env))
     files = tree(log)
     swapped = run_segpipe("tier", remote, str(log), *RELEASE, env=s3_env)
-    assert swapped.returncode == 2 and "is a remote tier" in swapped.stderr, swapped.stderr
+    assert swapped.returncode == ExitCode.REFUSED and "is a remote tier" in swapped.stderr, swapped.stderr
     output = tmp_path / "output"
     ok(run_segpipe("clean", str(sample_dir), str(output), "--set", "retention.ms=-1", "--now", NOW, *LOCAL))
     into_output = run_segpipe("tier", str(log), str(output), *RELEASE, env=s3_env)
-    assert into_output.returncode == 2 and "is not empty and not a remote tier" in into_output.stderr
+    assert (
+        into_output.returncode == ExitCode.REFUSED
+        and "is not empty and not a remote tier" in into_output.stderr
+    )
     assert tree(log) == files and not (output / "segpipe-tier.json").exists()
     # A log directory that a marker was written into is refused by every reader, not read as empty.
     (log / "segpipe-tier.json").write_text("{}")
     for command in (["inspect", str(log)], ["dump", str(log)]):
         proc = run_segpipe(*command)
-        assert proc.returncode == 2 and "beside Kafka's partition directories" in proc.stderr, proc.stderr
+        assert (
+            proc.returncode == ExitCode.REFUSED and "beside Kafka's partition directories" in proc.stderr
+        ), proc.stderr
 
 
 def test_4_expiry_counts_the_grace_period_on_the_wall_clock(
@@ -131,7 +137,7 @@ def test_4_expiry_counts_the_grace_period_on_the_wall_clock(
     for tp in tier.partitions():
         previous = tier.read_version(tp, tier.versions(tp)[-2])
         tier.check_objects(previous)
-    assert run_segpipe("tier", "--expire", remote, "--now", NOW, env=s3_env).returncode == 2
+    assert run_segpipe("tier", "--expire", remote, "--now", NOW, env=s3_env).returncode == ExitCode.REFUSED
 
 
 def test_5_retention_under_kafkas_defaults_at_the_clock_is_refused(
@@ -140,7 +146,9 @@ def test_5_retention_under_kafkas_defaults_at_the_clock_is_refused(
     log, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case5")
     files = tree(log)
     refused = run_segpipe("tier", str(log), remote, *LOCAL, env=s3_env)
-    assert refused.returncode == 2 and "retention.ms is Kafka's default" in refused.stderr, refused.stderr
+    assert refused.returncode == ExitCode.REFUSED and "retention.ms is Kafka's default" in refused.stderr, (
+        refused.stderr
+    )
     assert "--now" in refused.stderr and tree(log) == files
     assert not RemoteTier.is_tier(remote)  # a refused run leaves the empty place empty
     # Chosen, the same rules empty the archive: said per partition.
@@ -156,7 +164,7 @@ def test_6_a_running_broker_is_never_touched(
     files = tree(log)
     with lock_held(log / ".lock"):
         proc = run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env)
-        assert proc.returncode == 2 and "a Kafka broker is running" in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.REFUSED and "a Kafka broker is running" in proc.stderr, proc.stderr
         assert tree(log) == files
 
 
@@ -174,11 +182,11 @@ def test_7_restore_kafka_verifies_the_archive_first(sample_dir: Path, tmp_path: 
     flip_byte(log, 200)
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in broker.rglob("*") if p.is_file()}
     proc = run_segpipe("restore-kafka", str(archive), str(broker), "--backup", str(tmp_path / "backup"))
-    assert proc.returncode == 65, proc.stderr
+    assert proc.returncode == ExitCode.DATA, proc.stderr
     assert str(log) in proc.stderr and " at byte " in proc.stderr
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in broker.rglob("*") if p.is_file()} == before
     url = run_segpipe("restore-kafka", "s3://bucket/archive", str(broker))
-    assert url.returncode == 2 and "s3://bucket/archive" in url.stderr
+    assert url.returncode == ExitCode.REFUSED and "s3://bucket/archive" in url.stderr
 
 
 def test_8_what_is_not_a_log_directory_is_refused(
@@ -188,11 +196,16 @@ def test_8_what_is_not_a_log_directory_is_refused(
     for command in (["inspect", str(parent)], ["dump", str(parent)], ["inspect", "/etc"], ["validate", str(parent)],
                     ["clean", str(parent), str(tmp_path / "out"), "--now", NOW]):  # fmt: skip
         proc = run_segpipe(*command)
-        assert proc.returncode == 2 and "is not a Kafka log directory" in proc.stderr, (command, proc.stderr)
+        assert proc.returncode == ExitCode.REFUSED and "is not a Kafka log directory" in proc.stderr, (
+            command,
+            proc.stderr,
+        )
     assert not (tmp_path / "out").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert run_segpipe("inspect", str(empty)).returncode == 0  # an empty log directory is a log directory
+    assert (
+        run_segpipe("inspect", str(empty)).returncode == ExitCode.OK
+    )  # an empty log directory is a log directory
     # A killed run's object-store output is named as what it is.
     import s3fs
 
@@ -201,7 +214,7 @@ def test_8_what_is_not_a_log_directory_is_refused(
     fs.put(str(sample_dir / "orders-0"), incomplete.removeprefix("s3://") + "/orders-0", recursive=True)
     fs.pipe_file(incomplete.removeprefix("s3://") + "/_segpipe/INCOMPLETE", b"run\n")
     proc = run_segpipe("inspect", incomplete, env=s3_env)
-    assert proc.returncode == 2 and "did not finish" in proc.stderr, proc.stderr
+    assert proc.returncode == ExitCode.REFUSED and "did not finish" in proc.stderr, proc.stderr
 
 
 def test_a_missing_bucket_is_named_when_the_store_answers_with_an_error(s3_env: dict[str, str]) -> None:

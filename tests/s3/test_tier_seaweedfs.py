@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
 from tests.helpers import run_segpipe
 from tests.s3.test_tier_s3 import (
@@ -53,7 +54,7 @@ def test_a_killed_in_place_clean_changes_nothing_and_the_next_one_finishes(
     remote = bucket(store, f"kill-{fault}")
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
-    assert run_segpipe("tier", str(log), remote, *RELEASE, env=store).returncode == 0
+    assert run_segpipe("tier", str(log), remote, *RELEASE, env=store).returncode == ExitCode.OK
     tier = RemoteTier.open(remote)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     rules = ["--set", "cleanup.policy=compact", "--set", "retention.ms=-1", "--master", "local[2]"]
@@ -61,11 +62,14 @@ def test_a_killed_in_place_clean_changes_nothing_and_the_next_one_finishes(
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert {tp: tier.read(tp) for tp in tier.partitions()} == before  # nothing committed
     again = run_segpipe("clean", remote, "--in-place", *rules, env=store)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == ExitCode.OK, again.stderr[-3000:]
     assert "did not commit" in again.stdout + again.stderr or fault == "in-place-cleaned"
     for tp in tier.partitions():
         assert tier.read(tp).version == before[tp].version + 1
         tier.check_objects(tier.read(tp))
     restored = tmp_path / "restored"
-    assert run_segpipe("restore", remote, str(restored), "--master", "local[2]", env=store).returncode == 0
+    assert (
+        run_segpipe("restore", remote, str(restored), "--master", "local[2]", env=store).returncode
+        == ExitCode.OK
+    )
     assert tree(restored)

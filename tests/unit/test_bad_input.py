@@ -22,6 +22,7 @@ from segment_io.errors import (
     UnknownMagic,
     UnsupportedCodec,
 )
+from segment_io.exit_codes import ExitCode
 from segment_io.format.constants import Codec
 from segment_io.layout import list_log_dir
 from segment_io.partition import inspect_partition, scan_partition
@@ -262,7 +263,7 @@ def test_cli_reports_bad_data_without_traceback(tmp_path: Path, command: str) ->
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", command, str(tmp_path)], capture_output=True, text=True
     )
-    assert proc.returncode != 0
+    assert proc.returncode != ExitCode.OK
     assert "Traceback" not in proc.stderr
     out = proc.stdout + proc.stderr
     assert "CRC mismatch" in out and f"at byte {len(a)}" in out and "00000000000000000000.log" in out

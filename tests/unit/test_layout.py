@@ -95,7 +95,7 @@ def test_a_checkpoint_that_ends_before_its_count_is_empty() -> None:
         (b"0\n1\n0 zero\n", 4, "bad entry '0 zero'"),
         (b"0\n2\n0 0\n", 2, "entry count 2 but 1 entries"),
         (b"0\n1\n0 0\xff\n", 7, "not UTF-8"),
-        (b"2\n", 0, "unknown leader-epoch-checkpoint version"),
+        (b"2\n", 0, "unknown leader epoch checkpoint version"),
     ],
 )
 def test_a_malformed_leader_epoch_checkpoint_names_the_byte(text: bytes, position: int, detail: str) -> None:

@@ -24,6 +24,7 @@ from pipelines.runtime.local_workers import (
     sweep_dead_flows,
 )
 from segment_io.errors import CrcMismatch
+from segment_io.exit_codes import ExitCode
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -199,5 +200,5 @@ def test_a_process_that_dies_fails_the_map_with_a_typed_error(workers: LocalWork
 
     with pytest.raises(WorkerLost, match="ended without an answer") as caught:
         workers.map(die, list(range(4)))
-    assert caught.value.exit_code == 70
+    assert caught.value.exit_code == ExitCode.INTERNAL
     assert workers.map(lambda i: i + 1, [1, 2]) == [2, 3]

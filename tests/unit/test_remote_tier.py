@@ -13,6 +13,7 @@ from pipelines.jobs.tier.expire import expire
 from pipelines.jobs.tier.plan import plan_tier
 from pipelines.output.throttle import Throttle
 from segment_io.errors import ManifestConflict, NotALogDirectory, RemoteTierCorrupt, UploadFailed
+from segment_io.exit_codes import ExitCode
 from segment_io.remote.manifest import PartitionManifest, RemoteObject, RemoteSegment
 from segment_io.remote.tier import RemoteTier, SegmentUpload, retrying
 from segment_io.storage import LocalStorage, PendingFile
@@ -44,7 +45,7 @@ def test_only_one_of_two_writers_that_read_the_same_version_commits(tmp_path: Pa
     tier.commit(first)
     with pytest.raises(ManifestConflict) as caught:
         tier.commit(seen_by_b.successor(T0 + 1, segments=(remote_segment("b", 0, 9),), note="b"))
-    assert caught.value.exit_code == 75 and "version 1" in str(caught.value)
+    assert caught.value.exit_code == ExitCode.CONFLICT and "version 1" in str(caught.value)
     # Nothing changed: the first writer's version is the newest, the only one.
     assert tier.versions(TP) == [1] and tier.read(TP) == first
 

@@ -11,6 +11,7 @@ import pytest
 
 from pipelines.jobs.clean import WORKER_MODULES
 from pipelines.runtime.worker_daemon import quiet_on_hang_up
+from segment_io.exit_codes import ExitCode
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +23,7 @@ def test_preloading_the_clean_jobs_worker_modules_leaves_one_thread() -> None:
         f"w._preload({list(WORKER_MODULES)!r}); print(w._threads())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == ExitCode.OK, out.stderr
     assert out.stdout.strip() == "1"
 
 

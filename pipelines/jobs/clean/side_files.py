@@ -16,8 +16,10 @@ from segment_io.checkpoints import (
 )
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_CHECKPOINT,
     RECOVERY_CHECKPOINT,
+    ROLLED_SEGMENT_SUFFIXES,
     LogDirListing,
     PartitionListing,
     segment_file_name,
@@ -49,7 +51,7 @@ def write_partition_files(
             transfer(src, snap.path, staging.storage, posixpath.join(out_dir, snap.name), snap.mtime_ms)
     for other in part.other_files:
         target = posixpath.join(out_dir, other.name)
-        if other.name == "leader-epoch-checkpoint":
+        if other.name == LEADER_EPOCH_CHECKPOINT:
             entries = parse_leader_epoch_checkpoint(src.read(other.path), other.path)
             staging.storage.write_atomic(
                 target, format_leader_epoch_checkpoint(truncate_epochs(entries, plan.log_start_offset))
@@ -57,7 +59,7 @@ def write_partition_files(
         else:
             transfer(src, other.path, staging.storage, target, other.mtime_ms)
     if plan.roll_empty_at is not None:
-        for kind in ("log", "index", "timeindex"):
+        for kind in ROLLED_SEGMENT_SUFFIXES:
             staging.storage.write_atomic(
                 posixpath.join(out_dir, segment_file_name(plan.roll_empty_at, kind)), b""
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pipelines.log.plan import PartitionPlan
 from pipelines.log.retention import emptied_warning
 from pipelines.log.scan import ScannedSegment
+from segment_io.layout import segment_file_name
 from segment_io.topic_partition import TopicPartition
 
 
@@ -22,7 +23,7 @@ def run_warnings(
         config = plan.config
         time_matters = (config.delete and config.retention_ms >= 0) or config.min_compaction_lag_ms > 0
         if aged and time_matters:
-            names = ", ".join(f"{s.meta.base_offset:020d}.log" for s in aged)
+            names = ", ".join(segment_file_name(s.meta.base_offset, "log") for s in aged)
             out.append(
                 f"{plan.tp}: no time index entry in {names}: their age for retention and "
                 "min.compaction.lag.ms is the file's modification time (what Kafka falls back to)"

@@ -20,6 +20,7 @@ from pipelines.config.topic import TopicConfig
 from pipelines.log.retention import RetentionSegment, apply_retention
 from pipelines.log.scan import ScannedSegment
 from pipelines.log.transactions import OpenTransaction, first_open_transaction, producer_state
+from segment_io.layout import segment_file_name
 from segment_io.remote.manifest import PartitionManifest, RemoteSegment
 from segment_io.text import counted, text_table
 from segment_io.topic_partition import TopicPartition
@@ -140,8 +141,8 @@ def plan_tier(
         point = local[replacing].meta.base_offset
         if point not in {s.base_offset for s in remote.segments} and point > remote.segments[0].base_offset:
             plan.held = (
-                f"local segment {point:020d}.log [{point}, {uppers[replacing] - 1}] is not a copy of the "
-                "remote segments it overlaps and does not start where one of them starts; "
+                f"local segment {segment_file_name(point, 'log')} [{point}, {uppers[replacing] - 1}] is not "
+                "a copy of the remote segments it overlaps and does not start where one of them starts; "
                 "nothing of this partition is tiered, released or deleted"
             )
             return plan

@@ -19,6 +19,7 @@ from pipelines.jobs.tier.plan import TierPlan, log_end_offset, replacing_from
 from pipelines.log.scan import ScannedSegment
 from pipelines.log.scanned import Scanned
 from segment_io.errors import SegpipeError
+from segment_io.exit_codes import ExitCode
 from segment_io.remote.manifest import PartitionManifest, RemoteSegment
 from segment_io.remote.tier import RemoteTier
 from segment_io.segment.digest import record_digests
@@ -33,7 +34,7 @@ class IdentityMismatch(SegpipeError):
     """The remote tier holds another log under a partition's name (a re-created topic, another
     cluster's): tiering would mix two histories. Nothing was changed."""
 
-    exit_code = 2
+    exit_code = ExitCode.REFUSED
 
 
 def topic_id(partition_metadata: str | None) -> str | None:
