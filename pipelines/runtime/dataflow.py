@@ -16,6 +16,9 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
+from pipelines.runtime.local_workers import LocalFlow
+from pipelines.runtime.session import LazySpark
+
 P = TypeVar("P")
 
 ITEMS = "part int, item binary"
@@ -196,9 +199,6 @@ class SparkFlow:
 def flow_of(spark: Any) -> Iterator[tuple[Flow, int]]:
     """A run's flow and how many of its tasks run at once: the driver's own processes where the
     master is local (`spark`: a LazySpark carrying them), else Spark (started here)."""
-    from pipelines.runtime.local_workers import LocalFlow
-    from pipelines.runtime.session import LazySpark
-
     lazy = LazySpark.of(spark)
     if lazy.local is not None:
         with LocalFlow(lazy.local) as flow:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.errors import ConfigError
+from pipelines.runtime.class_archive import java_options
 from pipelines.runtime.connect import connect, is_connect, remote_url
 from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
@@ -84,8 +85,6 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
         "spark.sql.adaptive.enabled": "true",
     }
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the driver JVM is not started yet
-        from pipelines.runtime.class_archive import java_options
-
         run_dir = _run_dir(log_level)
         defaults["spark.python.unix.domain.socket.dir"] = run_dir
         log_config = f"-Dlog4j2.configurationFile={os.path.join(run_dir, 'log4j2.properties')}"

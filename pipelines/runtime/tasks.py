@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from pipelines.errors import ConfigError
-from pipelines.runtime import progress
+from pipelines.runtime import dataflow, progress
+from pipelines.runtime.session import LazySpark, session_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -49,8 +50,6 @@ def on_workers(spark: Any, chosen: list[list[T]], work: Callable[[list[T]], Iter
     own processes where the master is local (`spark`: a LazySpark carrying them), else as Spark
     tasks. A local master's Spark workers would be processes of this machine too; the driver's
     own cost no JVM and no Python worker start (seconds, most of a small run)."""
-    from pipelines.runtime import dataflow
-    from pipelines.runtime.session import LazySpark
 
     local = LazySpark.of(spark).local
     if local is not None:
@@ -134,7 +133,6 @@ def run_packed(
         with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
             done = pool.map(lambda pack: list(work(pack)), _packed(items, sizes, threads * 2))
             return [r for results in done for r in results]
-    from pipelines.runtime.session import LazySpark
 
     lazy = LazySpark.of(spark)
     return on_workers(lazy, spark_packs(lazy, items, sizes, tasks_per_core), work)
@@ -196,8 +194,6 @@ def one_task_each(
         # one holds only the rows before it (pyspark 4.3; measured: 3 rows of 3 + 0 + 4).
         schema = arrow_schema(ddl)
         return pa.Table.from_batches(batches, schema).combine_chunks()
-
-    from pipelines.runtime.session import session_of
 
     def run(batches: Any) -> Any:
         for b in batches:
