@@ -224,12 +224,12 @@ def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int, joined
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.keys.key_list import KEY_BROADCAST_ENV
+    from pipelines.config.tuning import KEY_BROADCAST
 
     mb = dir_bytes(src) / 1e6
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
     if joined:
-        env[KEY_BROADCAST_ENV] = "0"
+        env[KEY_BROADCAST.env] = "0"
     for attempt in range(runs):
         for case, present in ERASE_CASES.items():
             keys = [f"k{i:010d}".encode() for i in present]

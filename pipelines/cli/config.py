@@ -1,4 +1,5 @@
-"""`segpipe config describe`: every topic config segpipe honours, with type, default and meaning."""
+"""`segpipe config describe`: every topic config segpipe honours, with type, default and meaning;
+`--tuning`: the tuning settings (how a run works, set by environment variables) instead."""
 
 from __future__ import annotations
 
@@ -14,12 +15,28 @@ def add_parser(sub: Any) -> None:
     actions = p.add_subparsers(dest="action", required=True)
     d = actions.add_parser("describe", help="name, type, default and meaning of every topic config")
     d.add_argument("--json", action="store_true", help="machine-readable list")
+    d.add_argument(
+        "--tuning",
+        action="store_true",
+        help="the tuning settings instead: how a run works (where work runs, when a key list is joined), "
+        "each set by an environment variable",
+    )
     d.set_defaults(func=run_describe)
 
 
 def run_describe(args: argparse.Namespace) -> int:
     from pipelines.config import describe
+    from pipelines.config.tuning import describe_tuning
 
+    if args.tuning:
+        settings = describe_tuning()
+        if args.json:
+            print(json.dumps(settings, indent=2))
+            return ExitCode.OK
+        for setting in settings:
+            print(f"{setting['name']}  (${setting['env']}: {setting['type']}, default {setting['default']})")
+            print(f"    {setting['doc']}")
+        return ExitCode.OK
     rows = describe()
     if args.json:
         print(json.dumps(rows, indent=2))

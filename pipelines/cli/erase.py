@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)) if args.kafka_tier else args.src)
     selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
     asked = EraseRequest(
-        src=src, dst=Location(args.dst or ""), keys=args.keys, key_format=args.key_format,
+        src=src, dst=Location.of_optional(args.dst), keys=args.keys, key_format=args.key_format,
         header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
         dry_run=args.dry_run, report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
         validate=args.validate, digest=None if args.secret_file is None else read_secret(args.secret_file),

@@ -12,7 +12,6 @@ import base64
 import binascii
 import io
 import itertools
-import os
 import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines.config.key_formats import KEY_FORMATS
+from pipelines.config.tuning import KEY_BROADCAST, tuned
 from pipelines.errors import ConfigError
 from pipelines.keys.key_set import ErasedKeys
 from segment_io.format.records import gather
@@ -30,25 +30,19 @@ from segment_io.storage.base import Storage
 from segment_io.text import counted
 
 KEY_COLUMN = "key"
+
+
 # A key list of up to this many bytes (its file, or a Parquet key column's uncompressed bytes) is
 # read whole and travels with every task; a larger one is joined with the records' keys through
 # the run's flow, so no task and not the driver holds more than its share (jobs/erase/join.py).
-# SEGPIPE_KEY_BROADCAST_BYTES sets another limit (0: every list is joined). Measured on the 4 GB
-# bench set (2 cores, whole process, 16-byte keys): 1 M keys 12.3 s read whole against 15.0 s
-# joined; 5 M keys 25.0 s (3.9 GiB) against 17.9 s (1.9 GiB); 20 M keys 85 s (12 GiB) against
-# 28.8 s (2.6 GiB).
-KEY_BROADCAST_BYTES = 32 * 2**20
-KEY_BROADCAST_ENV = "SEGPIPE_KEY_BROADCAST_BYTES"
-
-
+# The tuning setting key.broadcast.bytes (SEGPIPE_KEY_BROADCAST_BYTES; config/tuning.py; 0: every
+# list is joined). Measured on the 4 GB bench set (2 cores, whole process, 16-byte keys): 1 M keys
+# 12.3 s read whole against 15.0 s joined; 5 M keys 25.0 s (3.9 GiB) against 17.9 s (1.9 GiB);
+# 20 M keys 85 s (12 GiB) against 28.8 s (2.6 GiB).
 def key_broadcast_bytes() -> int:
-    """The limit above, or the environment's."""
-    value = os.environ.get(KEY_BROADCAST_ENV)
-    if value is None:
-        return KEY_BROADCAST_BYTES
-    if not value.isdigit():
-        raise ConfigError(f"{KEY_BROADCAST_ENV}={value!r}: expected a number of bytes (0 or more)")
-    return int(value)
+    """How large a key list is read whole and handed to every task."""
+    limit: int = tuned(KEY_BROADCAST)
+    return limit
 
 
 # Parts of a line list read at most this many bytes at once (a task's memory stays bounded).
@@ -60,7 +54,7 @@ LINES, PARQUET, CSV = "lines", "parquet", "csv"
 @dataclass(frozen=True)
 class KeyList:
     """A key list file, checked: it exists, its key format is known, a Parquet or CSV file has a
-    `key` column. `size`: what its keys weigh, as KEY_BROADCAST_BYTES counts it."""
+    `key` column. `size`: what its keys weigh, as key.broadcast.bytes counts it."""
 
     url: str
     key_format: str

@@ -197,7 +197,7 @@ def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
     from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, published_manifest
 
     request = erase_request(job)
-    published = published_manifest(request.dst)
+    published = published_manifest(request.out)
     remaining = {"remaining_copies": _remaining_copies(job)}
     # Published by this step before the run stopped: the same source and key list.
     if published is not None and published.get(MANIFEST_JOB) == ERASE_JOB and (

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from pipelines.config.tuning import MASTER, tuned
 from pipelines.errors import SegpipeError
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
 from segment_io.exit_codes import ExitCode
@@ -42,8 +43,6 @@ R = TypeVar("R")
 
 # local, local[N], local[*], local[N,F] and local[*,F] (F: task retries): a master on this machine.
 _LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\])?")
-# Spark's own default master where none is named (runtime.session._conf).
-DEFAULT_MASTER_ENV = "SEGPIPE_MASTER"
 
 
 def local_cores(master: str | None, settings: dict[str, str], remote: str | None) -> int | None:
@@ -51,7 +50,7 @@ def local_cores(master: str | None, settings: dict[str, str], remote: str | None
     server, a cluster, or a driver spark-submit launched (its master is the submitter's)."""
     if remote or os.environ.get("PYSPARK_GATEWAY_PORT"):
         return None
-    chosen = master or settings.get("spark.master") or os.environ.get(DEFAULT_MASTER_ENV, "local[*]")
+    chosen = master or settings.get("spark.master") or tuned(MASTER)
     match = _LOCAL_MASTER.fullmatch(chosen.strip())
     if match is None:
         return None

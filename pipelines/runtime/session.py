@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipelines.config.tuning import MASTER, tuned
 from pipelines.errors import ConfigError
 from pipelines.runtime.class_archive import java_options
 from pipelines.runtime.connect import connect, is_connect, remote_url
@@ -69,7 +70,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
     if master:
         spark_conf.setMaster(master)
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set when spark-submit launched this driver
-        spark_conf.setMaster(os.environ.get("SEGPIPE_MASTER", "local[*]"))
+        spark_conf.setMaster(tuned(MASTER))
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

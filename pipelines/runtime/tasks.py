@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from pipelines.errors import ConfigError
+from pipelines.config.tuning import DRIVER_WORK, tuned
 from pipelines.runtime import dataflow, progress
 from pipelines.runtime.session import LazySpark, session_of
 
@@ -77,18 +77,12 @@ DRIVER_BYTES = 8 * 10**9
 # 4 GB bench set, its compaction took 8.2 s in two driver threads (the interpreter's lock) against
 # 5.8 s in two warm Spark workers, and a process pool costs about a second to start.
 DRIVER_COMPACT_BYTES = 64 * 2**20
-# SEGPIPE_DRIVER_WORK: "on" (the default) as above; "processes": work over near files that a
-# local master would run goes to the driver's own processes however small (never its threads);
-# "off": every stage over files runs as Spark tasks, whatever their size (a driver kept light on
-# a shared host; tests of Spark's paths).
-DRIVER_WORK_ENV = "SEGPIPE_DRIVER_WORK"
-DRIVER_WORK_MODES = ("on", "processes", "off")
 
 
+# Where work over near files runs: the tuning setting driver.work (SEGPIPE_DRIVER_WORK; "on",
+# "processes" or "off", config/tuning.py).
 def _driver_mode() -> str:
-    mode = os.environ.get(DRIVER_WORK_ENV, "on")
-    if mode not in DRIVER_WORK_MODES:
-        raise ConfigError(f"{DRIVER_WORK_ENV}={mode!r}: expected one of {', '.join(DRIVER_WORK_MODES)}")
+    mode: str = tuned(DRIVER_WORK)
     return mode
 
 
@@ -98,7 +92,7 @@ def driver_work() -> bool:
 
 
 def driver_threads_work() -> bool:
-    """Whether work over near files may run in the driver's threads (DRIVER_WORK_ENV)."""
+    """Whether work over near files may run in the driver's threads (driver.work "on")."""
     return _driver_mode() == "on"
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.config.job import load_job_config
+from pipelines.config.tuning import DRIVER_WORK
 from pipelines.jobs.clean import clean
 from pipelines.jobs.tier.restore import restore
-from pipelines.runtime.tasks import DRIVER_WORK_ENV
 from segment_io.exit_codes import ExitCode
 from tests.connect_server import connect_server
 from tests.helpers import REPO, files_of, run_segpipe, sigterm_once_staged
@@ -32,7 +32,7 @@ KEEP_ALL = ["--set", "retention.ms=-1", "--now-ms", NOW]
 def spark_does_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every stage runs as Spark tasks (small local logs are otherwise scanned, compacted and
     copied in the driver's threads), in the commands and in this process alike."""
-    monkeypatch.setenv(DRIVER_WORK_ENV, "off")
+    monkeypatch.setenv(DRIVER_WORK.env, "off")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from pipelines.config.tuning import DRIVER_WORK
 from segment_io.exit_codes import ExitCode
 from tests.helpers import files_of, read_log, run_segpipe
 
@@ -151,7 +151,7 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
         "clean", str(out1), str(out2), "--config", "conf/samples.yaml", "--now-ms", str(NOW + 3_600_000),
         "--conf", "spark.python.unix.domain.socket.enabled=false",
         "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
-        env={DRIVER_WORK_ENV: "off"},
+        env={DRIVER_WORK.env: "off"},
     )  # fmt: skip
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert len(list(events.iterdir())) == 1  # this run's event log
@@ -387,7 +387,7 @@ def test_interrupting_a_run_publishes_nothing_and_says_so_in_one_line(
         [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW),
          "--set", "cleanup.policy=compact"],  # a run that compacts, on Spark: it starts a JVM
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env=dict(os.environ, **{DRIVER_WORK_ENV: "off"}),
+        env=dict(os.environ, **{DRIVER_WORK.env: "off"}),
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not _has_java_child(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
@@ -500,7 +500,7 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
         assert (plain.returncode, proc.returncode) == (0, 0), proc.stderr
         assert files_of(tmp_path / name) == files_of(tmp_path / f"{name}-spark")
     config = ["--config", "conf/samples.yaml"]
-    spark = {DRIVER_WORK_ENV: "off"}
+    spark = {DRIVER_WORK.env: "off"}
     compacted = run_segpipe(
         "clean", samples, str(tmp_path / "once"), *config, "--now-ms", str(NOW), env=spark
     )
@@ -517,7 +517,7 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     # (made so here: SEGPIPE_DRIVER_WORK=processes), the bucketed key map too; no JVM either.
     processes = run_segpipe(
         "clean", samples, str(tmp_path / "in-processes"), *config, "--master", "local[2]", *bad_jvm,
-        env={DRIVER_WORK_ENV: "processes"},
+        env={DRIVER_WORK.env: "processes"},
     )  # fmt: skip
     assert processes.returncode == ExitCode.OK, processes.stderr
     assert files_of(tmp_path / "in-processes") == files_of(tmp_path / "once")

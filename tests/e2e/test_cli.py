@@ -289,14 +289,14 @@ def test_the_application_file_runs_its_command_once(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from pipelines.runtime.tasks import DRIVER_WORK_ENV
+    from pipelines.config.tuning import DRIVER_WORK
 
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: once\nsource: {ROOT / 'data' / 'samples'}\noutput: {tmp_path / 'out'}\nsteps: [compact]\n"
         "now: 2023-11-23T00:40:00Z\nconfigs: {defaults: {cleanup.policy: compact}}\n"
     )
-    env = {**os.environ, DRIVER_WORK_ENV: "processes", "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, DRIVER_WORK.env: "processes", "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "pipelines" / "cli" / "__main__.py"), "run", str(job), "--master", "local[2]"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

@@ -18,8 +18,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from pipelines.keys.key_list import KEY_BROADCAST_ENV
-from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from pipelines.config.tuning import DRIVER_WORK, KEY_BROADCAST
 from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import TopicSpec
@@ -42,8 +41,8 @@ ABSENT = b"nobody-has-this-key"
 HEADER = "trace-id"
 PARTITIONS = ["orders-0", "orders-1", "events-0", "quiet-0"]
 NO_JVM = ("--conf", "spark.driver.memory=1k")  # a run that starts Spark fails with it
-JOINED = {KEY_BROADCAST_ENV: "0"}  # every key list is joined with the records' keys
-WHOLE = {KEY_BROADCAST_ENV: str(2**30)}  # every key list here is read whole
+JOINED = {KEY_BROADCAST.env: "0"}  # every key list is joined with the records' keys
+WHOLE = {KEY_BROADCAST.env: str(2**30)}  # every key list here is read whole
 
 
 @pytest.fixture(scope="module")
@@ -323,7 +322,7 @@ def test_the_proof_passes_and_fails_where_it_must(
 def test_spark_tasks_write_the_same_bytes(src: Path, erased: tuple[Path, Path], tmp_path: Path) -> None:
     out, work = erased
     proc = erase(
-        src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", env={DRIVER_WORK_ENV: "off"}
+        src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", env={DRIVER_WORK.env: "off"}
     )
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert files_of(tmp_path / "out") == files_of(out)
@@ -379,7 +378,7 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
     evidence (keys in another order: by digest here), and a proof over the same join that passes
     on the output and fails on the source itself."""
     out, work = erased
-    flow = {DRIVER_WORK_ENV: "processes"} if where == "processes" else {DRIVER_WORK_ENV: "off"}
+    flow = {DRIVER_WORK.env: "processes"} if where == "processes" else {DRIVER_WORK.env: "off"}
     no_jvm = NO_JVM if where == "processes" else ()
     report = tmp_path / "report.json"
     proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", "--validate",
@@ -547,7 +546,7 @@ def test_the_drivers_processes_write_the_same_bytes(
     (made so here by SEGPIPE_DRIVER_WORK=processes); a JVM that cannot start shows no Spark ran."""
     out, work = erased
     before = files_of(src)
-    processes = {DRIVER_WORK_ENV: "processes"}
+    processes = {DRIVER_WORK.env: "processes"}
     proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", *NO_JVM, env=processes)
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert files_of(tmp_path / "out") == files_of(out)

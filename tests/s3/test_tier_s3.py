@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.runtime.tasks import DRIVER_WORK_ENV
+from pipelines.config.tuning import DRIVER_WORK
 from segment_io.errors import ManifestConflict
 from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
@@ -183,7 +183,7 @@ def test_a_local_masters_remote_work_starts_no_jvm(
     and the in-place clean and erase leave the bytes they leave on Spark, which cannot run with
     that JVM."""
     bad_jvm = ["--conf", "spark.driver.memory=1k"]
-    on_spark = {**s3_env, DRIVER_WORK_ENV: "off"}
+    on_spark = {**s3_env, DRIVER_WORK.env: "off"}
     compact = ["--set", "cleanup.policy=compact", "--set", "retention.ms=-1", "--now", NOW]
     keys = tmp_path / "keys.txt"
     keys.write_bytes(b"k0000000001\nk0000000042\n")

@@ -234,14 +234,14 @@ def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  
     its first chunk (the rest decoded twice), or with a key table flushed every 60 rows (the cache
     then holds more than the survivors): both passes write the same bytes and count the same
     removals."""
+    from pipelines.config.tuning import DRIVER_WORK
     from pipelines.jobs.clean import alone, keymap, record_cache
-    from pipelines.runtime.tasks import DRIVER_WORK_ENV
 
     src, out1, out2 = runs
     if alone_rows is not None:
         monkeypatch.setattr(alone, "ALONE_ROWS", alone_rows)
     if not in_driver:
-        monkeypatch.setenv(DRIVER_WORK_ENV, "off")
+        monkeypatch.setenv(DRIVER_WORK.env, "off")
     for name, value in in_driver.items():
         monkeypatch.setattr(record_cache if name == "CACHE_BYTES" else keymap, name, value)
     pipelines.clean(spark, str(src), str(tmp_path / "out1"), CONFIG, now_ms=NOW1)

@@ -45,11 +45,11 @@ def erase_in_place(
     # The staging lies inside the tier by design (the commit below publishes it), so an erase's own
     # refusal of a destination inside its source does not apply; the tier's do, above, and the
     # staging must be free of another run's output.
-    checked_request = preflight(staged, lambda: require_writable(staged.dst))
+    checked_request = preflight(staged, lambda: require_writable(staged.out))
     try:
         report = run_erase(spark, checked_request, log, gate)
     finally:
-        withdraw(staged.dst.url)  # the staging in the tier is not the output; the commit publishes it
+        withdraw(staged.out.url)  # the staging in the tier is not the output; the commit publishes it
     report.src = report.dst = request.src.url
     report.remaining_copies = [
         f"{tier.url}: its replaced objects, until `segpipe tier --expire` removes them after the grace",
@@ -61,7 +61,7 @@ def erase_in_place(
     try:
         fault_point("in-place-erased")
         raise_if_stopped()
-        committed = commit_staged(spark, tier, staged.dst, before, ORIGIN_ERASE, {}, log)
+        committed = commit_staged(spark, tier, staged.out, before, ORIGIN_ERASE, {}, log)
         log(f"segpipe: committed the erased log of {counted(committed, 'partition')} to {tier.url}")
         for copy in report.remaining_copies:
             log(f"segpipe: note: the listed keys' records remain in {copy}")

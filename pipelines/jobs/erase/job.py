@@ -77,7 +77,7 @@ def _erase(
     if not digest.given:
         log(EPHEMERAL_NOTE)
     report = EraseReport(
-        request.src.url, request.dst.url, "dry-run", 0, request.dry_run, request.header_names,
+        request.src.url, request.out.url, "dry-run", 0, request.dry_run, request.header_names,
         skipped=skipped, secret=digest.fingerprint if digest.given else None,
     )  # fmt: skip
     report.remaining_copies = [request.src.url]
@@ -88,7 +88,7 @@ def _erase(
         _write_report(report, request)
         log(report.totals_line())
         return report
-    staging = Staging.create(request.dst, log)
+    staging = Staging.create(request.out, log)
     report.run_id = staging.run_id
     with staged_output(run, staging):
         with timer.stage("erase"):
@@ -211,7 +211,7 @@ def _write_report(report: EraseReport, request: EraseRequest) -> None:
         return
     doc = report.to_dict()
     if report.not_found_files:
-        out, beside = request.dst, Location(at.url + NOT_FOUND_SUFFIX)
+        out, beside = request.out, Location(at.url + NOT_FOUND_SUFFIX)
         copies = []
         for name in report.not_found_files:
             copy = beside.file(posixpath.basename(name))

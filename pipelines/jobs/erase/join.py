@@ -1,5 +1,5 @@
 """The key join: which records of a set of segments carry a listed key, for a key list too large
-to travel whole with every task (key_list.KEY_BROADCAST_BYTES).
+to travel whole with every task (the tuning setting key.broadcast.bytes).
 
 Two map sides run over the run's flow (Spark, or a local master's processes): one reads the list
 in parts (key_list.KeyListPart), the other frames the segments' data records and takes each one's

@@ -33,7 +33,7 @@ class EraseRequest:
     so that the evidence confirms no key to anyone."""
 
     src: Location
-    dst: Location
+    dst: Location | None  # None: erase --in-place, whose run writes into its tier's staging
     keys: str
     key_format: str = "utf8"
     header_names: tuple[str, ...] = ()
@@ -52,8 +52,15 @@ class EraseRequest:
         if self.on_corrupt not in ON_CORRUPT:
             raise ConfigError(f"on_corrupt {self.on_corrupt!r}: expected one of {', '.join(ON_CORRUPT)}")
 
+    @property
+    def out(self) -> Location:
+        """Where the erased log is written: DST, or the staging an in-place run gives its erase."""
+        if self.dst is None:
+            raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
+        return self.dst
+
     def refusals(self) -> None:
         """A destination inside the source or in use, a report file that exists."""
         from pipelines.output.destination import require_output
 
-        require_output(self.src, self.dst, self.report_path)
+        require_output(self.src, self.out, self.report_path)
