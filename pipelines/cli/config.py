@@ -28,20 +28,12 @@ def run_describe(args: argparse.Namespace) -> int:
     from pipelines.config import describe
     from pipelines.config.tuning import describe_tuning
 
-    if args.tuning:
-        settings = describe_tuning()
-        if args.json:
-            print(json.dumps(settings, indent=2))
-            return ExitCode.OK
-        for setting in settings:
-            print(f"{setting['name']}  (${setting['env']}: {setting['type']}, default {setting['default']})")
-            print(f"    {setting['doc']}")
-        return ExitCode.OK
-    rows = describe()
+    rows: list[dict[str, Any]] = list(describe_tuning() if args.tuning else describe())
     if args.json:
         print(json.dumps(rows, indent=2))
         return ExitCode.OK
     for row in rows:
-        print(f"{row['name']}  ({row['type']}, default {row['default']})")
+        kind = f"${row['env']}: {row['type']}" if args.tuning else row["type"]
+        print(f"{row['name']}  ({kind}, default {row['default']})")
         print(f"    {row['doc']}")
     return ExitCode.OK
