@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         if args.validate:
             from pipelines.jobs.validate.gate import validation_gate
 
-            gate = validation_gate(spark, request.request.dst, console.say, against=src, suites=suites)
+            gate = validation_gate(spark, request.request.out, console.say, against=src, suites=suites)
         report = run_clean(spark, request, console.say, gate)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK
 
@@ -224,9 +224,11 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
         require_new_file(args.report)
     with workers_for(args, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean.in_place import clean_in_place
+        from pipelines.jobs.clean.request import CleanRequest
 
-        report = clean_in_place(
-            sc, args.src, config, now_ms=now_ms, dry_run=args.dry_run, report_path=args.report,
-            log=console.say, on_corrupt=args.on_corrupt,
+        asked = CleanRequest(
+            src=args.src, config=config, now_ms=now_ms, dry_run=args.dry_run,
+            report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
         )  # fmt: skip
+        report = clean_in_place(sc, asked, console.say)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK

@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.in_place import clean_in_place
 from pipelines.jobs.clean.job import clean
+from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.tier import job as tier_job
 from pipelines.jobs.tier import release as tier_release
 from pipelines.jobs.tier.expire import expire
@@ -133,7 +134,11 @@ class TwoTierLog(RuleBasedStateMachine):
         self.count("compact_remote")
         if not self.remote_has_segments():
             return
-        clean_in_place(self.spark, self.remote, JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS, log=quiet)
+        clean_in_place(
+            self.spark,
+            CleanRequest(src=self.remote, config=JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS),
+            quiet,
+        )
 
     @rule(advance=st.sampled_from([0, 2 * DAY]))
     def expire_after(self, advance: int) -> None:

@@ -13,6 +13,7 @@ import pipelines.output.remote_commit as remote_commit
 from pipelines import clean
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.in_place import clean_in_place
+from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.tier import tier
 from pipelines.jobs.tier.restore import restore
 from segment_io.errors import ManifestConflict
@@ -42,7 +43,9 @@ def test_in_place_equals_a_local_clean_of_the_same_data(spark, sample_dir: Path,
     clean(spark, str(tmp_path / "copy"), str(tmp_path / "reference"), sealed, now_ms=FIXED_NOW_MS, log=quiet)
 
     old = {tp: RemoteTier.open(remote).read(tp) for tp in RemoteTier.open(remote).partitions()}
-    report = clean_in_place(spark, remote, JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS, log=quiet)
+    report = clean_in_place(
+        spark, CleanRequest(src=remote, config=JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS), quiet
+    )
     assert report.total("removed_superseded") > 0
     tier_ = RemoteTier.open(remote)
     for tp, before in old.items():
@@ -73,7 +76,9 @@ def test_a_writer_that_committed_first_wins(spark, sample_dir: Path, tmp_path: P
 
     monkeypatch.setattr(remote_commit, "upload_all", upload_then_another_writer_commits)
     with pytest.raises(ManifestConflict):
-        clean_in_place(spark, remote, JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS, log=quiet)
+        clean_in_place(
+            spark, CleanRequest(src=remote, config=JobConfig.build(COMPACT), now_ms=FIXED_NOW_MS), quiet
+        )
     for tp, manifest in before.items():
         newest = tier_.read(tp)
         assert newest.note == "the other writer" and newest.segments == manifest.segments

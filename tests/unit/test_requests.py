@@ -47,3 +47,12 @@ def test_a_tier_request_knows_whether_its_now_was_chosen() -> None:
         TierRequest("a", "b")  # type: ignore[misc]
     with pytest.raises(ConfigError, match="max_bytes_per_second 0: expected a positive rate"):
         TierRequest(log_dir="a", remote="b", max_bytes_per_second=0)
+
+
+def test_a_clean_without_a_destination_is_refused_unless_in_place() -> None:
+    with pytest.raises(ConfigError, match="clean needs SRC and DST"):
+        CleanRequest(src="src").refusals()
+    from pipelines.jobs.clean.in_place import clean_in_place
+
+    with pytest.raises(ConfigError, match="takes the remote tier alone"):
+        clean_in_place(None, CleanRequest(src="memory://tier", dst="memory://elsewhere"))

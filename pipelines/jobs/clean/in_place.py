@@ -8,9 +8,10 @@ segment) into a staging prefix inside the tier, and committed as new objects of 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from pipelines.config import JobConfig
+from pipelines.errors import ConfigError
 from pipelines.jobs.clean.job import run_clean
 from pipelines.jobs.clean.request import CleanRequest, require_new_reports
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
@@ -22,35 +23,28 @@ from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
 from segment_io.remote.view import tiered_url
-from segment_io.storage import Location, Place
+from segment_io.storage import Location
 from segment_io.text import counted
 
 SEALED_BECAUSE = "a remote tier holds no active segment"
 
 
-def clean_in_place(
-    spark: Any,
-    remote_url: str,
-    config: JobConfig | None = None,
-    now_ms: int | None = None,
-    dry_run: bool = False,
-    report_path: Place | None = None,
-    log: Callable[[str], Any] = print,
-    on_corrupt: str = "fail",
-) -> RunReport:
-    """Clean the remote tier at `remote_url` in place; returns `clean`'s report."""
+def clean_in_place(spark: Any, request: CleanRequest, log: Callable[[str], Any] = print) -> RunReport:
+    """Clean the remote tier at `request.src` in place (no DST; every topic; nothing linked or
+    selected); returns `clean`'s report."""
+    if request.dst is not None or request.topics is not None or request.link or request.select != "all":
+        raise ConfigError("a clean in place takes the remote tier alone: no DST, topics, link or selection")
+    remote_url = request.src.url
     tier = RemoteTier.open(remote_url)  # refuses a prefix that is not a remote tier
-    report = Location.of_optional(report_path)
-    require_new_reports(report)
+    require_new_reports(request.report_path)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
     staging = staging_path(tier)
     staged = Location.at(tier.storage, staging)
-    if not dry_run:  # a dry run writes and removes nothing
+    if not request.dry_run:  # a dry run writes and removes nothing
         remove_finished_staging(tier.storage, staging, log)
-    sealed = (config or JobConfig()).all_sealed(SEALED_BECAUSE)
-    request = CleanRequest(
-        src=Location(tiered_url(remote_url, None)), dst=staged, config=sealed, now_ms=now_ms, dry_run=dry_run,
-        report_path=report, on_corrupt=on_corrupt,
+    request = replace(
+        request, src=Location(tiered_url(remote_url, None)), dst=staged,
+        config=request.config.all_sealed(SEALED_BECAUSE),
     )  # fmt: skip
     # The staging lies inside the tier by design (the commit below publishes it), so a clean's own
     # refusal of a destination inside its source does not apply; the tier's do, above, and the
@@ -60,7 +54,7 @@ def clean_in_place(
         result = run_clean(spark, checked_request, log)
     finally:
         withdraw(staged.url)  # the staging in the tier is not the output; the commit publishes it
-    if dry_run:
+    if request.dry_run:
         return result
     try:
         fault_point("in-place-cleaned")

@@ -124,7 +124,7 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
     if request.dry_run:
         report = RunReport(
             request.src.url,
-            request.dst.url,
+            request.out.url,
             now,
             "dry-run",
             dry_run=True,
@@ -144,9 +144,9 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
         log(report.totals_line())
         return report
 
-    staging = Staging.create(request.dst, log)
+    staging = Staging.create(request.out, log)
     report = RunReport(
-        request.src.url, request.dst.url, now, staging.run_id, warnings=warnings, plan=summaries,
+        request.src.url, request.out.url, now, staging.run_id, warnings=warnings, plan=summaries,
         skipped=skipped,
     )  # fmt: skip
     with staged_output(run, staging):
