@@ -168,21 +168,15 @@ def spark_likely(
     which may choose none) and SRC is too large to be compacted in the driver's threads. With
     any other master, Spark in those cases. A wrong guess only costs time: Spark starts where a
     stage needs it."""
-    from pipelines.runtime.tasks import DRIVER_BYTES, driver_work, fits_driver_compaction
+    from pipelines.runtime.tasks import placement
     from segment_io.layout import list_log_dir
 
     storage, path = src.storage, src.path
     partitions = list_log_dir(storage, path).partitions if storage.near else []
     size = sum(p.size for p in partitions)
     compacted = any(p.tp.topic in topics and config.for_topic(p.tp.topic).compact for p in partitions)
-    heavy = (
-        not storage.near
-        or not driver_work()
-        or size > DRIVER_BYTES
-        or (compacted and select != "kafka" and not fits_driver_compaction(True, size))
-    )
-    local = cores is not None
-    return suites or (heavy and not local), heavy and local
+    needed, local = placement(storage.near, size, compacted and select != "kafka", cores)
+    return suites or needed, local
 
 
 def source_topics(

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.keys.key_list import checked_key_list
     from pipelines.output.destination import require_new_file
     from pipelines.runtime.harness import preflight, rechecked
-    from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, driver_threads_work
+    from pipelines.runtime.tasks import placement
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
     from segment_io.storage import Location
@@ -145,11 +145,8 @@ def run(args: argparse.Namespace) -> int:
     preflighted = None if args.in_place else preflight(asked)
     storage = src.storage
     size = sum(p.size for p in list_log_dir(storage, src.path).partitions) if storage.near else 0
-    # Work too large for the driver's threads, or over an object store: a local master's goes to
-    # the driver's processes, any other master's to Spark.
-    heavy = args.in_place or not storage.near or not driver_threads_work() or size > DRIVER_COMPACT_BYTES
-    local = heavy and local_master_cores(args) is not None
-    needed = heavy and not local
+    # An erase rewrites segments, as a compaction does; in place, it works over a remote tier.
+    needed, local = placement(storage.near and not args.in_place, size, True, local_master_cores(args))
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
     # to stop, start first and warm up while the driver reads it.
     keys = None if local else checked_key_list(args.keys, args.key_format, console.say)

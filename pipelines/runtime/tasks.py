@@ -101,6 +101,21 @@ def fits_driver_compaction(near: bool, size: int) -> bool:
     return driver_threads_work() and near and size <= DRIVER_COMPACT_BYTES
 
 
+def placement(near: bool, size: int, rewrites: bool, local_cores: int | None) -> tuple[bool, bool]:
+    """Where a run over a log of `size` bytes will likely work, known before its scan: (Spark
+    needed, the driver's processes likely). The one rule every job's command line follows: work
+    stays in the driver's threads while the log is near, driver.work allows it and it is small
+    (DRIVER_BYTES; DRIVER_COMPACT_BYTES where the run rewrites segments, as compaction and erasure
+    do); past that it goes to the driver's processes where the master is local (`local_cores`),
+    else to Spark. A wrong guess only costs time: Spark starts where a stage needs it."""
+    if rewrites:
+        heavy = not (near and fits_driver_compaction(near, size))
+    else:
+        heavy = not (near and driver_work() and size <= DRIVER_BYTES)
+    local = local_cores is not None
+    return heavy and not local, heavy and local
+
+
 def driver_threads() -> int:
     """Threads for work run in the driver: one per core, at most 8."""
     return max(1, min(8, os.cpu_count() or 1))
