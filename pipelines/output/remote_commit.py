@@ -17,6 +17,7 @@ from pipelines.clock import clock_ms
 from pipelines.log.scanned import scan_log
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.runtime.faults import fault_point
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.layout import CLEANER_CHECKPOINT, INCOMPLETE, MANIFEST, META_DIR
 from segment_io.remote.manifest import PartitionManifest
@@ -44,7 +45,7 @@ def remove_finished_staging(storage: Storage, path: str, log: Callable[[str], An
 
 
 def commit_staged(
-    spark: Any,
+    spark: Spark,
     tier: RemoteTier,
     staged: Place,
     before: dict[TopicPartition, PartitionManifest],

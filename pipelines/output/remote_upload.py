@@ -5,12 +5,12 @@ segments) and by `clean --in-place` (a cleaned remote log's new segments)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pipelines.log.scanned import Scanned
 from pipelines.output.throttle import Throttle, per_task
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.session import LazySpark
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.checkpoints import parse_leader_epoch_checkpoint
 from segment_io.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, PartitionListing, segment_file_name
@@ -70,7 +70,7 @@ def upload_tasks(
 
 
 def upload_all(
-    spark: Any, tasks: list[UploadTask], remote_url: str, max_bytes_per_second: int | None
+    spark: Spark, tasks: list[UploadTask], remote_url: str, max_bytes_per_second: int | None
 ) -> dict[int, list[RemoteSegment]]:
     """Every upload, in parallel, at most `max_bytes_per_second` for the run; by key, in offset
     order."""

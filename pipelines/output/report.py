@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pipelines.runtime.spark_handle import SparkSessionLike
 from segment_io.format.constants import MB
 from segment_io.storage import Location, Place
 from segment_io.text import counted
@@ -134,7 +135,7 @@ class RunReport:
             out.append(row)
         return out
 
-    def to_dataframe(self, spark: Any) -> Any:
+    def to_dataframe(self, spark: SparkSessionLike) -> Any:
         """The per-partition metrics as a Spark DataFrame (the shape of `rows()`)."""
         types = {"partition": "string", "cleanup_policy": "string", "seconds": "double"}
         ddl = ", ".join(f"{f.name} {types.get(f.name, 'long')}" for f in fields(PartitionMetrics))

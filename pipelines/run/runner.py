@@ -20,6 +20,7 @@ from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError, ValidationFailed
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
@@ -56,7 +57,7 @@ def chosen_units(job: JobFile, state: RunState, step: str | None) -> list[tuple[
 
 
 def run_units(
-    spark: Any, job: JobFile, state: RunState, units: list[tuple[str, ...]], log: Log
+    spark: Spark, job: JobFile, state: RunState, units: list[tuple[str, ...]], log: Log
 ) -> list[dict[str, Any]]:
     """Run `units` in order; returns their records (done ones as the state has them)."""
     records = []
@@ -152,7 +153,7 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
     )  # fmt: skip
 
 
-def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+def _run_unit(spark: Spark, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
     if unit == ("cut",):
         return _cut(spark, job, log)
     if unit == ("erase",):
@@ -166,7 +167,7 @@ def _run_unit(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], 
     return _expire(job, state, log)
 
 
-def _cut(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
+def _cut(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
     from pipelines.jobs.cut.job import run_cut
     from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, published_manifest
 
@@ -192,7 +193,7 @@ def _cut(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _erase(spark: Any, job: JobFile, log: Log) -> dict[str, Any]:
+def _erase(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
     from pipelines.jobs.erase.job import run_erase
     from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, published_manifest
 
@@ -250,7 +251,7 @@ def release_cut(job: JobFile, state: RunState, log: Log) -> None:
     log(f"segpipe: step erase: removed {job.cut_dir}, the cut log the erase read (it held the listed keys)")
 
 
-def _clean(spark: Any, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+def _clean(spark: Spark, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
     from pipelines.jobs.clean import run_clean
     from pipelines.output.staging import published_manifest
 
@@ -285,7 +286,7 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
     )  # fmt: skip
 
 
-def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
+def _validate(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
     from pipelines.jobs.validate import run_validate
 
     result = run_validate(spark, validate_request(job, state.now_ms), log)  # a session is made if needed
@@ -301,7 +302,7 @@ def _validate(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, 
     return record
 
 
-def _erasure_gate(spark: Any, job: JobFile, log: Log) -> Callable[[Any, Any], None]:
+def _erasure_gate(spark: Spark, job: JobFile, log: Log) -> Callable[[Any, Any], None]:
     """The erase step's proof of its staged output against what it read (validate --erased),
     raising ValidationFailed before anything is published."""
     from pipelines.jobs.erase.proof import failures, prove_erasure
@@ -324,7 +325,7 @@ def _erasure_gate(spark: Any, job: JobFile, log: Log) -> Callable[[Any, Any], No
     return gate
 
 
-def _tier(spark: Any, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
+def _tier(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
     from pipelines.jobs.tier import run_tier
 
     report = run_tier(spark, tier_request(job, state.now_ms), log)

@@ -19,6 +19,7 @@ from pipelines.output.report import RunReport
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import preflight
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_CLEAN
 from segment_io.remote.tier import RemoteTier
@@ -29,7 +30,7 @@ from segment_io.text import counted
 SEALED_BECAUSE = "a remote tier holds no active segment"
 
 
-def clean_in_place(spark: Any, request: CleanRequest, log: Callable[[str], Any] = print) -> RunReport:
+def clean_in_place(spark: Spark, request: CleanRequest, log: Callable[[str], Any] = print) -> RunReport:
     """Clean the remote tier at `request.src` in place (no DST; every topic; nothing linked or
     selected); returns `clean`'s report."""
     if request.dst is not None or request.topics is not None or request.link or request.select != "all":

@@ -35,6 +35,7 @@ from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.faults import is_armed
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.runtime.session import LazySpark
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR
@@ -57,7 +58,7 @@ MAP_TASKS_PER_CORE = 3
 
 
 def clean(
-    spark: Any,
+    spark: Spark,
     src: Place,
     dst: Place,
     config: JobConfig | None = None,
@@ -88,7 +89,7 @@ def clean(
 
 
 def run_clean(
-    spark: Any,
+    spark: Spark,
     request: CleanRequest | Checked[CleanRequest],
     log: Log = print,
     gate: Gate | None = None,

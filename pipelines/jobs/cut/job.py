@@ -29,6 +29,7 @@ from pipelines.output.report import write_json_report
 from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, REPORT, Staging
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_BYTES, run_packed
 from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
@@ -47,7 +48,7 @@ WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.cut.job", "pipelines.out
 LIMITS = SegmentLimits(segment_bytes=2**62)
 
 
-def cut(spark: Any, src: Place, dst: Place, log: Log = print, **options: Any) -> CutReport:
+def cut(spark: Spark, src: Place, dst: Place, log: Log = print, **options: Any) -> CutReport:
     """Cut SRC into DST (options: CutRequest)."""
     return run_cut(spark, CutRequest(src=Location.of(src), dst=Location.of(dst), **options), log)
 
@@ -133,7 +134,7 @@ class CutReport:
         )
 
 
-def run_cut(spark: Any, request: CutRequest | Checked[CutRequest], log: Log = print) -> CutReport:
+def run_cut(spark: Spark, request: CutRequest | Checked[CutRequest], log: Log = print) -> CutReport:
     """The cut `request` asks for."""
     request = checked(request)
     with job_run(spark, WORKER_MODULES) as run:

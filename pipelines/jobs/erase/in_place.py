@@ -9,7 +9,6 @@ staging prefix is removed at the end, or by the next run."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from pipelines.jobs.erase.evidence import EraseReport
 from pipelines.jobs.erase.job import Gate, run_erase
@@ -20,6 +19,7 @@ from pipelines.output.remote_commit import commit_staged, remove_finished_stagin
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import preflight
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_ERASE
 from segment_io.remote.tier import RemoteTier
@@ -29,7 +29,7 @@ from segment_io.text import counted
 
 
 def erase_in_place(
-    spark: Any, request: EraseRequest, log: Log = print, gate: Gate | None = None
+    spark: Spark, request: EraseRequest, log: Log = print, gate: Gate | None = None
 ) -> EraseReport:
     """Erase `request`'s keys from the remote tier at `request.src` (no DST: its `dst` is unused)."""
     tier = RemoteTier.open(request.src.url)  # refuses a prefix that is not a remote tier

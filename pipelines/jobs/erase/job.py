@@ -24,6 +24,7 @@ from pipelines.output.copy import CopyTask, run_copies
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, NOT_FOUND_DIR, NOT_FOUND_SUFFIX, REPORT, Staging
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
@@ -32,7 +33,7 @@ from segment_io.storage import Location, Place, transfer
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
 
 
-def erase(spark: Any, src: Place, dst: Place, keys: str, log: Log = print, **options: Any) -> EraseReport:
+def erase(spark: Spark, src: Place, dst: Place, keys: str, log: Log = print, **options: Any) -> EraseReport:
     """Erase the keys listed in the file `keys` from SRC into DST (options: EraseRequest)."""
     request = EraseRequest(src=Location.of(src), dst=Location.of(dst), keys=keys, **options)
     return run_erase(spark, request, log)
@@ -44,7 +45,7 @@ Gate = Callable[[Location, ErasedKeys | KeyList], None]
 
 
 def run_erase(
-    spark: Any, request: EraseRequest | Checked[EraseRequest], log: Log = print, gate: Gate | None = None
+    spark: Spark, request: EraseRequest | Checked[EraseRequest], log: Log = print, gate: Gate | None = None
 ) -> EraseReport:
     """The erase `request` asks for. `gate(staged_url, keys)` runs on the complete staged output
     before publication; an error it raises publishes nothing (erase --validate)."""

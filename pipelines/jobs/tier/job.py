@@ -36,6 +36,7 @@ from pipelines.output.remote_upload import partition_files, upload_all, upload_t
 from pipelines.output.report import StageTimer, write_json_report
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped
 from segment_io.layout import HIGH_WATERMARK_CHECKPOINT, PartitionListing
@@ -49,7 +50,7 @@ Log = Callable[[str], Any]
 
 
 def tier(
-    spark: Any,
+    spark: Spark,
     log_dir: Place,
     remote_url: Place,
     config: JobConfig | None = None,
@@ -78,7 +79,7 @@ def tier(
 
 
 def run_tier(
-    spark: Any,
+    spark: Spark,
     request: TierRequest | Checked[TierRequest],
     log: Log = print,
     clock: Callable[[], int] = clock_ms,

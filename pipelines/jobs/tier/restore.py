@@ -12,6 +12,7 @@ from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.staging import Staging
 from pipelines.runtime.harness import Checked, checked, job_run, publish, staged_output
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
 from segment_io.layout import LogDirListing, list_log_dir
@@ -23,7 +24,7 @@ COPY_TASKS_PER_CORE = 2
 
 
 def restore(
-    spark: Any, remote_url: Place, dst: Place, local: Place | None = None, log: Callable[[str], Any] = print
+    spark: Spark, remote_url: Place, dst: Place, local: Place | None = None, log: Callable[[str], Any] = print
 ) -> int:
     """Write every segment of the remote tier (then the local ones above it) with their indexes,
     snapshots, leader-epoch checkpoints and log-start offsets to DST; returns the bytes written."""
@@ -34,7 +35,7 @@ def restore(
 
 
 def run_restore(
-    spark: Any, request: RestoreRequest | Checked[RestoreRequest], log: Callable[[str], Any] = print
+    spark: Spark, request: RestoreRequest | Checked[RestoreRequest], log: Callable[[str], Any] = print
 ) -> int:
     """The restore `request` asks for (see `restore`)."""
     request = checked(request)

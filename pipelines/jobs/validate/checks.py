@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from pipelines.runtime.spark_handle import Spark
 from segment_io.errors import CorruptIndex, CrcMismatch, OverlappingSegments, SegmentError
 from segment_io.layout import PartitionListing
 from segment_io.partition import inspect_partition
@@ -182,7 +183,9 @@ def partition_facts(log: Location, part: PartitionListing, bounds: Bounds) -> pa
     )  # fmt: skip
 
 
-def record_checks(spark: Any, log: Location, parts: list[PartitionListing], bounds: dict[Any, Bounds]) -> Any:
+def record_checks(
+    spark: Spark, log: Location, parts: list[PartitionListing], bounds: dict[Any, Bounds]
+) -> Any:
     """The record rules of `parts` (partitions whose files passed): identity (topic, partition,
     offset, base64 key) and one boolean column per rule, with each partition's `bounds`; a Table
     made in the driver for a small near log, else a DataFrame (pipelines.runtime.tasks)."""

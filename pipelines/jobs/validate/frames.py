@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.runtime.session import session_of
+from pipelines.runtime.spark_handle import Spark
 
 # A frame of at most this many rows is judged by great-expectations' pandas engine in the driver
 # (collected once, where it was made by the workers), where each of its metrics would otherwise
@@ -64,7 +65,7 @@ def kept(rows: Any) -> Iterator[Any]:
         rows.unpersist()
 
 
-def judged(spark: Any, rows: Any) -> tuple[Any, str]:
+def judged(spark: Spark, rows: Any) -> tuple[Any, str]:
     """`rows` as great-expectations judges them, with the name of the data source to use: a
     frame of up to DRIVER_ROWS rows as pandas (the driver's engine), a larger one as a Spark
     DataFrame. A DataFrame is counted before it is collected: a large one (an operator suite's

@@ -16,6 +16,7 @@ from pipelines.errors import ValidationFailed
 from pipelines.jobs.validate.job import run_validate
 from pipelines.jobs.validate.request import ValidateRequest
 from pipelines.jobs.validate.user_suites import UserSuite
+from pipelines.runtime.spark_handle import Spark
 from segment_io.layout import META_DIR
 from segment_io.storage import LocalStorage, Location, Place
 
@@ -23,7 +24,7 @@ VALIDATION_DIR = posixpath.join(META_DIR, "validation")
 
 
 def validation_gate(
-    spark: Any,
+    spark: Spark,
     dst: Place,
     log: Callable[[str], Any] = print,
     against: Place | None = None,

@@ -40,6 +40,7 @@ from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, REPORT, published_manifest
 from pipelines.runtime.harness import Checked, checked, job_run
 from pipelines.runtime.session import LazySpark, session_of
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import fits_driver
 from segment_io.format.constants import INT64_MAX
 from segment_io.layout import (
@@ -85,7 +86,7 @@ def needs_spark(request: ValidateRequest) -> bool:
 
 
 def validate(
-    spark: Any,
+    spark: Spark,
     path: Place,
     remote: Place | None = None,
     report_dir: str | None = None,
@@ -110,7 +111,7 @@ def validate(
 
 
 def run_validate(
-    spark: Any, request: ValidateRequest | Checked[ValidateRequest], log: Log = print
+    spark: Spark, request: ValidateRequest | Checked[ValidateRequest], log: Log = print
 ) -> ValidationReport:
     """The validation `request` asks for (see `validate`). Its `now` is the request's or the one
     the output was cleaned at (`promise_terms`), not the run's."""
@@ -192,7 +193,7 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
 
 
 def _promise(
-    spark: Any,
+    spark: Spark,
     gx: Any,
     context: Any,
     output: Location,
@@ -245,7 +246,7 @@ def _promise(
 
 
 def _user_suite(
-    spark: Any,
+    spark: Spark,
     gx: Any,
     context: Any,
     url: str,
@@ -334,7 +335,7 @@ def _bounds_of(
 
 
 def _run(
-    spark: LazySpark,
+    spark: Spark,
     gx: Any,
     context: Any,
     name: str,

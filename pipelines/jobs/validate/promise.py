@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.jobs.validate.allowed import Allowed
+from pipelines.runtime.spark_handle import Spark
 from segment_io.layout import PartitionListing
 from segment_io.storage import Location
 
@@ -257,7 +258,7 @@ def partition_promise(
 
 
 def promise_rows(
-    spark: Any, pairs: list[PartitionPair], output: Location, source: Location, now_ms: int
+    spark: Spark, pairs: list[PartitionPair], output: Location, source: Location, now_ms: int
 ) -> Any:
     """`partition_promise` of every pair as one DataFrame (PROMISE_DDL), one task per pair."""
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pipelines.runtime.spark_handle import SparkSessionLike
+
 Log = Callable[[str], Any]
 
 
@@ -60,7 +62,7 @@ class ValidationReport:
     def rows(self) -> list[dict[str, Any]]:
         return [{"rule": r, "checked": n, "failed": self.failed.get(r, 0)} for r, n in self.checked.items()]
 
-    def to_dataframe(self, spark: Any) -> Any:
+    def to_dataframe(self, spark: SparkSessionLike) -> Any:
         return spark.createDataFrame(
             [tuple(r.values()) for r in self.rows()], "rule string, checked long, failed long"
         )
