@@ -11,6 +11,7 @@ from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError, ValidationFailed
+from pipelines.runtime.spark_handle import Spark
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import Place
 
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def erasure_gate(
-    spark: Any, src: Place, header_names: tuple[str, ...], topics: Callable[[str], bool] | None = None
+    spark: Spark, src: Place, header_names: tuple[str, ...], topics: Callable[[str], bool] | None = None
 ) -> Callable[[Place, Any], None]:
     """The proof of an erased output against SRC (of the `topics` selected), raising
     ValidationFailed: erase --validate's gate, and validate --erased."""

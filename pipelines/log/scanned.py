@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pipelines.log.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import run_packed
 from segment_io.errors import SegmentError
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
@@ -57,7 +58,7 @@ class Scanned:
 
 
 def scan_log(
-    spark: Any, src: Place, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
+    spark: Spark, src: Place, log: Log, skip_corrupt: bool, topics: Callable[[str], bool] | None = None
 ) -> Scanned:
     """Batch headers, CRCs and segment metadata of every segment, one Spark task per pack. With
     `skip_corrupt`, a partition with bad data is left out of the run (never half cleaned) and

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from pipelines.runtime.local_workers import LocalFlow
 from pipelines.runtime.session import LazySpark
+from pipelines.runtime.spark_handle import Spark
 
 P = TypeVar("P")
 
@@ -174,7 +175,7 @@ class SparkFlow:
     """The operations above over one session, as the object a job's flow is written against
     (runtime.local_workers.LocalFlow runs the same flow in the driver's own processes)."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Spark) -> None:
         self.spark = spark
 
     def each(self, packs: Sequence[P], work: Callable[[P], Iterable[tuple[int, Any]]]) -> Any:
@@ -196,7 +197,7 @@ class SparkFlow:
 
 
 @contextmanager
-def flow_of(spark: Any) -> Iterator[tuple[Flow, int]]:
+def flow_of(spark: Spark) -> Iterator[tuple[Flow, int]]:
     """A run's flow and how many of its tasks run at once: the driver's own processes where the
     master is local (`spark`: a LazySpark carrying them), else Spark (started here)."""
     lazy = LazySpark.of(spark)

@@ -26,6 +26,7 @@ from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import LazySpark, preload_in_workers
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, settle
 from segment_io.layout import list_log_dir
 
@@ -84,7 +85,7 @@ class JobRun:
 
 @contextmanager
 def job_run(
-    spark: Any, workers: Sequence[str], now_ms: int | None = None, clock: Callable[[], int] = clock_ms
+    spark: Spark, workers: Sequence[str], now_ms: int | None = None, clock: Callable[[], int] = clock_ms
 ) -> Iterator[JobRun]:
     """A job's run over `spark` (a session, a context or a LazySpark): `now` is `now_ms` or the
     clock's time at the start; `workers` are the modules its Python workers preload; an error a

@@ -12,6 +12,7 @@ import pyarrow as pa
 from pipelines.config.tuning import DRIVER_WORK, tuned
 from pipelines.runtime import dataflow, progress
 from pipelines.runtime.session import LazySpark, session_of
+from pipelines.runtime.spark_handle import Spark
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,25 +39,24 @@ def packs(sizes: list[int], parts: int, most: int = MOST_BYTES_PER_TASK) -> list
     return out
 
 
-def spark_packs(spark: Any, items: Sequence[T], sizes: list[int], tasks_per_core: int) -> list[list[T]]:
-    """`items` in packs for Spark tasks: `tasks_per_core` per core of the session (`spark`: a
-    LazySpark). The bytes count towards the stage under way (its progress line's MB)."""
+def spark_packs(spark: Spark, items: Sequence[T], sizes: list[int], tasks_per_core: int) -> list[list[T]]:
+    """`items` in packs for Spark tasks: `tasks_per_core` per core of the session. The bytes count
+    towards the stage under way (its progress line's MB)."""
     progress.add_bytes(sum(sizes))
-    return _packed(items, sizes, spark.parallelism() * tasks_per_core)
+    return _packed(items, sizes, LazySpark.of(spark).parallelism() * tasks_per_core)
 
 
-def on_workers(spark: Any, chosen: list[list[T]], work: Callable[[list[T]], Iterable[R]]) -> list[R]:
+def on_workers(spark: Spark, chosen: list[list[T]], work: Callable[[list[T]], Iterable[R]]) -> list[R]:
     """`work` over each pack as a task of its own, every result in pack order: in the driver's
     own processes where the master is local (`spark`: a LazySpark carrying them), else as Spark
     tasks. A local master's Spark workers would be processes of this machine too; the driver's
     own cost no JVM and no Python worker start (seconds, most of a small run)."""
-
-    local = LazySpark.of(spark).local
-    if local is not None:
-        done = local.map(lambda pack: list(work(pack)), chosen)
+    lazy = LazySpark.of(spark)
+    if lazy.local is not None:
+        done = lazy.local.map(lambda pack: list(work(pack)), chosen)
         return [r for results in done for r in results]
     indexed = list(enumerate(chosen))
-    frame = dataflow.each(spark.session(), indexed, lambda p: ((p[0], r) for r in work(p[1])))
+    frame = dataflow.each(lazy.session(), indexed, lambda p: ((p[0], r) for r in work(p[1])))
     # One task's results are in its order; the packs are put back in theirs.
     return [r for _, r in sorted(dataflow.collected(frame), key=lambda pair: pair[0])]
 
@@ -122,7 +122,7 @@ def driver_threads() -> int:
 
 
 def run_packed(
-    spark: Any,
+    spark: Spark,
     items: Sequence[T],
     sizes: list[int],
     tasks_per_core: int,
@@ -186,7 +186,12 @@ def arrow_schema(ddl: str) -> pa.Schema:
 
 
 def one_task_each(
-    spark: Any, items: Sequence[T], produce: Any, ddl: str, sizes: list[int] | None = None, near: bool = False
+    spark: Spark,
+    items: Sequence[T],
+    produce: Any,
+    ddl: str,
+    sizes: list[int] | None = None,
+    near: bool = False,
 ) -> Any:
     """The Arrow record batches `produce(item)` returns (an iterable) for each item, schema `ddl`:
     where the items' files are near and small (`sizes`, fits_driver), made in the driver's threads

@@ -28,6 +28,7 @@ from pipelines.keys.key_list import KeyList, KeyListPart, refused_empty
 from pipelines.keys.key_set import ErasedKeys, key_rows, named_header_values
 from pipelines.log.keytable import EMPTY, KeyRows, hash_keys
 from pipelines.runtime.dataflow import Flow, flow_of
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import packs
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import Framed, chunk_batches
@@ -295,7 +296,7 @@ class JoinedKeys:
 
 
 def run_joined(
-    spark: object,
+    spark: Spark,
     key_list: KeyList,
     header_names: ErasedKeys | None,
     units: Sequence[U],

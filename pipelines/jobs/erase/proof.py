@@ -16,6 +16,7 @@ from pipelines.jobs.erase.join import ListedRecords, run_joined
 from pipelines.keys.key_list import KeyList
 from pipelines.keys.key_set import ErasedKeys, matched_entries
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE
+from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.format import records as rec
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
@@ -71,7 +72,7 @@ class _Proof:
 
 
 def prove_erasure(
-    spark: object,
+    spark: Spark,
     out_log: Place,
     src_log: Place,
     keys: ErasedKeys | KeyList,
