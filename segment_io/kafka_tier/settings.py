@@ -144,16 +144,17 @@ class TierSettings:
             return value
 
         def number(name: str) -> int | None:
+            """A positive whole number, or None where the setting is absent and has no default."""
             value = values.get(name)
-            if not value:
+            if value is None:
                 return None
-            try:
-                return int(value)
-            except ValueError:
-                raise KafkaTierSettings(f"{source}: {name}={value!r} is not a number") from None
+            if not value.strip().isdigit() or int(value) < 1:
+                raise KafkaTierSettings(f"{source}: {name}={value!r} is not a positive number")
+            return int(value)
 
         plugin = need("remote.log.storage.manager.class.name")
-        partitions = number("rlmm.config.remote.log.metadata.topic.num.partitions") or 50
+        partitions = number("rlmm.config.remote.log.metadata.topic.num.partitions")
+        assert partitions is not None  # the table gives it a default
         if plugin == LOCAL_TIERED_STORAGE:
             return cls(source, plugin, need("rsm.config.dir"), metadata_partitions=partitions)
         if plugin != AIVEN_RSM:

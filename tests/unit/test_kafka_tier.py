@@ -175,10 +175,11 @@ def test_settings_of_a_plugin_segpipe_does_not_read_are_refused(tmp_path: Path) 
     settings.write_text("remote.log.storage.manager.class.name=com.example.Other\n")
     with pytest.raises(KafkaTierSettings, match=r"com\.example\.Other"):
         open_storage(kafka_tier_url(str(settings), str(tmp_path)))
-    settings.write_text(f"remote.log.storage.manager.class.name={LOCAL}\nrsm.config.dir=/x\n"
-                        "rlmm.config.remote.log.metadata.topic.num.partitions=three\n")  # fmt: skip
-    with pytest.raises(KafkaTierSettings, match=r"num\.partitions='three' is not a number"):
-        open_storage(kafka_tier_url(str(settings), str(tmp_path)))
+    for bad in ("three", "0", ""):  # a count of metadata partitions must be one or more
+        settings.write_text(f"remote.log.storage.manager.class.name={LOCAL}\nrsm.config.dir=/x\n"
+                            f"rlmm.config.remote.log.metadata.topic.num.partitions={bad}\n")  # fmt: skip
+        with pytest.raises(KafkaTierSettings, match=rf"num\.partitions='{bad}' is not a positive number"):
+            open_storage(kafka_tier_url(str(settings), str(tmp_path)))
     with pytest.raises(KafkaTierSettings, match="no tiered-storage settings file"):
         open_storage(kafka_tier_url(str(tmp_path / "absent.properties"), str(tmp_path)))
 
