@@ -27,14 +27,15 @@ def largest_timestamp(storage: Storage, files: SegmentFiles, active: bool) -> in
     """A segment's largest timestamp as Kafka's LogSegment.largestTimestamp gives it: the largest
     of its batches' (a rolled segment's last time index entry, which Kafka appends when the
     segment stops being active; the active segment's from its headers, as its index may lag), or,
-    where no batch has one (magic 0, or no batch at all), the file's modification time."""
+    where none has one (magic 0, no batch, a rolled segment's empty time index), the file's
+    modification time. Only an unusable time index (which the broker would rebuild) or the active
+    segment costs a scan of the headers."""
     if not active:
         try:
             times, _ = time_entries(storage, files)
-            if len(times):
-                return int(times[-1])
+            return int(times[-1]) if len(times) else files.log.mtime_ms
         except CorruptIndex:
-            pass  # the headers say it
+            pass  # the headers say it, as the broker's rebuilt index would
     table = SegmentReader(storage, files.log.path, files.base_offset).scan().table
     largest = int(table.max_timestamp.max()) if len(table) else -1
     return largest if largest >= 0 else files.log.mtime_ms
