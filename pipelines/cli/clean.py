@@ -216,13 +216,14 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
     now_ms = now_from(args)
     if args.report:
         require_new_file(args.report)
+    from pipelines.jobs.clean.request import CleanRequest
+
+    asked = CleanRequest(
+        src=args.src, config=config, now_ms=now_ms, dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
+    )  # fmt: skip
     with workers_for(args, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean.in_place import clean_in_place
-        from pipelines.jobs.clean.request import CleanRequest
 
-        asked = CleanRequest(
-            src=args.src, config=config, now_ms=now_ms, dry_run=args.dry_run,
-            report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
-        )  # fmt: skip
         report = clean_in_place(sc, asked, console.say)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK

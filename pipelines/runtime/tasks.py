@@ -79,21 +79,15 @@ DRIVER_BYTES = 8 * 10**9
 DRIVER_COMPACT_BYTES = 64 * 2**20
 
 
-# Where work over near files runs: the tuning setting driver.work (SEGPIPE_DRIVER_WORK; "on",
-# "processes" or "off", config/tuning.py).
-def _driver_mode() -> str:
-    mode: str = tuned(DRIVER_WORK)
-    return mode
-
-
 def driver_work() -> bool:
-    """Whether work over near files may run in the driver, in its threads or its processes."""
-    return _driver_mode() != "off"
+    """Whether work over near files may run in the driver, in its threads or its processes (the
+    tuning setting driver.work, config/tuning.py)."""
+    return bool(tuned(DRIVER_WORK) != "off")
 
 
 def driver_threads_work() -> bool:
     """Whether work over near files may run in the driver's threads (driver.work "on")."""
-    return _driver_mode() == "on"
+    return bool(tuned(DRIVER_WORK) == "on")
 
 
 def fits_driver_compaction(near: bool, size: int) -> bool:

@@ -28,7 +28,8 @@ def imported(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+            # `from pipelines.jobs import clean` imports pipelines.jobs.clean: both are named.
+            names.update([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
     return names
 
 
