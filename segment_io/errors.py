@@ -174,3 +174,10 @@ class KafkaTierSettings(SegpipeError):
     it does not know, a key pair that is missing or wrong for the data)."""
 
     exit_code = ExitCode.REFUSED
+
+
+class KafkaTierPublishFailed(SegpipeError):
+    """A record to Kafka's remote log metadata topic was not acknowledged. Every segment stays
+    readable (a swap is journalled before its first record); a re-run finishes or undoes it."""
+
+    exit_code = ExitCode.IO

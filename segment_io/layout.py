@@ -38,6 +38,8 @@ META_DIR = "_segpipe"
 INCOMPLETE = "INCOMPLETE"  # an object-store output whose run has not finished (or was killed)
 TIER_MARKER = "segpipe-tier.json"
 MANIFEST = "manifest.json"  # in META_DIR: what a published output holds
+# In META_DIR at a Kafka remote tier's storage root: the journal of segment swaps under way.
+KAFKA_TIER_SWAPS = "kafka-tier-swaps"
 
 _FILE_RE = re.compile(
     r"^(?P<prefix>[^.]*)\.(?P<kind>log|index|timeindex|txnindex|snapshot)"

@@ -81,6 +81,14 @@ def add_parser(sub: Any) -> None:
         "new manifest version (the old objects, with the erased records, stay until tier --expire)",
     )
     p.add_argument(
+        "--grace-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="with --kafka-tier --in-place: how long a replaced remote segment stays after its successor is "
+        "served, for fetches in flight (default 60000)",
+    )
+    p.add_argument(
         "--keys",
         required=True,
         metavar="FILE",
@@ -121,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.remote.view import log_url
     from segment_io.storage import Location
 
+    if args.grace_ms is not None and not (args.in_place and args.kafka_tier):
+        raise ConfigError("--grace-ms is for erase --in-place on Kafka's tiered storage (--kafka-tier)")
+    if args.in_place and args.kafka_tier:
+        return _run_kafka_tier(args)
     # Refusals before Spark starts: a missing source, a destination in use (and the list, below).
     if args.in_place:
         from segment_io.remote.tier import RemoteTier
@@ -164,6 +176,51 @@ def run(args: argparse.Namespace) -> int:
         else:  # the request preflight checked, with its list now read
             report = run_erase(spark, rechecked(preflighted, checked=keys), console.say, gate)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK
+
+
+def _run_kafka_tier(args: argparse.Namespace) -> int:
+    """erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
+    segments holding listed keys swapped for erased ones while the cluster serves them."""
+    from pipelines.cli.clean import source_topics
+    from pipelines.config import JobConfig
+    from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.keys.key_digest import read_secret
+    from pipelines.keys.key_list import checked_key_list
+    from pipelines.output.destination import require_new_file
+    from segment_io.kafka_tier.swap import GRACE_MS
+    from segment_io.remote.view import log_url
+    from segment_io.storage import Location
+
+    if args.dst is not None or args.validate:
+        raise ConfigError(
+            "erase --in-place --kafka-tier takes one path, the broker's log directory (no DST, no --validate)"
+        )
+    if args.bootstrap_server is None:
+        raise ConfigError(
+            "erase --in-place --kafka-tier changes the tier of a live cluster: give --bootstrap-server "
+            "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
+        )
+    if args.grace_ms is not None and args.grace_ms < 0:
+        raise ConfigError(f"--grace-ms {args.grace_ms}: must be 0 or more")
+    if args.report:
+        require_new_file(args.report)
+    src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)))
+    selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
+    keys = checked_key_list(args.keys, args.key_format, console.say)
+    request = EraseRequest(
+        src=src, dst=None, keys=args.keys, key_format=args.key_format,
+        header_names=tuple(args.also_in_headers),
+        topics=None if selection.everything else selection, dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt, checked=keys,
+        digest=None if args.secret_file is None else read_secret(args.secret_file),
+    )  # fmt: skip
+    with spark_on_demand(args, False, "pipelines.jobs.erase.job", local_likely=True) as spark:
+        from pipelines.jobs.erase.kafka_tier import erase_kafka_tier
+
+        grace = GRACE_MS if args.grace_ms is None else args.grace_ms
+        report = erase_kafka_tier(spark, request, console.say, grace_ms=grace)
+    left = report.kafka_tier or {}
+    return ExitCode.SKIPPED if left.get("left_as_they_were") or left.get("undone") else ExitCode.OK
 
 
 def erasure_gate(

@@ -5,6 +5,8 @@ and named `<start %020d>-<segment id>` with the suffixes `.log`, `.index`, `.tim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from segment_io.errors import KafkaTierCorrupt
 from segment_io.kafka_tier.metadata import SegmentMetadata
 from segment_io.storage.base import Storage
@@ -82,3 +84,27 @@ class LocalTieredSegment:
                 f"segment {self.seg.segment_id}: the file holds {size} "
                 f"bytes, the remote log metadata says {self.seg.size}",
             )
+
+
+class LocalTieredStore:
+    """LocalTieredStorage written: a segment's files under their names (what its copy writes)."""
+
+    def __init__(self, storage: Storage, root: str) -> None:
+        self.storage = storage
+        self.root = root
+
+    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
+        target = LocalTieredSegment(self.storage, self.root, seg)
+        self.storage.makedirs(target.directory)
+        for kind, data in files.items():
+            self.storage.write_atomic(target.paths[kind], data)
+        return None  # the plugin keeps no custom metadata
+
+    def read_back(self, seg: SegmentMetadata) -> bytes:
+        found = LocalTieredSegment(self.storage, self.root, seg)
+        found.check()
+        return found.read_log()
+
+    def delete(self, seg: SegmentMetadata) -> None:
+        for path in LocalTieredSegment(self.storage, self.root, seg).paths.values():
+            self.storage.remove(path)

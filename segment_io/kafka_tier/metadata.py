@@ -11,7 +11,7 @@ has schema version 0 only; anything else is refused, never guessed at.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 from segment_io.errors import KafkaTierCorrupt
@@ -69,6 +69,9 @@ class SegmentMetadata:
     state: SegmentState
     # The record's own tagged fields, kept as written (tag 0: TxnIndexEmpty, a boolean).
     tagged: tuple[tuple[int, bytes], ...] = ()
+    # When the segment reached its state: the event time of its latest update (-1: none yet). The
+    # broker's cache takes it as the segment's event time; the description above keeps the copy's.
+    updated_ms: int = field(default=-1, compare=False)
 
     @property
     def txn_index_empty(self) -> bool | None:

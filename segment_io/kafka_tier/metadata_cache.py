@@ -115,7 +115,9 @@ class MetadataReplay:
             del state.segments[record.segment_id]
             return
         custom = record.custom_metadata if record.custom_metadata is not None else existing.custom_metadata
-        seg = replace(existing, state=record.state, custom_metadata=custom)
+        seg = replace(
+            existing, state=record.state, custom_metadata=custom, updated_ms=record.event_timestamp_ms
+        )
         state.segments[record.segment_id] = seg
         for epoch, start in seg.leader_epochs:
             at = state.epochs.setdefault(epoch, EpochState())

@@ -61,6 +61,9 @@ class EraseReport:
     # The copies of the listed keys' records the run knows remain (SRC, which an erase never changes;
     # for a remote tier, its replaced objects and the log directory it was uploaded from).
     remaining_copies: list[str] = field(default_factory=list)
+    # erase --in-place on Kafka's tiered storage: the segments swapped (each replaced id and its
+    # successor), the partitions left as they were and why, the local segments not yet tiered.
+    kafka_tier: dict[str, Any] | None = None
 
     @property
     def records_erased(self) -> int:
@@ -91,6 +94,7 @@ class EraseReport:
             "not_found_files": self.not_found_files,
             "partitions": [{**vars(p), "records_out": p.records_out} for p in self.partitions],
             "remaining_copies": self.remaining_copies,
+            **({"kafka_tier": self.kafka_tier} if self.kafka_tier is not None else {}),
             "skipped": self.skipped,
             "seconds_total": round(self.seconds_total, 3),
             "seconds_by_stage": {k: round(v, 3) for k, v in self.seconds_by_stage.items()},

@@ -73,7 +73,7 @@ def _erase(
     scanned = scan_stage(run, request.src, log, request.on_corrupt, request.topics)
     skipped = skipped_docs(scanned)
     names = [str(p.tp) for p in scanned.listing.partitions]
-    tasks = _tasks(scanned)
+    tasks = segment_tasks(scanned)
     digest = request.digest or KeyDigest.ephemeral()
     if not digest.given:
         log(EPHEMERAL_NOTE)
@@ -84,8 +84,8 @@ def _erase(
     report.remaining_copies = [request.src.url]
     if request.dry_run:
         with timer.stage("erase"):
-            erased = _erase_all(run, scanned, tasks, keys, header_names, None, digest)
-        _fill(report, names, erased, timer.total, timer.seconds)
+            erased = erase_all(run, scanned, tasks, keys, header_names, None, digest)
+        fill_report(report, names, erased, timer.total, timer.seconds)
         _write_report(report, request)
         log(report.totals_line())
         return report
@@ -93,11 +93,11 @@ def _erase(
     report.run_id = staging.run_id
     with staged_output(run, staging):
         with timer.stage("erase"):
-            erased = _erase_all(run, scanned, tasks, keys, header_names, staging.location, digest)
+            erased = erase_all(run, scanned, tasks, keys, header_names, staging.location, digest)
         raise_if_stopped()
         with timer.stage("copy"):
             _copy_side_files(scanned, staging)
-        _fill(report, names, erased, timer.total, timer.seconds)
+        fill_report(report, names, erased, timer.total, timer.seconds)
         staging.write_meta(REPORT, report.to_dict())
         if gate is not None:
             with timer.stage("validate"):
@@ -114,7 +114,7 @@ def _erase(
     return report
 
 
-def _tasks(scanned: Scanned) -> list[EraseTask]:
+def segment_tasks(scanned: Scanned) -> list[EraseTask]:
     """One task per segment of every partition, with its batches' empty-header rule."""
     tasks = []
     for index, part in enumerate(scanned.listing.partitions):
@@ -126,7 +126,7 @@ def _tasks(scanned: Scanned) -> list[EraseTask]:
 
 
 @dataclass(frozen=True)
-class _Erased:
+class Erased:
     """What the erase tasks did, and what is known of the listed keys: how many there are, the
     digest of each by entry (or, for a joined list, of each found, by key id), and for a joined
     list what the join learnt of those found nowhere."""
@@ -137,7 +137,7 @@ class _Erased:
     joined: JoinedKeys | None
 
 
-def _erase_all(
+def erase_all(
     run: JobRun,
     scanned: Scanned,
     tasks: list[EraseTask],
@@ -145,19 +145,20 @@ def _erase_all(
     header_names: ErasedKeys | None,
     staging: Location | None,
     digest: KeyDigest,
-) -> _Erased:
+    copy_unchanged: bool = True,
+) -> Erased:
     """Every segment's erase: each task matching its records against the keys itself (a list read
     whole), or handed its listed records by the key join (a list too large for that). The tasks
     run in the driver's threads where a small local log allows it (as clean's small compactions:
     every record is decoded), else in a local master's processes or as Spark tasks."""
     if isinstance(keys, ErasedKeys):
-        ctx = EraseContext(keys, header_names, staging)
+        ctx = EraseContext(keys, header_names, staging, copy_unchanged)
         results = run_packed(
             run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
             lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
         )  # fmt: skip
-        return _Erased(results, len(keys), keys.digests(digest), None)
-    ctx = EraseContext(None, header_names, staging)
+        return Erased(results, len(keys), keys.digests(digest), None)
+    ctx = EraseContext(None, header_names, staging, copy_unchanged)
     # The digests of keys found nowhere stay in files of the output, a file per bucket (a dry run
     # counts them only).
     not_found_dir = None if staging is None else staging.child(NOT_FOUND_DIR)
@@ -166,7 +167,7 @@ def _erase_all(
         SCAN_TASKS_PER_CORE, lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
         not_found_dir, digest,
     )  # fmt: skip
-    return _Erased(results, joined.listed, joined.found, joined)
+    return Erased(results, joined.listed, joined.found, joined)
 
 
 def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
@@ -185,10 +186,10 @@ def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
     write_checkpoint_files(staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints))
 
 
-def _fill(
+def fill_report(
     report: EraseReport,
     names: list[str],
-    erased: _Erased,
+    erased: Erased,
     seconds_total: float,
     seconds_by_stage: dict[str, float],
 ) -> None:

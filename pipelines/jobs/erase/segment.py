@@ -88,6 +88,8 @@ class EraseContext:
     keys: ErasedKeys | None  # None: every task's listed records come from the key join
     header_names: ErasedKeys | None
     staging: Location | None  # None: a dry run
+    # False: a segment without a listed key is not written to the staging (the caller keeps it).
+    copy_unchanged: bool = True
 
 
 def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
@@ -131,7 +133,7 @@ def erase_segment(task: EraseTask, ctx: EraseContext) -> SegmentErasure:
         return _result(
             task, True, size, out.finish(task), records_in, erased, matched_all, out.segment.counts
         )
-    if ctx.staging is not None:
+    if ctx.staging is not None and ctx.copy_unchanged:
         run_copies(segment_copies(task.partition_dir, task.files, task.src), ctx.staging)
     return _result(task, bool(offsets), size, size, records_in, erased, matched_all, None)
 

@@ -1,0 +1,291 @@
+"""`erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place`: the listed keys'
+records taken out of Kafka's remote tier while the cluster serves it (docs/erasing-keys.md).
+
+The broker's log directory and its remote tier are read as one log (the remote log metadata from
+the live cluster), and every segment is matched as `erase` matches it. Each remote segment that
+holds a listed key is rewritten as `erase` rewrites one, into a staging area beside the tier's
+objects, then swapped for the old one through the remote log metadata topic
+(segment_io.kafka_tier.swap). Local segments (the broker's, not yet uploaded) are never touched
+online: their listed records are named with their offsets. A partition where a safety check
+fails is left as it was and named (exit 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from pipelines.jobs.erase.evidence import EraseReport, key_evidence
+from pipelines.jobs.erase.job import WORKER_MODULES, Erased, erase_all, fill_report, segment_tasks
+from pipelines.jobs.erase.request import EraseRequest
+from pipelines.jobs.erase.segment import SegmentErasure
+from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
+from pipelines.keys.key_list import checked_key_list
+from pipelines.keys.key_set import ErasedKeys
+from pipelines.log.scanned import Log, Scanned, scan_stage
+from pipelines.output.report import write_json_report
+from pipelines.runtime.faults import fault_point
+from pipelines.runtime.harness import job_run
+from pipelines.runtime.spark_handle import Spark
+from pipelines.runtime.stop import raise_if_stopped
+from segment_io.errors import KafkaTierSettings
+from segment_io.kafka_tier.cluster import LiveCluster
+from segment_io.kafka_tier.objects import SegmentObjects
+from segment_io.kafka_tier.stores import segment_store, staging_dir
+from segment_io.kafka_tier.swap import (
+    GRACE_MS,
+    Clock,
+    Cluster,
+    Swap,
+    SwapOutcome,
+    Swapper,
+    SystemClock,
+    new_segment_id,
+    successor,
+)
+from segment_io.kafka_tier.view import ROOT, KafkaTierView, open_kafka_tier
+from segment_io.layout import segment_file_name
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import Location
+from segment_io.text import counted
+from segment_io.topic_partition import TopicPartition
+
+RETENTION_BYTES = "retention.bytes"
+STAGED_KINDS = ("log", "index", "timeindex", "txnindex")  # written by the erase; the rest kept
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A remote segment holding listed keys, its erase into the staging, and its successor."""
+
+    tp: TopicPartition
+    objects: SegmentObjects
+    result: SegmentErasure
+    swap: Swap
+
+
+def erase_kafka_tier(
+    spark: Spark,
+    request: EraseRequest,
+    log: Log = print,
+    clock: Clock | None = None,
+    grace_ms: int = GRACE_MS,
+    cluster: Cluster | None = None,
+) -> EraseReport:
+    """Erase `request`'s keys, in place, from the Kafka remote tier its `src` names (a
+    `kafka-tier:` URL with the cluster's bootstrap servers)."""
+    view, _ = open_kafka_tier(request.src.url)
+    if view.bootstrap is None:
+        raise KafkaTierSettings(
+            "erase --in-place on Kafka's tiered storage works with the live cluster: give --bootstrap-server "
+            "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
+        )
+    live = LiveCluster(view.bootstrap) if cluster is None else None
+    try:
+        talk = live if live is not None else cluster
+        assert talk is not None
+        return _erase(spark, request, log, clock or SystemClock(), grace_ms, talk, view)
+    finally:
+        if live is not None:
+            live.close()
+
+
+def _erase(
+    spark: Spark,
+    request: EraseRequest,
+    log: Log,
+    clock: Clock,
+    grace_ms: int,
+    cluster: Cluster,
+    view: KafkaTierView,
+) -> EraseReport:
+    store = segment_store(view.settings, *view.objects)
+    swapper = Swapper(cluster, store, clock, grace_ms, fault_point, log)
+    resumed = SwapOutcome()
+    if not request.dry_run:
+        swapper.resume(resumed)  # an earlier run's swaps finished or undone, before the metadata is read
+        if resumed.resumed:
+            swaps = counted(len(resumed.resumed), "segment swap")
+            log(f"segpipe: finished or undid {swaps} of an earlier run")
+            view, _ = open_kafka_tier(request.src.url)
+    keys = request.checked or checked_key_list(request.keys, request.key_format, log)
+    header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
+    digest = request.digest or KeyDigest.ephemeral()
+    if not digest.given:
+        log(EPHEMERAL_NOTE)
+    staging = Location.at(store.storage, staging_dir(store))
+    if not request.dry_run:
+        store.storage.remove(staging.path)  # an earlier run's leftovers, named by no metadata
+    report = EraseReport(
+        request.src.url, request.src.url, "dry-run", 0, request.dry_run, request.header_names,
+        secret=digest.fingerprint if digest.given else None,
+    )  # fmt: skip
+    with job_run(spark, WORKER_MODULES) as run:
+        scanned = scan_stage(run, Location.at(view, ROOT), log, request.on_corrupt, request.topics)
+        names = [str(p.tp) for p in scanned.listing.partitions]
+        remote = {s.log_url: (tp, s) for tp, segs in view.remote.items() for s in segs}
+        tasks = segment_tasks(scanned)
+        out = None if request.dry_run else staging
+        with run.timer.stage("erase"):
+            tiered = [t for t in tasks if t.files.log.path in remote]
+            local = [t for t in tasks if t.files.log.path not in remote]
+            rewritten = erase_all(run, scanned, tiered, keys, header_names, out, digest, copy_unchanged=False)
+            pending = erase_all(run, scanned, local, keys, header_names, None, digest)
+        raise_if_stopped()
+        planned = _plan(rewritten, remote, out, clock)
+        left = _refusals(planned, scanned, view, cluster)
+        for tp, why in sorted(left.items()):
+            log(f"segpipe: left as it was: {tp}: {why}")
+        go = [p for p in planned if p.tp not in left]
+        doc: dict[str, Any] = {
+            "left_as_they_were": [{"partition": str(tp), "reason": why} for tp, why in sorted(left.items())],
+            "resumed": [_swap_doc(s) for s in resumed.resumed],
+        }
+        if request.dry_run:
+            doc["would_swap"] = [{**_swap_doc(p.swap), "by": None} for p in go]
+        else:
+            with run.timer.stage("swap"):
+                epochs = {p.swap.old.tp: cluster.leader_epoch(p.swap.old.tp) for p in go}
+                done = swapper.run([(p.swap, _loader(p, staging)) for p in go], epochs)
+            store.storage.remove(staging.path)
+            for swap, why in done.undone:
+                log(f"segpipe: left as it was: {swap.old.tp.topic}-{swap.old.tp.partition}: {why}")
+            swapped = {s.old.segment_id: s for s in done.done}
+            go = [
+                replace(p, swap=swapped[p.swap.old.segment_id])
+                for p in go
+                if p.swap.old.segment_id in swapped
+            ]
+            doc["swapped"] = [_swap_doc(p.swap) for p in go]
+            doc["undone"] = [{**_swap_doc(s), "reason": why} for s, why in done.undone]
+            doc["seconds_per_swap"] = round(done.seconds_per_swap, 3)
+        doc["not_yet_tiered"] = _pending(scanned, pending)
+        # The evidence counts what left the tier; a key is "found nowhere" only if no segment,
+        # swapped or not, local or remote, holds it.
+        kept = {p.result.source for p in go}
+        results = [r if r.source in kept else _untouched(r) for r in rewritten.results]
+        fill_report(report, names, replace(rewritten, results=results), run.timer.total, run.timer.seconds)
+        matched = rewritten.results + pending.results
+        _, report.not_found = key_evidence(names, rewritten.digests, matched)
+        report.not_found_count = len(report.not_found)
+    report.kafka_tier = doc
+    report.remaining_copies = [
+        f"{t['partition']}: local segment {t['base_offset']} "
+        f"(offsets {t['first_offset']}-{t['last_offset']}): "
+        "not yet uploaded; erased by a run after the leader tiers it (once it rolls and is uploaded)"
+        for t in doc["not_yet_tiered"]
+    ]
+    for line in report.remaining_copies:
+        log(f"segpipe: not erased online: {line}")
+    if request.report_path is not None:
+        write_json_report(request.report_path, report.to_dict())
+    log(report.totals_line())
+    return report
+
+
+def _plan(
+    rewritten: Erased,
+    remote: Mapping[str, tuple[TopicPartition, SegmentObjects]],
+    out: Location | None,
+    clock: Clock,
+) -> list[Planned]:
+    """Per remote segment with a listed key, its successor's metadata: its size and largest
+    timestamp are the staged log's (a dry run: the old segment's)."""
+    planned = []
+    for r in rewritten.results:
+        if not r.erased:
+            continue
+        tp, objects = remote[r.source]
+        largest = objects.seg.max_timestamp_ms
+        if out is not None:
+            staged = _staged_path(out, tp, r.base_offset, "log")
+            table = SegmentReader(out.storage, staged, r.base_offset).scan().table
+            largest = int(table.max_timestamp.max()) if len(table) else -1
+        new = successor(objects.seg, new_segment_id(), r.bytes_out, largest, clock.now_ms())
+        planned.append(Planned(tp, objects, r, Swap(objects.seg, new)))
+    return planned
+
+
+def _staged_path(out: Location, tp: TopicPartition, base: int, kind: str) -> str:
+    return f"{out.path.rstrip('/')}/{tp.dir_name}/{segment_file_name(base, kind)}"
+
+
+def _refusals(
+    planned: list[Planned], scanned: Scanned, view: KafkaTierView, cluster: Cluster
+) -> dict[TopicPartition, str]:
+    """The partitions a swap would not be safe in, and why. Size-based retention counts a replaced
+    segment and its successor both while they coexist (the old one is listed as unreferenced when
+    it ended its leader epoch); the log's size with every old segment counted twice must stay
+    within `retention.bytes`, or the leader would expire the oldest segments early."""
+    left: dict[TopicPartition, str] = {}
+    doubled: dict[TopicPartition, int] = {}
+    for p in planned:
+        doubled[p.tp] = doubled.get(p.tp, 0) + p.swap.old.size
+    config = getattr(cluster, "topic_config", None)
+    for tp, extra in doubled.items():
+        limit = config(tp.topic, RETENTION_BYTES) if config is not None else None
+        if limit is None or int(limit) < 0:
+            continue
+        size = sum(f.size for part in scanned.listing.partitions if part.tp == tp for f in part.segments)
+        if size + extra > int(limit):
+            left[tp] = (
+                f"{RETENTION_BYTES} is {int(limit):,}: while each replaced segment and its successor coexist "
+                f"the leader counts {size + extra:,} bytes and would expire the oldest segments early"
+            )
+    return left
+
+
+def _loader(p: Planned, staging: Location) -> Callable[[], Mapping[str, bytes]]:
+    """The successor's files: the staged log and indexes, and the old segment's producer snapshot
+    and leader epochs (offsets are kept, and so is every producer's last batch: neither changes)."""
+
+    def load() -> dict[str, bytes]:
+        files = {}
+        for kind in STAGED_KINDS:
+            path = _staged_path(staging, p.tp, p.result.base_offset, kind)
+            if staging.storage.exists(path):
+                files[kind] = staging.storage.read(path)
+        for kind in ("snapshot", "leader-epoch"):
+            data = p.objects.index(kind)
+            if data is not None:
+                files[kind] = data
+        return files
+
+    return load
+
+
+def _swap_doc(swap: Swap) -> dict[str, Any]:
+    tp = swap.old.tp
+    return {
+        "partition": f"{tp.topic}-{tp.partition}", "topic_id": tp.topic_id,
+        "start_offset": swap.old.start_offset, "end_offset": swap.old.end_offset,
+        "replaced": swap.old.segment_id, "by": swap.new.segment_id,
+        "bytes_before": swap.old.size, "bytes_after": swap.new.size,
+    }  # fmt: skip
+
+
+def _pending(scanned: Scanned, pending: Erased) -> list[dict[str, Any]]:
+    """The local segments holding listed keys: partition, base offset, records and offset range."""
+    return [
+        {
+            "partition": str(scanned.listing.partitions[r.partition].tp),
+            "base_offset": r.base_offset,
+            "records": r.erased,
+            "first_offset": int(r.first_offset.min()),
+            "last_offset": int(r.last_offset.max()),
+        }
+        for r in pending.results
+        if r.erased
+    ]
+
+
+def _untouched(r: SegmentErasure) -> SegmentErasure:
+    """A segment's result as if nothing had matched: its swap did not happen."""
+    empty = np.zeros(0, np.int64)
+    return replace(
+        r, rewritten=False, erased=0, bytes_out=r.bytes_in, batches_rewritten=0, batches_emptied=0,
+        batches_dropped=0, entries=empty, counts=empty, first_offset=empty, last_offset=empty,
+    )  # fmt: skip

@@ -1,0 +1,357 @@
+"""A remote segment swapped for a rewritten one (the same offsets, fewer records) while the
+cluster serves it, told to the brokers the way their own uploads and expiries are: records of the
+remote log metadata topic, in the broker's order (docs/kafka-tier-erase.md).
+
+What the broker's metadata cache does with them (Kafka 4.x, RemoteLogMetadataCache and
+RemoteLogLeaderEpochState): the successor's COPY_SEGMENT_STARTED only lists it as unreferenced;
+its COPY_SEGMENT_FINISHED maps each of its epochs' start offsets to it, replacing the old id, so
+every fetch from then on reads the successor; the old segment's DELETE_SEGMENT_STARTED removes an
+epoch's entry only where it still names the old id. The leader's expiration task deletes at once
+any listed segment in DELETE_SEGMENT_STARTED (its retry of a failed delete), so the grace period a
+fetch in flight needs comes *before* that record: between the successor's COPY_SEGMENT_FINISHED
+and the old segment's DELETE_SEGMENT_STARTED.
+
+Each swap is written to a journal in the tier's storage before its first record, and leaves it
+after its last; a run killed at any step leaves every offset readable, and the next run reads the
+metadata again and, per journalled swap, finishes it (successor served) or undoes it (not yet).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import posixpath
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from segment_io.errors import KafkaTierCorrupt
+from segment_io.kafka_tier.metadata import (
+    MetadataRecord,
+    SegmentMetadata,
+    SegmentState,
+    SegmentUpdate,
+    TopicIdPartition,
+)
+from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState
+from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
+from segment_io.storage.base import Storage
+
+GRACE_MS = 60_000  # after the successor is served, before the old objects go: a fetch in flight ends
+
+
+class Clock(Protocol):
+    """The wall clock a run reads and waits on (a test gives one that only counts)."""
+
+    def now_ms(self) -> int: ...
+
+    def sleep_ms(self, ms: int) -> None: ...
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def sleep_ms(self, ms: int) -> None:
+        time.sleep(max(ms, 0) / 1000)
+
+
+class Cluster(Protocol):
+    """What a swap needs of the live cluster."""
+
+    def publish(self, record: MetadataRecord) -> None:
+        """Send one record to the remote log metadata topic and wait for its acknowledgement
+        (KafkaTierPublishFailed where none comes)."""
+
+    def replay(self) -> MetadataReplay:
+        """The remote log metadata as it stands now, replayed."""
+
+    def leader_epoch(self, tp: TopicIdPartition) -> int | None:
+        """The partition's current leader epoch (None: the cluster does not say)."""
+
+
+class SegmentStore(Protocol):
+    """A storage plugin's layout, written: a segment's objects uploaded, read back, deleted."""
+
+    storage: Storage
+    root: str
+
+    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
+        """Write the segment's files (by kind: `log`, `index`, `timeindex`, `txnindex`, `snapshot`,
+        `leader-epoch`); the plugin's custom metadata for its COPY_SEGMENT_FINISHED record."""
+
+    def read_back(self, seg: SegmentMetadata) -> bytes:
+        """The segment's log as the plugin's reader returns it (checked against its objects)."""
+
+    def delete(self, seg: SegmentMetadata) -> None:
+        """Remove every object of the segment (those already gone are no error)."""
+
+
+def new_segment_id(random: Callable[[int], bytes] = os.urandom) -> str:
+    """A random segment id as Kafka's Uuid.randomUuid makes one: never zero, never the metadata
+    topic's id (1), and never a string that starts with "-"."""
+    while True:
+        raw = random(16)
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if int.from_bytes(raw, "big") > 1 and not text.startswith("-"):
+            return text
+
+
+def successor(
+    old: SegmentMetadata, segment_id: str, size: int, max_timestamp_ms: int, now_ms: int
+) -> SegmentMetadata:
+    """The rewritten segment's metadata: the old one's partition, offsets, leader epochs and
+    broker, with its own id, size and largest timestamp, as COPY_SEGMENT_STARTED."""
+    return replace(
+        old,
+        segment_id=segment_id,
+        size=size,
+        max_timestamp_ms=max_timestamp_ms,
+        event_timestamp_ms=now_ms,
+        custom_metadata=None,
+        state=SegmentState.COPY_SEGMENT_STARTED,
+    )
+
+
+def update(seg: SegmentMetadata, state: SegmentState, now_ms: int, custom: bytes | None) -> SegmentUpdate:
+    return SegmentUpdate(seg.tp, seg.segment_id, seg.broker_id, now_ms, custom, state)
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One remote segment (`old`) and the rewritten segment that takes its place (`new`)."""
+
+    old: SegmentMetadata
+    new: SegmentMetadata
+
+    def to_json(self) -> bytes:
+        from segment_io.kafka_tier.metadata import encode_metadata_record
+
+        doc = {
+            "old": base64.b64encode(encode_metadata_record(self.old)).decode(),
+            "new": base64.b64encode(encode_metadata_record(self.new)).decode(),
+        }
+        return json.dumps(doc, indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> Swap:
+        from segment_io.kafka_tier.metadata import decode_metadata_record
+
+        try:
+            doc = json.loads(data)
+            old = decode_metadata_record(base64.b64decode(doc["old"]), where)
+            new = decode_metadata_record(base64.b64decode(doc["new"]), where)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise KafkaTierCorrupt(where, None, f"a swap journal entry that does not parse: {exc}") from None
+        if not isinstance(old, SegmentMetadata) or not isinstance(new, SegmentMetadata):
+            raise KafkaTierCorrupt(where, None, "a swap journal entry that names no segments")
+        return cls(old, new)
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The swaps under way, one small file each under `<root>/_segpipe/kafka-tier-swaps/`."""
+
+    storage: Storage
+    root: str
+
+    @property
+    def directory(self) -> str:
+        return posixpath.join(self.root, META_DIR, KAFKA_TIER_SWAPS)
+
+    def _path(self, swap: Swap) -> str:
+        tp = swap.old.tp
+        return posixpath.join(
+            self.directory, f"{tp.topic}-{tp.partition}-{tp.topic_id}-{swap.old.segment_id}.json"
+        )
+
+    def write(self, swap: Swap) -> None:
+        self.storage.makedirs(self.directory)
+        self.storage.write_atomic(self._path(swap), swap.to_json())
+
+    def remove(self, swap: Swap) -> None:
+        self.storage.remove(self._path(swap))
+
+    def entries(self) -> Iterator[Swap]:
+        if not self.storage.exists(self.directory):
+            return
+        for info in sorted(self.storage.list(self.directory), key=lambda f: f.name):
+            if info.name.endswith(".json"):
+                yield Swap.from_json(self.storage.read(info.path), self.storage.url(info.path))
+
+
+def state_of(replay: MetadataReplay, seg: SegmentMetadata) -> SegmentState | None:
+    """The segment's state in the replayed metadata (None: never seen, or DELETE_SEGMENT_FINISHED)."""
+    found = replay.partitions.get(seg.tp, PartitionState()).segments.get(seg.segment_id)
+    return None if found is None else found.state
+
+
+@dataclass
+class SwapOutcome:
+    """What a run of swaps did: the swaps done, those undone with the reason, the journalled swaps
+    of an earlier run it finished or undid."""
+
+    done: list[Swap] = field(default_factory=list)
+    undone: list[tuple[Swap, str]] = field(default_factory=list)
+    resumed: list[Swap] = field(default_factory=list)
+    seconds_per_swap: float = 0.0
+
+
+@dataclass
+class Swapper:
+    """Runs swaps against `cluster`, writing through `store`, waiting on `clock`; `fault(name)` is
+    called at each step a kill test names (a no-op in production)."""
+
+    cluster: Cluster
+    store: SegmentStore
+    clock: Clock = field(default_factory=SystemClock)
+    grace_ms: int = GRACE_MS
+    fault: Callable[[str], None] = lambda name: None
+    say: Callable[[str], None] = lambda line: None
+
+    @property
+    def journal(self) -> Journal:
+        return Journal(self.store.storage, self.store.root)
+
+    def _publish(self, record: MetadataRecord) -> None:
+        self.cluster.publish(record)
+
+    # --- an earlier run's swaps ---------------------------------------------------------------
+
+    def resume(self, outcome: SwapOutcome) -> None:
+        """Finish (successor served) or undo (not yet) every journalled swap, from the metadata as
+        it stands now: a killed run's work is never left half done."""
+        swaps = list(self.journal.entries())
+        if not swaps:
+            return
+        replay = self.cluster.replay()
+        retire = []
+        for swap in swaps:
+            new, old = state_of(replay, swap.new), state_of(replay, swap.old)
+            if new is SegmentState.COPY_SEGMENT_FINISHED and old is SegmentState.COPY_SEGMENT_FINISHED:
+                retire.append(swap)
+                continue
+            if new is SegmentState.COPY_SEGMENT_FINISHED and old is SegmentState.DELETE_SEGMENT_STARTED:
+                self._finish_delete(swap.old)
+            elif new is not SegmentState.COPY_SEGMENT_FINISHED:
+                self._undo(swap, new)
+            self.journal.remove(swap)
+            outcome.resumed.append(swap)
+        self._retire(retire, replay)
+        outcome.resumed += retire
+
+    # --- this run's swaps -----------------------------------------------------------------------
+
+    def run(
+        self,
+        swaps: list[tuple[Swap, Callable[[], Mapping[str, bytes]]]],
+        epochs: Mapping[TopicIdPartition, int | None],
+    ) -> SwapOutcome:
+        """Swap each old segment for its successor (the files from its loader): uploaded and
+        read back, announced, served, then the old one retired after the grace period. A swap
+        whose old segment is no longer served as it was planned, or whose partition's leader epoch
+        moved (`epochs`: as planned), is undone and named."""
+        outcome = SwapOutcome()
+        started = self.clock.now_ms()
+        uploaded: list[Swap] = []
+        for swap, load in swaps:
+            self.journal.write(swap)
+            self._publish(swap.new)
+            self.fault("kafka-tier-copy-started")
+            custom = self.store.upload(swap.new, load())
+            swap = Swap(swap.old, replace(swap.new, custom_metadata=custom))
+            self._verify(swap, load)
+            uploaded.append(swap)
+            self.fault("kafka-tier-uploaded")
+        replay = self.cluster.replay()
+        served: list[Swap] = []
+        for swap in uploaded:
+            problem = self._unsafe(swap, replay, epochs)
+            if problem is not None:
+                self._undo(swap, state_of(replay, swap.new))
+                self.journal.remove(swap)
+                outcome.undone.append((swap, problem))
+                continue
+            self._publish(
+                update(
+                    swap.new,
+                    SegmentState.COPY_SEGMENT_FINISHED,
+                    self.clock.now_ms(),
+                    swap.new.custom_metadata,
+                )
+            )
+            served.append(swap)
+            self.fault("kafka-tier-copy-finished")
+        self._retire(served, self.cluster.replay())
+        outcome.done = served
+        if swaps:
+            outcome.seconds_per_swap = (self.clock.now_ms() - started) / 1000 / len(swaps)
+        return outcome
+
+    def _verify(self, swap: Swap, load: Callable[[], Mapping[str, bytes]]) -> None:
+        """The uploaded log reads back, through the plugin's reader, as the bytes sent."""
+        if self.store.read_back(swap.new) != load()["log"]:
+            raise KafkaTierCorrupt(
+                self.store.storage.url(self.store.root), None,
+                f"segment {swap.new.segment_id}: its uploaded log does not read back as written",
+            )  # fmt: skip
+
+    def _unsafe(
+        self, swap: Swap, replay: MetadataReplay, epochs: Mapping[TopicIdPartition, int | None]
+    ) -> str | None:
+        """Why the successor must not be served now, if it must not."""
+        tp = swap.old.tp
+        if state_of(replay, swap.old) is not SegmentState.COPY_SEGMENT_FINISHED:
+            return (
+                f"segment {swap.old.segment_id} is no longer served as it was "
+                "(the leader expired or replaced it meanwhile)"
+            )
+        if state_of(replay, swap.new) is not SegmentState.COPY_SEGMENT_STARTED:
+            return f"segment {swap.new.segment_id}'s COPY_SEGMENT_STARTED is not in the metadata"
+        now = self.cluster.leader_epoch(tp)
+        if now != epochs.get(tp):
+            return f"the leader epoch of {tp.topic}-{tp.partition} moved from {epochs.get(tp)} to {now}"
+        return None
+
+    def _retire(self, swaps: list[Swap], replay: MetadataReplay) -> None:
+        """After the grace period from the latest successor's COPY_SEGMENT_FINISHED: each old
+        segment's DELETE_SEGMENT_STARTED, its objects removed, DELETE_SEGMENT_FINISHED."""
+        if not swaps:
+            return
+        finished = []
+        for swap in swaps:
+            seg = replay.partitions[swap.new.tp].segments.get(swap.new.segment_id)
+            finished.append(
+                seg.updated_ms if seg is not None and seg.updated_ms >= 0 else self.clock.now_ms()
+            )
+        wait = max(finished) + self.grace_ms - self.clock.now_ms()
+        if wait > 0:
+            self.say(
+                f"segpipe: waiting {wait / 1000:.1f} s (the grace period) before the replaced segments go"
+            )
+            self.clock.sleep_ms(wait)
+        for swap in swaps:
+            old = replay.partitions[swap.old.tp].segments.get(swap.old.segment_id, swap.old)
+            self._publish(
+                update(old, SegmentState.DELETE_SEGMENT_STARTED, self.clock.now_ms(), old.custom_metadata)
+            )
+            self.fault("kafka-tier-delete-started")
+            self._finish_delete(old)
+            self.journal.remove(swap)
+
+    def _finish_delete(self, seg: SegmentMetadata) -> None:
+        self.store.delete(seg)
+        self._publish(
+            update(seg, SegmentState.DELETE_SEGMENT_FINISHED, self.clock.now_ms(), seg.custom_metadata)
+        )
+
+    def _undo(self, swap: Swap, state: SegmentState | None) -> None:
+        """The successor withdrawn: never served, its objects removed (and its records closed)."""
+        if state is SegmentState.COPY_SEGMENT_STARTED:
+            self._publish(update(swap.new, SegmentState.DELETE_SEGMENT_STARTED, self.clock.now_ms(), None))
+            state = SegmentState.DELETE_SEGMENT_STARTED
+        self.store.delete(swap.new)
+        if state is SegmentState.DELETE_SEGMENT_STARTED:
+            self._publish(update(swap.new, SegmentState.DELETE_SEGMENT_FINISHED, self.clock.now_ms(), None))

@@ -1,0 +1,250 @@
+"""erase --in-place on Kafka's own tiered storage while the broker serves it: Kafka's broker
+(LocalTieredStorage, the remote log metadata topic) tiers a topic of three partitions (every codec,
+transactions with an abort); consumers read the whole topic from offset 0 in a loop, in both
+isolation levels, while segpipe swaps the remote segments holding listed keys. Every pass must
+succeed and receive every record it did before except the erased ones; afterwards no consumer
+receives a listed key from the remote tier, before and after a broker restart; the replaced
+objects are gone. A run killed at each step of a swap leaves every offset readable, and the next
+run finishes the job."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from segment_io.exit_codes import ExitCode
+from tests.helpers import run_segpipe
+from tests.kafka.broker import Broker
+from tests.kafka.test_kafka_tier_broker import (
+    NAMES,
+    PARTITIONS,
+    TOPIC,
+    create_tiered_topic,
+    only_active_local,
+    produce,
+    tiered_broker,
+    wait_until,
+)
+from tests.kafka.test_restore import offsets
+
+pytestmark = pytest.mark.kafka
+ISOLATIONS = ("read_uncommitted", "read_committed")
+PASS_TIMEOUT_S = 60
+GRACE_MS = "2000"
+
+Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]  # offset, key, value, headers
+
+
+@pytest.fixture(scope="module")
+def broker(kafka_tiered_jars: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A tiered topic whose inactive segments are all remote, and a tail still local."""
+    b = tiered_broker(tmp_path_factory.mktemp("kafka-erase"))
+    try:
+        b.start()
+        create_tiered_topic(b)
+        produce(b, "plain", count=2400)
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            produce(b, codec, codec=codec)
+        produce(b, "txn", codec="zstd", transactions=(True, False, True))
+        wait_until(lambda: only_active_local(b), "tier every inactive segment")
+        produce(b, "tail", count=30)  # stays in the active segments: local only
+        yield b
+    finally:
+        b.kill()
+
+
+def read_pass(broker: Broker, isolation: str) -> dict[int, list[Record]]:
+    """Every partition read from offset 0 to its end, as one consumer receives it; a fetch that
+    fails raises (no offset reset hides a gap)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    _, ends = offsets(broker, NAMES)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, isolation_level=isolation, enable_auto_commit=False,
+        auto_offset_reset="none", request_timeout_ms=30_000,
+    )  # fmt: skip
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, 0)
+    got: dict[int, list[Record]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + PASS_TIMEOUT_S
+    try:
+        while any(consumer.position(tp) < ends[f"{TOPIC}-{tp.partition}"] for tp in tps):
+            assert time.monotonic() < deadline, f"a pass did not reach the end in {PASS_TIMEOUT_S} s"
+            for tp, messages in consumer.poll(timeout_ms=1000).items():
+                got[tp.partition] += [(m.offset, m.key, m.value, tuple(m.headers)) for m in messages]
+    finally:
+        consumer.close()
+    return got
+
+
+@dataclass
+class Readers:
+    """Consumers reading the whole topic in a loop, both isolation levels in turn, until stopped."""
+
+    broker: Broker
+    passes: list[tuple[str, dict[int, list[Record]]]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        turn = 0
+        while not self.stop.is_set():
+            isolation = ISOLATIONS[turn % 2]
+            turn += 1
+            try:
+                self.passes.append((isolation, read_pass(self.broker, isolation)))
+            except Exception as exc:  # every failed fetch counts, whatever the client raises
+                self.errors.append(f"{isolation}: {exc!r}")
+
+
+def check_pass(got: dict[int, list[Record]], before: dict[int, list[Record]], listed: set[bytes]) -> None:
+    """A pass received only records it received before, in offset order, and every one of them
+    that carries no listed key."""
+    for p, records in got.items():
+        known = {r[0]: r for r in before[p]}
+        offsets_got = [r[0] for r in records]
+        assert offsets_got == sorted(set(offsets_got)), f"partition {p}: offsets repeated or out of order"
+        for r in records:
+            assert known.get(r[0]) == r, f"partition {p}: offset {r[0]} is not what it was"
+        missing = [r[0] for r in before[p] if r[1] not in listed and r[0] not in set(offsets_got)]
+        assert not missing, f"partition {p}: records without a listed key are missing: {missing[:5]}"
+
+
+def erase(broker: Broker, keys: Path, *args: str, fault: str | None = None) -> Any:
+    return run_segpipe(
+        "erase", str(broker.log_dir), "--kafka-tier", str(broker.home / "server.properties"),
+        "--bootstrap-server", broker.bootstrap, "--in-place", "--keys", str(keys), "--grace-ms", GRACE_MS,
+        *args, fault=fault,
+    )  # fmt: skip
+
+
+def remote_files(broker: Broker) -> set[str]:
+    return {p.name for p in (broker.home / "remote").rglob("*") if p.is_file()}
+
+
+def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_path: Path) -> None:
+    before = {iso: read_pass(broker, iso) for iso in ISOLATIONS}
+    listed = {b"gzip-5", b"plain-11", b"txn-7", b"zstd-40", b"tail-3"}
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(k.decode() + "\n" for k in sorted(listed)))
+    files_before = remote_files(broker)
+    readers = Readers(broker)
+    thread = threading.Thread(target=readers.run, daemon=True)
+    thread.start()
+    report_path = tmp_path / "report.json"
+    try:
+        proc = erase(broker, keys, "--report", str(report_path))
+    finally:
+        readers.stop.set()
+        thread.join(timeout=2 * PASS_TIMEOUT_S)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert readers.errors == []
+    assert len(readers.passes) >= 2
+    for isolation, got in readers.passes:
+        check_pass(got, before[isolation], listed)
+
+    report = json.loads(report_path.read_text())
+    swapped = report["kafka_tier"]["swapped"]
+    assert len({s["partition"] for s in swapped}) == PARTITIONS  # several partitions
+    assert len(swapped) > PARTITIONS  # several segments in some
+    assert report["kafka_tier"]["left_as_they_were"] == []
+    # Listed records in local segments (the active ones: "tail-3", and the last records of the
+    # other keys there) are named with their offsets, and not touched.
+    local: dict[int, list[tuple[int, int]]] = {}
+    for t in report["kafka_tier"]["not_yet_tiered"]:
+        local.setdefault(int(t["partition"].rsplit("-", 1)[1]), []).append(
+            (t["first_offset"], t["last_offset"])
+        )
+    tail = [r[0] for r in before["read_uncommitted"][0] if r[1] == b"tail-3"]
+    assert tail and all(any(a <= o <= b for a, b in local[0]) for o in tail)
+
+    def kept(p: int, r: Record) -> bool:
+        return r[1] not in listed or any(a <= r[0] <= b for a, b in local.get(p, ()))
+
+    def after_ok(b: Broker) -> None:
+        for isolation in ISOLATIONS:
+            got = read_pass(b, isolation)
+            for p, records in got.items():
+                assert records == [r for r in before[isolation][p] if kept(p, r)], f"partition {p}"
+
+    after_ok(broker)
+    assert broker.log_lines(" ERROR ") == []
+    # The replaced segments' objects are gone; their successors are there.
+    files_after = remote_files(broker)
+    for s in swapped:
+        assert not any(s["replaced"] in name for name in files_after)
+        assert any(s["by"] in name for name in files_after)
+    assert len(files_after - files_before) == len(
+        [n for n in files_after if any(s["by"] in n for s in swapped)]
+    )
+    broker.stop()
+    broker.start()  # the metadata replayed from the topic
+    after_ok(broker)
+
+
+def served_ids(broker: Broker) -> set[str]:
+    from segment_io.kafka_tier.metadata_cache import MetadataReplay
+    from segment_io.kafka_tier.metadata_live import read_metadata_live
+
+    replay = MetadataReplay.of(read_metadata_live(broker.bootstrap))
+    return {s.segment_id for state in replay.partitions.values() for s in state.segments.values()}
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "kafka-tier-copy-started",
+        "kafka-tier-uploaded",
+        "kafka-tier-copy-finished",
+        "kafka-tier-delete-started",
+    ],
+)
+def test_a_run_killed_at_any_step_leaves_every_offset_readable(
+    broker: Broker, tmp_path: Path, fault: str
+) -> None:
+    before = {iso: read_pass(broker, iso) for iso in ISOLATIONS}
+    number = 20 + ["copy-started", "uploaded", "copy-finished", "delete-started"].index(
+        fault.removeprefix("kafka-tier-")
+    )
+    listed = {f"plain-{number}".encode(), f"gzip-{number}".encode()}
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(k.decode() + "\n" for k in sorted(listed)))
+    killed = erase(broker, keys, fault=fault)
+    assert killed.returncode != ExitCode.OK
+    journal = broker.home / "remote" / "_segpipe" / "kafka-tier-swaps"
+    assert list(journal.glob("*.json"))  # killed mid-swap, as the fault point says
+    for isolation in ISOLATIONS:  # every offset readable: the old segment or its successor
+        check_pass(read_pass(broker, isolation), before[isolation], listed)
+    report_path = tmp_path / "report.json"
+    proc = erase(broker, keys, "--report", str(report_path))
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    report = json.loads(report_path.read_text())
+    assert report["kafka_tier"]["resumed"]  # the killed run's swaps finished or undone first
+    local: dict[int, list[tuple[int, int]]] = {}
+    for t in report["kafka_tier"]["not_yet_tiered"]:
+        local.setdefault(int(t["partition"].rsplit("-", 1)[1]), []).append(
+            (t["first_offset"], t["last_offset"])
+        )
+    for isolation in ISOLATIONS:
+        got = read_pass(broker, isolation)
+        for p, records in got.items():
+            expected = [r for r in before[isolation][p]
+                        if r[1] not in listed or any(a <= r[0] <= b for a, b in local.get(p, ()))]  # fmt: skip
+            assert records == expected, f"partition {p}"
+    # Nothing of either run is left behind: no journal, no staging, no object of a segment the
+    # metadata does not name.
+    remote = broker.home / "remote"
+    assert [p for p in (remote / "_segpipe").rglob("*") if p.is_file()] == []
+    names = served_ids(broker)
+    for path in (remote / "kafka-tiered-storage").rglob("*"):
+        if path.is_file():
+            assert path.name.split(".")[0].split("-", 1)[1] in names, path

@@ -1,0 +1,226 @@
+"""A remote segment swapped for its rewritten successor while the cluster serves it, a rule per
+test: the records in the broker's order, the grace period before the old segment's deletion
+starts, every check that leaves a segment as it was, a failed send and a killed run finished or
+undone by the next, from the metadata itself. The cluster here is a replay of what was sent
+(segment_io.kafka_tier.metadata_cache, the broker's cache rules) with a clock that only counts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from segment_io.errors import KafkaTierCorrupt, KafkaTierPublishFailed
+from segment_io.kafka_tier.local_tiered import LocalTieredStore
+from segment_io.kafka_tier.metadata import (
+    MetadataRecord,
+    SegmentMetadata,
+    SegmentState,
+    SegmentUpdate,
+    TopicIdPartition,
+)
+from segment_io.kafka_tier.metadata_cache import MetadataReplay, remote_log
+from segment_io.kafka_tier.swap import Journal, Swap, SwapOutcome, Swapper, new_segment_id, successor
+from segment_io.storage import LocalStorage
+
+pytestmark = pytest.mark.unit
+TP = TopicIdPartition("orders", "AAAAAAAAAAAAAAAAAAAAAQ", 0)
+S = SegmentState
+GRACE = 30_000
+T0 = 1_700_000_000_000
+
+
+@dataclass
+class Clock:
+    now: int = T0
+    slept: list[int] = field(default_factory=list)
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def sleep_ms(self, ms: int) -> None:
+        self.slept.append(ms)
+        self.now += ms
+
+
+@dataclass
+class Cluster:
+    """Records sent land in the topic (and the replay) at once; `fail_at` refuses that send."""
+
+    topic: list[MetadataRecord]
+    epoch: int = 5
+    fail_at: int | None = None
+    sent: list[MetadataRecord] = field(default_factory=list)
+
+    def publish(self, record: MetadataRecord) -> None:
+        if self.fail_at is not None and len(self.sent) == self.fail_at:
+            raise KafkaTierPublishFailed("no acknowledgement")
+        self.sent.append(record)
+        self.topic.append(record)
+
+    def replay(self) -> MetadataReplay:
+        return MetadataReplay.of(self.topic)
+
+    def leader_epoch(self, tp: TopicIdPartition) -> int | None:
+        return self.epoch
+
+
+def seg(seg_id: str, start: int, end: int, state: SegmentState = S.COPY_SEGMENT_STARTED) -> SegmentMetadata:
+    return SegmentMetadata(TP, seg_id, start, end, 1, T0 - 5, T0 - 10, ((3, start),), 300, None, state)
+
+
+def finished(s: SegmentMetadata, at: int = T0 - 9) -> SegmentUpdate:
+    return SegmentUpdate(TP, s.segment_id, 1, at, None, S.COPY_SEGMENT_FINISHED)
+
+
+OLD_A, OLD_B = seg(new_segment_id(), 0, 99), seg(new_segment_id(), 100, 199)
+FILES = {"log": b"L" * 200, "index": b"", "timeindex": b"", "snapshot": b"S", "leader-epoch": b"0\n1\n3 0\n"}
+
+
+def tier(tmp_path: Path) -> tuple[Cluster, LocalTieredStore, Clock]:
+    store = LocalTieredStore(LocalStorage(), str(tmp_path))
+    for old in (OLD_A, OLD_B):
+        store.upload(old, {**FILES, "log": b"O" * old.size})
+    return Cluster([OLD_A, finished(OLD_A), OLD_B, finished(OLD_B)]), store, Clock()
+
+
+def planned(old: SegmentMetadata, clock: Clock) -> Swap:
+    return Swap(old, successor(old, new_segment_id(), len(FILES["log"]), T0 - 6, clock.now_ms()))
+
+
+def swapper(cluster: Cluster, store: LocalTieredStore, clock: Clock) -> Swapper:
+    return Swapper(cluster, store, clock, GRACE)
+
+
+def load(files: Mapping[str, bytes] = FILES) -> Mapping[str, bytes]:
+    return files
+
+
+def served(cluster: Cluster) -> list[str]:
+    state = cluster.replay().partitions[TP]
+    return [s.segment_id for s in remote_log(state, [(3, 0)], None, "test")]
+
+
+def test_the_records_go_in_the_brokers_order_with_the_grace_before_the_deletion(tmp_path: Path) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    outcome = swapper(cluster, store, clock).run([(swap, load)], {TP: 5})
+    assert [s.old.segment_id for s in outcome.done] == [OLD_A.segment_id]
+    sent = [(r.segment_id, r.state) for r in cluster.sent]  # type: ignore[union-attr]
+    new, old = swap.new.segment_id, OLD_A.segment_id
+    assert sent == [(new, S.COPY_SEGMENT_STARTED), (new, S.COPY_SEGMENT_FINISHED),
+                    (old, S.DELETE_SEGMENT_STARTED), (old, S.DELETE_SEGMENT_FINISHED)]  # fmt: skip
+    finish, delete = cluster.sent[1].event_timestamp_ms, cluster.sent[2].event_timestamp_ms
+    assert delete - finish >= GRACE and clock.slept == [GRACE]
+    assert served(cluster) == [new, OLD_B.segment_id]
+    # The successor's objects are the files given, the old segment's are gone, the journal empty.
+    assert store.read_back(cluster.replay().partitions[TP].segments[new]) == FILES["log"]
+    assert not any(old in p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert list(Journal(store.storage, store.root).entries()) == []
+
+
+def test_the_successor_keeps_the_old_segments_offsets_epochs_and_broker() -> None:
+    new = successor(OLD_A, "Zm9vYmFyYmF6cXV4cXV1dQ", 123, T0 - 50, T0)
+    assert (new.tp, new.start_offset, new.end_offset, new.leader_epochs, new.broker_id) == (
+        OLD_A.tp, OLD_A.start_offset, OLD_A.end_offset, OLD_A.leader_epochs, OLD_A.broker_id,
+    )  # fmt: skip
+    assert (new.size, new.max_timestamp_ms, new.state) == (123, T0 - 50, S.COPY_SEGMENT_STARTED)
+
+
+def test_a_successor_at_the_end_of_its_epoch_is_served_in_place_of_the_old_one() -> None:
+    # The broker's cache maps each epoch's start offset to the segment whose copy finished last
+    # there, whether the segment ends the epoch (the superset rule) or not (a plain replacement).
+    records: list[MetadataRecord] = [OLD_A, finished(OLD_A), OLD_B, finished(OLD_B)]
+    for old in (OLD_B, OLD_A):
+        new = successor(old, new_segment_id(), 10, T0, T0)
+        records += [new, SegmentUpdate(TP, new.segment_id, 1, T0, None, S.COPY_SEGMENT_FINISHED)]
+        state = MetadataReplay.of(records).partitions[TP]
+        assert new.segment_id in [s.segment_id for s in remote_log(state, [(3, 0)], None, "t")]
+        assert old.segment_id not in [s.segment_id for s in remote_log(state, [(3, 0)], None, "t")]
+
+
+def test_an_old_segment_the_leader_expired_meanwhile_is_left_and_its_successor_withdrawn(
+    tmp_path: Path,
+) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+
+    def expire_while_uploading() -> Mapping[str, bytes]:
+        if not any(getattr(r, "state", None) is S.DELETE_SEGMENT_STARTED for r in cluster.topic):
+            cluster.topic.append(SegmentUpdate(TP, OLD_A.segment_id, 1, T0, None, S.DELETE_SEGMENT_STARTED))
+        return FILES
+
+    outcome = swapper(cluster, store, clock).run([(swap, expire_while_uploading)], {TP: 5})
+    assert outcome.done == [] and "no longer served" in outcome.undone[0][1]
+    new = swap.new.segment_id
+    assert [(r.segment_id, r.state) for r in cluster.sent] == [  # type: ignore[union-attr]
+        (new, S.COPY_SEGMENT_STARTED), (new, S.DELETE_SEGMENT_STARTED), (new, S.DELETE_SEGMENT_FINISHED),
+    ]  # fmt: skip
+    assert not any(new in p.name for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_a_leader_epoch_that_moved_during_the_run_leaves_the_segment_as_it_was(tmp_path: Path) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    outcome = swapper(cluster, store, clock).run([(swap, load)], {TP: 4})
+    assert outcome.done == [] and "moved from 4 to 5" in outcome.undone[0][1]
+    assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
+
+
+def test_an_upload_that_does_not_read_back_is_never_served(tmp_path: Path) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    sent = iter([FILES, {**FILES, "log": b"X" * 200}])  # the second read is what the check compares
+    with pytest.raises(KafkaTierCorrupt, match="does not read back"):
+        swapper(cluster, store, clock).run([(swap, lambda: next(sent))], {TP: 5})
+    assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
+
+
+@pytest.mark.parametrize("fail_at", [0, 1, 2, 3])
+def test_a_send_that_fails_leaves_every_offset_served_and_the_next_run_finishes(
+    fail_at: int, tmp_path: Path
+) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    cluster.fail_at = fail_at
+    with pytest.raises(KafkaTierPublishFailed):
+        swapper(cluster, store, clock).run([(swap, load)], {TP: 5})
+    ids = served(cluster)
+    assert len(ids) == 2 and ids[1] == OLD_B.segment_id  # offsets 0-99 served by the old or the new
+    cluster.fail_at = None
+    outcome = SwapOutcome()
+    swapper(cluster, store, clock).resume(outcome)
+    assert [s.old for s in outcome.resumed] == [OLD_A]
+    # Served before the failure: finished (the old one retired); not yet: undone (the old kept).
+    assert served(cluster) == [ids[0], OLD_B.segment_id]
+    gone = OLD_A.segment_id if ids[0] == swap.new.segment_id else swap.new.segment_id
+    assert not any(gone in p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert list(Journal(store.storage, store.root).entries()) == []
+
+
+def test_a_resumed_swap_waits_only_what_is_left_of_the_grace(tmp_path: Path) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    cluster.fail_at = 2  # the old segment's DELETE_SEGMENT_STARTED: the successor is served
+    with pytest.raises(KafkaTierPublishFailed):
+        swapper(cluster, store, clock).run([(swap, load)], {TP: 5})
+    assert clock.slept == [GRACE]
+    cluster.fail_at = None
+    clock.now += 1_000
+    swapper(cluster, store, clock).resume(SwapOutcome())
+    assert clock.slept == [GRACE]  # the grace had passed already: no second wait
+    assert served(cluster) == [swap.new.segment_id, OLD_B.segment_id]
+
+
+def test_a_journal_entry_round_trips_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    swap = planned(OLD_A, Clock())
+    assert Swap.from_json(swap.to_json(), "j") == swap
+    with pytest.raises(KafkaTierCorrupt, match="does not parse"):
+        Swap.from_json(b"{}", "j")
+
+
+def test_a_segment_id_is_never_zero_nor_starts_with_a_dash() -> None:
+    draws = iter([b"\xf8" + b"\0" * 15, b"\0" * 16, b"\0" * 15 + b"\1", b"\1" * 16])
+    assert new_segment_id(lambda n: next(draws)) == "AQEBAQEBAQEBAQEBAQEBAQ"
