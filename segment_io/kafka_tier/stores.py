@@ -1,23 +1,65 @@
-"""The writer of a Kafka remote tier's layout, picked by the plugin its settings name."""
+"""The writer of a Kafka remote tier's layout, picked by the plugin its settings name: Kafka's
+LocalTieredStorage (its files, under their names), or Aiven's (chunked, compressed and encrypted
+as the plugin is configured to write)."""
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 
 from segment_io.errors import KafkaTierSettings
+from segment_io.kafka_tier.aiven import SUFFIXES, AivenSegment, object_key
+from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
+from segment_io.kafka_tier.keyring import Keyring, PublicKey
 from segment_io.kafka_tier.local_tiered import LocalTieredStore
+from segment_io.kafka_tier.metadata import SegmentMetadata
 from segment_io.kafka_tier.settings import AIVEN_RSM, TierSettings
 from segment_io.kafka_tier.swap import SegmentStore
 from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
 from segment_io.storage.base import Storage
 
+AIVEN_INDEX_KINDS = ("index", "timeindex", "snapshot", "leader-epoch", "txnindex")
 
-def segment_store(settings: TierSettings, storage: Storage, root: str) -> SegmentStore:
+
+class AivenStore:
+    """Aiven's layout written: the `.log`, `.indexes` and `.rsm-manifest` objects, with a new data
+    key wrapped by the active key pair's public key where encryption is on."""
+
+    def __init__(self, settings: TierSettings, storage: Storage, root: str, keyring: Keyring) -> None:
+        self.storage, self.root, self.keyring = storage, root, keyring
+        self.prefix = settings.key_prefix
+        if settings.chunk_size is None:
+            raise KafkaTierSettings(f"{settings.source}: rsm.config.chunk.size is not set")
+        public = None
+        if settings.encryption:
+            pair = settings.active_key_pair
+            if pair is None or pair not in settings.public_keys:
+                raise KafkaTierSettings(
+                    f"{settings.source}: encryption is on, and rewritten segments are encrypted with the "
+                    "active key pair (rsm.config.encryption.key.pair.id): its public key file is not set"
+                )
+            public = PublicKey.load(pair, settings.public_keys[pair])
+        self.how = AivenWriting(settings.chunk_size, settings.compression, public, self.prefix)
+
+    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
+        indexes = {kind: files.get(kind) for kind in AIVEN_INDEX_KINDS}
+        return write_aiven_segment(
+            self.storage, self.root, seg, files["log"], indexes, self.how
+        ).custom_metadata
+
+    def read_back(self, seg: SegmentMetadata) -> bytes:
+        found = AivenSegment(self.storage, self.root, seg, self.prefix, self.keyring)
+        found.check()
+        return found.read_log()
+
+    def delete(self, seg: SegmentMetadata) -> None:
+        for suffix in SUFFIXES:
+            self.storage.remove(f"{self.root.rstrip('/')}/{object_key(seg, self.prefix, suffix)}")
+
+
+def segment_store(settings: TierSettings, storage: Storage, root: str, keyring: Keyring) -> SegmentStore:
     if settings.plugin == AIVEN_RSM:
-        raise KafkaTierSettings(
-            f"{settings.plugin}: segpipe reads this plugin's layout but does not yet change it in place; "
-            "erase the broker's log directory into a new one instead (erase SRC DST --kafka-tier)"
-        )
+        return AivenStore(settings, storage, root, keyring)
     return LocalTieredStore(storage, root)
 
 

@@ -182,6 +182,16 @@ class Journal:
                 yield Swap.from_json(self.storage.read(info.path), self.storage.url(info.path))
 
 
+def mapped(replay: MetadataReplay, seg: SegmentMetadata) -> bool:
+    """Whether the broker's cache serves `seg`: each of its leader epochs maps its start offset
+    there to it (a superset a new leader uploaded, or another swap, would have taken its place)."""
+    state = replay.partitions.get(seg.tp, PartitionState())
+    return all(
+        (at := state.epochs.get(epoch)) is not None and at.offset_to_id.get(start) == seg.segment_id
+        for epoch, start in seg.leader_epochs
+    )
+
+
 def state_of(replay: MetadataReplay, seg: SegmentMetadata) -> SegmentState | None:
     """The segment's state in the replayed metadata (None: never seen, or DELETE_SEGMENT_FINISHED)."""
     found = replay.partitions.get(seg.tp, PartitionState()).segments.get(seg.segment_id)
@@ -303,7 +313,9 @@ class Swapper:
     ) -> str | None:
         """Why the successor must not be served now, if it must not."""
         tp = swap.old.tp
-        if state_of(replay, swap.old) is not SegmentState.COPY_SEGMENT_FINISHED:
+        if state_of(replay, swap.old) is not SegmentState.COPY_SEGMENT_FINISHED or not mapped(
+            replay, swap.old
+        ):
             return (
                 f"segment {swap.old.segment_id} is no longer served as it was "
                 "(the leader expired or replaced it meanwhile)"

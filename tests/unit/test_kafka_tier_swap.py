@@ -224,3 +224,18 @@ def test_a_journal_entry_round_trips_and_a_bad_one_is_refused(tmp_path: Path) ->
 def test_a_segment_id_is_never_zero_nor_starts_with_a_dash() -> None:
     draws = iter([b"\xf8" + b"\0" * 15, b"\0" * 16, b"\0" * 15 + b"\1", b"\1" * 16])
     assert new_segment_id(lambda n: next(draws)) == "AQEBAQEBAQEBAQEBAQEBAQ"
+
+
+def test_an_old_segment_a_new_leaders_superset_replaced_meanwhile_is_left(tmp_path: Path) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    superset = seg(new_segment_id(), 0, 199)
+
+    def superset_while_uploading() -> Mapping[str, bytes]:
+        if superset not in cluster.topic:
+            cluster.topic += [superset, finished(superset)]
+        return FILES
+
+    outcome = swapper(cluster, store, clock).run([(swap, superset_while_uploading)], {TP: 5})
+    assert outcome.done == [] and "no longer served" in outcome.undone[0][1]
+    assert served(cluster) == [superset.segment_id]

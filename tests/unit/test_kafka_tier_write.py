@@ -6,6 +6,7 @@ manifests have the plugin's fields in the plugin's order."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,34 @@ def test_a_compressed_encrypted_tier_reads_back_with_the_plugins_manifest(tmp_pa
         assert keys_in_order(written.manifest) == keys_in_order(theirs)
         assert written.manifest["encryption"]["dataKey"] != theirs["encryption"]["dataKey"]  # a new data key
         assert back.read_log(20_000, 20_100) == s.read_log(20_000, 20_100)
+
+
+def test_a_successor_is_uploaded_read_back_and_deleted_in_the_plugins_layout(tmp_path: Path) -> None:
+    from segment_io.kafka_tier.stores import AivenStore, segment_store
+    from segment_io.kafka_tier.swap import new_segment_id, successor
+
+    t = tier(ENCRYPTED, tmp_path, copy_bucket=True)
+    view, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    assert isinstance(view, KafkaTierView)
+    store = segment_store(view.settings, *view.objects, view.keyring)
+    assert isinstance(store, AivenStore)
+    old = next(s for segs in view.remote.values() for s in segs)
+    assert isinstance(old, AivenSegment)
+    files = {"log": old.read_log(), **{k: v for k in KINDS if (v := old.index(k)) is not None}}
+    new = successor(old.seg, new_segment_id(), len(files["log"]), old.seg.max_timestamp_ms, 1_700_000_000_000)
+    custom = store.upload(new, files)
+    served = AivenSegment(store.storage, store.root, replace(new, custom_metadata=custom), "", view.keyring)
+    assert store.read_back(served.seg) == old.read_log()
+    assert all(served.index(k) == old.index(k) for k in KINDS)
+    ours = json.loads(Path(served.paths["rsm-manifest"]).read_bytes())
+    theirs = json.loads(Path(old.paths["rsm-manifest"]).read_bytes())
+    assert keys_in_order(ours) == keys_in_order(theirs)  # every field the plugin writes, in its order
+    meta, their_meta = ours["remoteLogSegmentMetadata"], theirs["remoteLogSegmentMetadata"]
+    assert meta["remoteLogSegmentId"]["id"] == new.segment_id != their_meta["remoteLogSegmentId"]["id"]
+    assert {k: v for k, v in meta.items() if k not in ("remoteLogSegmentId", "eventTimestampMs")} == {
+        k: v for k, v in their_meta.items() if k not in ("remoteLogSegmentId", "eventTimestampMs")
+    }
+    assert ours["encryption"]["dataKey"].startswith("k1:") and ours["encryption"] != theirs["encryption"]
+    store.delete(served.seg)
+    assert not any(Path(p).exists() for p in served.paths.values())
+    assert all(Path(p).exists() for p in old.paths.values())

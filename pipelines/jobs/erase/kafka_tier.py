@@ -102,7 +102,7 @@ def _erase(
     cluster: Cluster,
     view: KafkaTierView,
 ) -> EraseReport:
-    store = segment_store(view.settings, *view.objects)
+    store = segment_store(view.settings, *view.objects, view.keyring)
     swapper = Swapper(cluster, store, clock, grace_ms, fault_point, log)
     resumed = SwapOutcome()
     if not request.dry_run:
