@@ -219,8 +219,10 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
 
         grace = GRACE_MS if args.grace_ms is None else args.grace_ms
         report = erase_kafka_tier(spark, request, console.say, grace_ms=grace)
-    left = report.kafka_tier or {}
-    return ExitCode.SKIPPED if left.get("left_as_they_were") or left.get("undone") else ExitCode.OK
+    done = report.kafka_tier or {}
+    if done.get("proof_failed"):
+        return ExitCode.VALIDATION
+    return ExitCode.SKIPPED if done.get("left_as_they_were") or done.get("undone") else ExitCode.OK
 
 
 def erasure_gate(

@@ -137,6 +137,10 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
     keys = tmp_path / "keys.txt"
     keys.write_text("".join(k.decode() + "\n" for k in sorted(listed)))
     files_before = remote_files(broker)
+    dry = erase(broker, keys, "--dry-run", "--report", str(tmp_path / "dry.json"))
+    assert dry.returncode == ExitCode.OK, dry.stderr
+    would = json.loads((tmp_path / "dry.json").read_text())["kafka_tier"]["would_swap"]
+    assert remote_files(broker) == files_before and read_pass(broker, ISOLATIONS[0]) == before[ISOLATIONS[0]]
     readers = Readers(broker)
     thread = threading.Thread(target=readers.run, daemon=True)
     thread.start()
@@ -156,7 +160,11 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
     swapped = report["kafka_tier"]["swapped"]
     assert len({s["partition"] for s in swapped}) == PARTITIONS  # several partitions
     assert len(swapped) > PARTITIONS  # several segments in some
-    assert report["kafka_tier"]["left_as_they_were"] == []
+    assert report["kafka_tier"]["left_as_they_were"] == [] and report["kafka_tier"]["proof_failed"] == []
+    assert report["kafka_tier"]["proved"] == len(swapped)
+    assert sorted(s["replaced"] for s in swapped) == sorted(
+        s["replaced"] for s in would
+    )  # the dry run named them
     # Listed records in local segments (the active ones: "tail-3", and the last records of the
     # other keys there) are named with their offsets, and not touched.
     local: dict[int, list[tuple[int, int]]] = {}
@@ -248,3 +256,46 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
     for path in (remote / "kafka-tiered-storage").rglob("*"):
         if path.is_file():
             assert path.name.split(".")[0].split("-", 1)[1] in names, path
+
+
+def test_a_swap_size_based_retention_would_count_twice_is_refused(broker: Broker, tmp_path: Path) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    from segment_io.kafka_tier.view import kafka_tier_url
+    from segment_io.layout import list_log_dir
+    from segment_io.storage import open_storage
+
+    server = str(broker.home / "server.properties")
+    view, root = open_storage(kafka_tier_url(server, str(broker.log_dir), bootstrap=broker.bootstrap))
+    sizes = {str(p.tp): p.size for p in list_log_dir(view, root).partitions if p.tp.topic == TOPIC}
+    largest = max(sizes, key=lambda n: sizes[n])
+    # Within the limit as the log stands (the leader expires nothing), not with a segment counted twice.
+    limit = sizes[largest] + 64
+
+    def set_retention(value: str) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            admin.alter_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={"retention.bytes": value})]
+            )
+        finally:
+            admin.close()
+
+    before = read_pass(broker, ISOLATIONS[0])
+    files = remote_files(broker)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("plain-60\nplain-61\nplain-62\n")  # in every partition
+    set_retention(str(limit))
+    try:
+        proc = erase(broker, keys, "--report", str(tmp_path / "report.json"))
+    finally:
+        set_retention("-1")
+    assert proc.returncode == ExitCode.SKIPPED, proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())["kafka_tier"]
+    left = {x["partition"]: x["reason"] for x in report["left_as_they_were"]}
+    assert largest in left and "retention.bytes" in left[largest], proc.stderr
+    assert f"left as it was: {largest}" in proc.stdout + proc.stderr
+    number = int(largest.rsplit("-", 1)[1])
+    assert read_pass(broker, ISOLATIONS[0])[number] == before[number]  # that partition as it was
+    assert not any(s["partition"] == largest for s in report["swapped"])
+    assert {f for f in files if f"{TOPIC}-{number}-" in f} <= remote_files(broker)

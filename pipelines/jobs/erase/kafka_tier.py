@@ -20,10 +20,11 @@ import numpy as np
 
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence
 from pipelines.jobs.erase.job import WORKER_MODULES, Erased, erase_all, fill_report, segment_tasks
+from pipelines.jobs.erase.proof import PairTask, prove_pairs
 from pipelines.jobs.erase.request import EraseRequest
-from pipelines.jobs.erase.segment import SegmentErasure
+from pipelines.jobs.erase.segment import EraseTask, SegmentErasure
 from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
-from pipelines.keys.key_list import checked_key_list
+from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
 from pipelines.log.scanned import Log, Scanned, scan_stage
 from pipelines.output.report import write_json_report
@@ -47,7 +48,7 @@ from segment_io.kafka_tier.swap import (
     successor,
 )
 from segment_io.kafka_tier.view import ROOT, KafkaTierView, open_kafka_tier
-from segment_io.layout import segment_file_name
+from segment_io.layout import list_log_dir, segment_file_name
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Location
 from segment_io.text import counted
@@ -144,6 +145,14 @@ def _erase(
             "left_as_they_were": [{"partition": str(tp), "reason": why} for tp, why in sorted(left.items())],
             "resumed": [_swap_doc(s) for s in resumed.resumed],
         }
+        if out is not None:
+            with run.timer.stage("prove"):
+                unproved = _prove(run.spark, go, tiered, Location.at(view, ROOT), out, keys, header_names)
+            for p, why in unproved:
+                log(f"segpipe: erasure proof failed, left as it was: segment {p.swap.old.segment_id}: {why}")
+            doc["proof_failed"] = [{**_swap_doc(p.swap), "reason": why} for p, why in unproved]
+            doc["proved"] = len(go) - len(unproved)
+            go = [p for p in go if all(p is not q for q, _ in unproved)]
         if request.dry_run:
             doc["would_swap"] = [{**_swap_doc(p.swap), "by": None} for p in go]
         else:
@@ -211,6 +220,45 @@ def _plan(
 
 def _staged_path(out: Location, tp: TopicPartition, base: int, kind: str) -> str:
     return f"{out.path.rstrip('/')}/{tp.dir_name}/{segment_file_name(base, kind)}"
+
+
+def _prove(
+    spark: Spark,
+    planned: list[Planned],
+    tiered: list[EraseTask],
+    src: Location,
+    staging: Location,
+    keys: ErasedKeys | KeyList,
+    header_names: ErasedKeys | None,
+) -> list[tuple[Planned, str]]:
+    """Each rewritten segment proved against its old one before anything is served, from the
+    data alone (as validate --erased proves an erase): no listed key left, every other record the
+    same, batch for batch; and the listed records the proof finds in the old segment are the ones
+    the erase removed. The staged log proved here is what the upload must read back as."""
+    if not planned:
+        return []
+    staged = {
+        (str(part.tp), s.base_offset): s
+        for part in list_log_dir(staging.storage, staging.path, allow_incomplete=True).partitions
+        for s in part.segments
+    }
+    old = {t.files.log.path: t.files for t in tiered}
+    tasks = [
+        PairTask(
+            p.result.source, src, staging, old[p.result.source], staged[(str(p.tp), p.result.base_offset)]
+        )
+        for p in planned
+    ]
+    verdicts = {v.partition: v for v in prove_pairs(spark, tasks, keys, header_names, near=False)}
+    failed = []
+    for p in planned:
+        v = verdicts[p.result.source]
+        if v.problem or v.listed_left:
+            failed.append((p, v.problem or f"{v.listed_left} records of listed keys left"))
+        elif v.erased != p.result.erased:
+            failed.append((p, f"the old segment holds {v.erased} records of listed keys, the erase removed "
+                              f"{p.result.erased}"))  # fmt: skip
+    return failed
 
 
 def _refusals(

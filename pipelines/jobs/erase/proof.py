@@ -90,24 +90,7 @@ def prove_erasure(
             src_listing, partitions=tuple(p for p in src_listing.partitions if topics(p.tp.topic))
         )
     verdicts, tasks = _pair(out_listing, src_listing, out, src)
-    if isinstance(keys, KeyList) and keys.broadcast:
-        keys = keys.read()
-    sizes = [t.src.size + t.out.size for t in tasks]
-    results: list[ErasureVerdict]
-    if isinstance(keys, ErasedKeys):
-        proof = _Proof(keys, header_names)
-        near = out.near and src.near
-        results = run_packed(
-            spark, tasks, sizes, SCAN_TASKS_PER_CORE,
-            lambda pack: [compare_pair(t, proof) for t in pack], near, DRIVER_COMPACT_BYTES,
-        )  # fmt: skip
-    else:
-        joined = _Proof(None, header_names)
-        results, _ = run_joined(
-            spark, keys, header_names, tasks, lambda t: [(t.src_log, t.src), (t.out_log, t.out)], sizes,
-            SCAN_TASKS_PER_CORE,
-            lambda t, listed: compare_pair(replace(t, src_listed=listed[0], out_listed=listed[1]), joined),
-        )  # fmt: skip
+    results = prove_pairs(spark, tasks, keys, header_names, out.near and src.near)
     by_partition: dict[str, list[ErasureVerdict]] = {}
     for r in results:
         by_partition.setdefault(r.partition, []).append(r)
@@ -122,6 +105,32 @@ def prove_erasure(
             )
         )
     return sorted(verdicts, key=lambda v: v.partition)
+
+
+def prove_pairs(
+    spark: Spark,
+    tasks: list[PairTask],
+    keys: ErasedKeys | KeyList,
+    header_names: ErasedKeys | None,
+    near: bool,
+) -> list[ErasureVerdict]:
+    """One verdict per segment pair, in any order (`near`: both sides on a local disk)."""
+    if isinstance(keys, KeyList) and keys.broadcast:
+        keys = keys.read()
+    sizes = [t.src.size + t.out.size for t in tasks]
+    if isinstance(keys, ErasedKeys):
+        proof = _Proof(keys, header_names)
+        return run_packed(
+            spark, tasks, sizes, SCAN_TASKS_PER_CORE,
+            lambda pack: [compare_pair(t, proof) for t in pack], near, DRIVER_COMPACT_BYTES,
+        )  # fmt: skip
+    joined = _Proof(None, header_names)
+    results, _ = run_joined(
+        spark, keys, header_names, tasks, lambda t: [(t.src_log, t.src), (t.out_log, t.out)], sizes,
+        SCAN_TASKS_PER_CORE,
+        lambda t, listed: compare_pair(replace(t, src_listed=listed[0], out_listed=listed[1]), joined),
+    )  # fmt: skip
+    return results
 
 
 def _pair(
