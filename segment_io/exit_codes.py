@@ -27,9 +27,9 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.INVALID: "a check found the data invalid (`inspect`)",
     ExitCode.REFUSED: "refused before any work: arguments, configuration, paths, destination, credentials",
     ExitCode.SKIPPED: "finished, with partitions skipped for bad data (`--on-corrupt=skip-partition`; "
-    "published without them)",
+    "published without them), or left as they were by a safety check (`erase --in-place --kafka-tier`)",
     ExitCode.VALIDATION: "the output failed its validation (`clean --validate`, `erase --validate`; nothing "
-    "published, the Data Docs kept)",
+    "published, the Data Docs kept; `erase --in-place --kafka-tier`: that segment not swapped)",
     ExitCode.DATA: "bad data stopped the run (file and byte named; nothing published)",
     ExitCode.IO: "the remote tier could not be written (after retries; the object and cause named; nothing "
     "committed)",
