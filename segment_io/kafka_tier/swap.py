@@ -206,7 +206,8 @@ class SwapOutcome:
     done: list[Swap] = field(default_factory=list)
     undone: list[tuple[Swap, str]] = field(default_factory=list)
     resumed: list[Swap] = field(default_factory=list)
-    seconds_per_swap: float = 0.0
+    seconds_per_swap: float = 0.0  # the run's time over its swaps, the grace period's wait left out
+    grace_waited_s: float = 0.0
 
 
 @dataclass
@@ -294,10 +295,11 @@ class Swapper:
             )
             served.append(swap)
             self.fault("kafka-tier-copy-finished")
-        self._retire(served, self.cluster.replay())
+        outcome.grace_waited_s = self._retire(served, self.cluster.replay()) / 1000
         outcome.done = served
         if swaps:
-            outcome.seconds_per_swap = (self.clock.now_ms() - started) / 1000 / len(swaps)
+            busy = (self.clock.now_ms() - started) / 1000 - outcome.grace_waited_s
+            outcome.seconds_per_swap = busy / len(swaps)
         return outcome
 
     def _verify(self, swap: Swap, load: Callable[[], Mapping[str, bytes]]) -> None:
@@ -327,19 +329,20 @@ class Swapper:
             return f"the leader epoch of {tp.topic}-{tp.partition} moved from {epochs.get(tp)} to {now}"
         return None
 
-    def _retire(self, swaps: list[Swap], replay: MetadataReplay) -> None:
+    def _retire(self, swaps: list[Swap], replay: MetadataReplay) -> int:
         """After the grace period from the latest successor's COPY_SEGMENT_FINISHED: each old
-        segment's DELETE_SEGMENT_STARTED, its objects removed, DELETE_SEGMENT_FINISHED."""
+        segment's DELETE_SEGMENT_STARTED, its objects removed, DELETE_SEGMENT_FINISHED. The
+        milliseconds waited."""
         if not swaps:
-            return
+            return 0
         finished = []
         for swap in swaps:
             seg = replay.partitions[swap.new.tp].segments.get(swap.new.segment_id)
             finished.append(
                 seg.updated_ms if seg is not None and seg.updated_ms >= 0 else self.clock.now_ms()
             )
-        wait = max(finished) + self.grace_ms - self.clock.now_ms()
-        if wait > 0:
+        wait = max(max(finished) + self.grace_ms - self.clock.now_ms(), 0)
+        if wait:
             self.say(
                 f"segpipe: waiting {wait / 1000:.1f} s (the grace period) before the replaced segments go"
             )
@@ -352,6 +355,7 @@ class Swapper:
             self.fault("kafka-tier-delete-started")
             self._finish_delete(old)
             self.journal.remove(swap)
+        return wait
 
     def _finish_delete(self, seg: SegmentMetadata) -> None:
         self.store.delete(seg)

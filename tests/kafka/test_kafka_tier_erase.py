@@ -60,9 +60,9 @@ def broker(kafka_tiered_jars: Path, tmp_path_factory: pytest.TempPathFactory) ->
         b.kill()
 
 
-def read_pass(broker: Broker, isolation: str) -> dict[int, list[Record]]:
-    """Every partition read from offset 0 to its end, as one consumer receives it; a fetch that
-    fails raises (no offset reset hides a gap)."""
+def read_pass(broker: Broker, isolation: str, start: dict[int, int] | None = None) -> dict[int, list[Record]]:
+    """Every partition read from offset 0 (or `start`'s) to its end, as one consumer receives it;
+    a fetch that fails raises (no offset reset hides a gap)."""
     from kafka import KafkaConsumer, TopicPartition
 
     _, ends = offsets(broker, NAMES)
@@ -73,7 +73,7 @@ def read_pass(broker: Broker, isolation: str) -> dict[int, list[Record]]:
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     consumer.assign(tps)
     for tp in tps:
-        consumer.seek(tp, 0)
+        consumer.seek(tp, (start or {}).get(tp.partition, 0))
     got: dict[int, list[Record]] = {p: [] for p in range(PARTITIONS)}
     deadline = time.monotonic() + PASS_TIMEOUT_S
     try:
@@ -178,11 +178,19 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
     def kept(p: int, r: Record) -> bool:
         return r[1] not in listed or any(a <= r[0] <= b for a, b in local.get(p, ()))
 
+    # Reads that start anywhere: at a swapped segment's first offset, and at an erased record's.
+    starts = [{int(s["partition"].rsplit("-", 1)[1]): s["start_offset"]} for s in swapped[:3]]
+    for p in range(PARTITIONS):
+        erased = [r[0] for r in before["read_uncommitted"][p] if not kept(p, r)]
+        starts.append({p: erased[len(erased) // 2]})
+
     def after_ok(b: Broker) -> None:
         for isolation in ISOLATIONS:
-            got = read_pass(b, isolation)
-            for p, records in got.items():
-                assert records == [r for r in before[isolation][p] if kept(p, r)], f"partition {p}"
+            for start in [{}, *starts]:
+                got = read_pass(b, isolation, start)
+                for p, records in got.items():
+                    want = [r for r in before[isolation][p] if kept(p, r) and r[0] >= start.get(p, 0)]
+                    assert records == want, f"partition {p} from {start.get(p, 0)}"
 
     after_ok(broker)
     assert broker.log_lines(" ERROR ") == []

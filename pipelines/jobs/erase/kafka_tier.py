@@ -171,6 +171,7 @@ def _erase(
             doc["swapped"] = [_swap_doc(p.swap) for p in go]
             doc["undone"] = [{**_swap_doc(s), "reason": why} for s, why in done.undone]
             doc["seconds_per_swap"] = round(done.seconds_per_swap, 3)
+            doc["grace_waited_s"] = round(done.grace_waited_s, 3)
         doc["not_yet_tiered"] = _pending(scanned, pending)
         # The evidence counts what left the tier; a key is "found nowhere" only if no segment,
         # swapped or not, local or remote, holds it.
