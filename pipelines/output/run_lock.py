@@ -14,6 +14,8 @@ import json
 import os
 import posixpath
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from pipelines.errors import RunInProgress
@@ -104,3 +106,27 @@ def judge(storage: Storage, path: str, what: str) -> Leftover:
             "wait for it, or remove the directory if it is not"
         )
     return Leftover(path, size, lock)
+
+
+@contextmanager
+def held(storage: Storage, path: str, what: str, run_id: str) -> Iterator[RunLock]:
+    """The lock file at `path` held by this run for the block: taken where there is none, or where
+    its run is proved dead; refused (RunInProgress) where another run may still hold it."""
+    mine = RunLock.mine(run_id)
+    while True:
+        try:
+            storage.create_exclusive(path, mine.to_bytes())
+            break
+        except FileExistsError:
+            other = RunLock.parse(storage.read(path))
+            if other is None or not other.is_dead():
+                holder = other.describe() if other is not None else "a run whose lock does not parse"
+                raise RunInProgress(
+                    f"{what} is held by {holder} ({storage.url(path)}), which may still be running; "
+                    "wait for it, or remove the lock file if it is not"
+                ) from None
+            storage.remove(path)  # a dead run's: its work is resumed by this one
+    try:
+        yield mine
+    finally:
+        storage.remove(path)

@@ -67,3 +67,8 @@ def staging_dir(store: SegmentStore) -> str:
     """Where a run writes its rewritten segments before they are uploaded under their names:
     beside the tier's objects, so that every worker reaches it, and never named by any metadata."""
     return posixpath.join(store.root, META_DIR, f"{KAFKA_TIER_SWAPS}-staging")
+
+
+def lock_path(store: SegmentStore) -> str:
+    """The lock a run swapping segments in the tier holds (one run at a time)."""
+    return posixpath.join(store.root, META_DIR, f"{KAFKA_TIER_SWAPS}.lock")

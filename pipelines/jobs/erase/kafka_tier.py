@@ -12,6 +12,7 @@ fails is left as it was and named (exit 3).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,6 +29,7 @@ from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
 from pipelines.log.scanned import Log, Scanned, scan_stage
 from pipelines.output.report import write_json_report
+from pipelines.output.run_lock import held
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import job_run
 from pipelines.runtime.spark_handle import Spark
@@ -35,11 +37,12 @@ from pipelines.runtime.stop import raise_if_stopped
 from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.cluster import LiveCluster
 from segment_io.kafka_tier.objects import SegmentObjects
-from segment_io.kafka_tier.stores import segment_store, staging_dir
+from segment_io.kafka_tier.stores import lock_path, segment_store, staging_dir
 from segment_io.kafka_tier.swap import (
     GRACE_MS,
     Clock,
     Cluster,
+    SegmentStore,
     Swap,
     SwapOutcome,
     Swapper,
@@ -84,11 +87,16 @@ def erase_kafka_tier(
             "erase --in-place on Kafka's tiered storage works with the live cluster: give --bootstrap-server "
             "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
         )
+    store = segment_store(view.settings, *view.objects, view.keyring)
     live = LiveCluster(view.bootstrap) if cluster is None else None
     try:
         talk = live if live is not None else cluster
         assert talk is not None
-        return _erase(spark, request, log, clock or SystemClock(), grace_ms, talk, view)
+        if request.dry_run:
+            return _erase(spark, request, log, clock or SystemClock(), grace_ms, talk, view, store)
+        # One run at a time swaps in a tier: another's journalled swaps are resumed only once it died.
+        with held(store.storage, lock_path(store), "the tier's segment swaps", uuid.uuid4().hex):
+            return _erase(spark, request, log, clock or SystemClock(), grace_ms, talk, view, store)
     finally:
         if live is not None:
             live.close()
@@ -102,8 +110,8 @@ def _erase(
     grace_ms: int,
     cluster: Cluster,
     view: KafkaTierView,
+    store: SegmentStore,
 ) -> EraseReport:
-    store = segment_store(view.settings, *view.objects, view.keyring)
     swapper = Swapper(cluster, store, clock, grace_ms, fault_point, log)
     resumed = SwapOutcome()
     if not request.dry_run:
