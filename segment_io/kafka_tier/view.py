@@ -67,13 +67,19 @@ class KafkaTierSource:
 
 
 def kafka_tier_url(
-    settings: str, local: str | None = None, metadata: str | None = None, bootstrap: str | None = None
+    settings: str,
+    local: str | None = None,
+    metadata: str | None = None,
+    bootstrap: str | None = None,
+    remote_only: bool = False,
 ) -> str:
     """The URL of a Kafka remote tier: the broker's tiered-storage settings (a properties file),
     its log directory (local segments, checkpoints and, unless `metadata` names another log
     directory or `bootstrap` a live cluster to read it from, the `__remote_log_metadata`
-    partitions)."""
-    given = (("settings", settings), ("local", local), ("metadata", metadata), ("bootstrap", bootstrap))
+    partitions). `remote_only`: the remote segments alone, no local one (a running broker's,
+    which it is writing)."""
+    given = (("settings", settings), ("local", local), ("metadata", metadata), ("bootstrap", bootstrap),
+             ("remote_only", "1" if remote_only else None))  # fmt: skip
     params = {k: v for k, v in given if v}
     return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
 
@@ -91,14 +97,21 @@ def kafka_tier_sources(url: str) -> list[str]:
     return found
 
 
+def remote_only_url(url: str) -> str:
+    """The same Kafka tier URL, listing the remote segments alone."""
+    p = _params(url)
+    return kafka_tier_url(p.get("settings", ""), p.get("local"), p.get("metadata"), p.get("bootstrap"), True)
+
+
 def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
     """Inverse of `kafka_tier_url`."""
     params = _params(url)
     if "settings" not in params:
         raise KafkaTierSettings(f"{url}: names no tiered-storage settings")
     view = KafkaTierView(
-        params["settings"], params.get("local"), params.get("metadata"), params.get("bootstrap")
-    )
+        params["settings"], params.get("local"), params.get("metadata"), params.get("bootstrap"),
+        remote_only=params.get("remote_only") == "1",
+    )  # fmt: skip
     return view, ROOT
 
 
@@ -162,7 +175,12 @@ class KafkaTierView(LogView):
     root = ROOT
 
     def __init__(
-        self, settings_url: str, local_url: str | None, metadata_url: str | None, bootstrap: str | None = None
+        self,
+        settings_url: str,
+        local_url: str | None,
+        metadata_url: str | None,
+        bootstrap: str | None = None,
+        remote_only: bool = False,
     ) -> None:
         from segment_io.storage import open_storage
 
@@ -170,6 +188,7 @@ class KafkaTierView(LogView):
         self.settings_url = settings_url
         self.metadata_url = metadata_url
         self.bootstrap = bootstrap
+        self.remote_only = remote_only
         storage, path = open_storage(settings_url)
         try:
             text = storage.read(path).decode("utf-8", errors="replace")
@@ -186,7 +205,9 @@ class KafkaTierView(LogView):
 
     def url(self, path: str) -> str:
         if path == ROOT:
-            return kafka_tier_url(self.settings_url, self.local_url, self.metadata_url, self.bootstrap)
+            return kafka_tier_url(
+                self.settings_url, self.local_url, self.metadata_url, self.bootstrap, self.remote_only
+            )
         return path
 
     # --- the remote log ------------------------------------------------------------------------
@@ -291,6 +312,8 @@ class KafkaTierView(LogView):
     def _list_partition(self, tp: TopicPartition) -> builtins.list[FileInfo]:
         segs = self.remote.get(tp, ())
         local = self._local_entries(tp.dir_name)
+        if self.remote_only:
+            local = [f for f in local if local_start(f.name) is None]
         if not segs:
             return local
         next_offset = segs[-1].seg.end_offset + 1

@@ -119,6 +119,20 @@ def check_pass(got: dict[int, list[Record]], before: dict[int, list[Record]], li
         assert not missing, f"partition {p}: records without a listed key are missing: {missing[:5]}"
 
 
+def leader_epoch(broker: Broker, topic_id: str) -> int:
+    """Partition 0's leader epoch, as the run's check reads it."""
+    from segment_io.kafka_tier.cluster import LiveCluster
+    from segment_io.kafka_tier.metadata import TopicIdPartition
+
+    cluster = LiveCluster(broker.bootstrap)
+    try:
+        epoch = cluster.leader_epoch(TopicIdPartition(TOPIC, topic_id, 0))
+    finally:
+        cluster.close()
+    assert isinstance(epoch, int)
+    return epoch
+
+
 def erase(broker: Broker, keys: Path, *args: str, fault: str | None = None) -> Any:
     return run_segpipe(
         "erase", str(broker.log_dir), "--kafka-tier", str(broker.home / "server.properties"),
@@ -202,9 +216,11 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
     assert len(files_after - files_before) == len(
         [n for n in files_after if any(s["by"] in n for s in swapped)]
     )
+    epoch = leader_epoch(broker, swapped[0]["topic_id"])
     broker.stop()
     broker.start()  # the metadata replayed from the topic
     after_ok(broker)
+    assert leader_epoch(broker, swapped[0]["topic_id"]) > epoch  # what a swap checks did move
 
 
 def served_ids(broker: Broker) -> set[str]:

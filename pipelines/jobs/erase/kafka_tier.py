@@ -21,13 +21,14 @@ import numpy as np
 
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence
 from pipelines.jobs.erase.job import WORKER_MODULES, Erased, erase_all, fill_report, segment_tasks
+from pipelines.jobs.erase.kafka_local import LocalSegments, not_yet_tiered
 from pipelines.jobs.erase.proof import PairTask, prove_pairs
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseTask, SegmentErasure
 from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
-from pipelines.log.scanned import Log, Scanned, scan_stage
+from pipelines.log.scanned import Log, scan_stage
 from pipelines.output.report import write_json_report
 from pipelines.output.run_lock import held
 from pipelines.runtime.faults import fault_point
@@ -50,7 +51,7 @@ from segment_io.kafka_tier.swap import (
     new_segment_id,
     successor,
 )
-from segment_io.kafka_tier.view import ROOT, KafkaTierView, open_kafka_tier
+from segment_io.kafka_tier.view import ROOT, KafkaTierView, open_kafka_tier, remote_only_url
 from segment_io.layout import list_log_dir, segment_file_name
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Location
@@ -81,6 +82,9 @@ def erase_kafka_tier(
 ) -> EraseReport:
     """Erase `request`'s keys, in place, from the Kafka remote tier its `src` names (a
     `kafka-tier:` URL with the cluster's bootstrap servers)."""
+    # The remote segments alone are read as a log: the broker's local ones, which it is writing,
+    # are only searched for listed keys (_not_yet_tiered).
+    request = replace(request, src=Location(remote_only_url(request.src.url)))
     view, _ = open_kafka_tier(request.src.url)
     if view.bootstrap is None:
         raise KafkaTierSettings(
@@ -136,16 +140,14 @@ def _erase(
         scanned = scan_stage(run, Location.at(view, ROOT), log, request.on_corrupt, request.topics)
         names = [str(p.tp) for p in scanned.listing.partitions]
         remote = {s.log_url: (tp, s) for tp, segs in view.remote.items() for s in segs}
-        tasks = segment_tasks(scanned)
+        tiered = segment_tasks(scanned)
         out = None if request.dry_run else staging
         with run.timer.stage("erase"):
-            tiered = [t for t in tasks if t.files.log.path in remote]
-            local = [t for t in tasks if t.files.log.path not in remote]
             rewritten = erase_all(run, scanned, tiered, keys, header_names, out, digest, copy_unchanged=False)
-            pending = erase_all(run, scanned, local, keys, header_names, None, digest)
+            local = not_yet_tiered(view, request.topics, keys, header_names, log)
         raise_if_stopped()
         planned = _plan(rewritten, remote, out, clock)
-        left = _refusals(planned, scanned, view, cluster)
+        left = _refusals(planned, view, local, cluster)
         for tp, why in sorted(left.items()):
             log(f"segpipe: left as it was: {tp}: {why}")
         go = [p for p in planned if p.tp not in left]
@@ -180,14 +182,14 @@ def _erase(
             doc["undone"] = [{**_swap_doc(s), "reason": why} for s, why in done.undone]
             doc["seconds_per_swap"] = round(done.seconds_per_swap, 3)
             doc["grace_waited_s"] = round(done.grace_waited_s, 3)
-        doc["not_yet_tiered"] = _pending(scanned, pending)
-        # The evidence counts what left the tier; a key is "found nowhere" only if no segment,
-        # swapped or not, local or remote, holds it.
+        doc["not_yet_tiered"] = [n.doc() for n in local.named]
+        # The evidence counts what left the tier; a key is "found nowhere" only if no remote
+        # segment, swapped or not, holds it, nor a local one.
         kept = {p.result.source for p in go}
         results = [r if r.source in kept else _untouched(r) for r in rewritten.results]
         fill_report(report, names, replace(rewritten, results=results), run.timer.total, run.timer.seconds)
-        matched = rewritten.results + pending.results
-        _, report.not_found = key_evidence(names, rewritten.digests, matched)
+        _, report.not_found = key_evidence(names, rewritten.digests, rewritten.results)
+        report.not_found = [d for d in report.not_found if d not in local.digests(rewritten.digests)]
         report.not_found_count = len(report.not_found)
     report.kafka_tier = doc
     report.remaining_copies = [
@@ -271,7 +273,7 @@ def _prove(
 
 
 def _refusals(
-    planned: list[Planned], scanned: Scanned, view: KafkaTierView, cluster: Cluster
+    planned: list[Planned], view: KafkaTierView, local: LocalSegments, cluster: Cluster
 ) -> dict[TopicPartition, str]:
     """The partitions a swap would not be safe in, and why. Size-based retention counts a replaced
     segment and its successor both while they coexist (the old one is listed as unreferenced when
@@ -286,7 +288,7 @@ def _refusals(
         limit = config(tp.topic, RETENTION_BYTES) if config is not None else None
         if limit is None or int(limit) < 0:
             continue
-        size = sum(f.size for part in scanned.listing.partitions if part.tp == tp for f in part.segments)
+        size = sum(s.seg.size for s in view.remote.get(tp, ())) + local.bytes.get(tp, 0)
         if size + extra > int(limit):
             left[tp] = (
                 f"{RETENTION_BYTES} is {int(limit):,}: while each replaced segment and its successor coexist "
@@ -322,21 +324,6 @@ def _swap_doc(swap: Swap) -> dict[str, Any]:
         "replaced": swap.old.segment_id, "by": swap.new.segment_id,
         "bytes_before": swap.old.size, "bytes_after": swap.new.size,
     }  # fmt: skip
-
-
-def _pending(scanned: Scanned, pending: Erased) -> list[dict[str, Any]]:
-    """The local segments holding listed keys: partition, base offset, records and offset range."""
-    return [
-        {
-            "partition": str(scanned.listing.partitions[r.partition].tp),
-            "base_offset": r.base_offset,
-            "records": r.erased,
-            "first_offset": int(r.first_offset.min()),
-            "last_offset": int(r.last_offset.max()),
-        }
-        for r in pending.results
-        if r.erased
-    ]
 
 
 def _untouched(r: SegmentErasure) -> SegmentErasure:
