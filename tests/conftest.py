@@ -22,6 +22,7 @@ SLOWEST_FIRST = (
     "connect/test_jobs_on_connect.py",  # 225
     "airflow/test_dags.py",  # 202
     "cluster/test_spark_submit.py",  # 153
+    "kafka/test_kafka_tier_erase.py",  # 150
     "e2e/test_stop.py",  # 151
     "s3/test_tier_seaweedfs.py",  # 136
     "s3/test_erase_s3.py",  # 123
