@@ -1,6 +1,8 @@
 """A Spark Connect server for tests, from PySpark's own distribution: one local[2] JVM on
-127.0.0.1 with a free port, its Python workers running this interpreter (which sees segpipe).
-It stops when the `with` block ends (killed after STOP_TIMEOUT_S).
+127.0.0.1 with a free port, its Python workers running this interpreter (which sees segpipe), or,
+`without_segpipe`, this interpreter with every third-party package but segpipe itself (as on a
+server nobody installed segpipe on: each client sends its own). It stops when the `with` block
+ends (killed after STOP_TIMEOUT_S).
 
     .venv/bin/python -m tests.connect_server     # run one by hand; prints its sc:// URL
 """
@@ -8,6 +10,7 @@ It stops when the `with` block ends (killed after STOP_TIMEOUT_S).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,17 +40,39 @@ def _answers(port: int) -> bool:
         return False
 
 
+# Run first by the workers' Python: the editable install of segpipe (a finder on sys.meta_path, and
+# a path hook) and the repository's own directory taken away, every other package left.
+WITHOUT_SEGPIPE = """
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "Editable" not in getattr(f, "__name__", type(f).__name__)]
+sys.path_hooks[:] = [h for h in sys.path_hooks if "Editable" not in getattr(h, "__name__", type(h).__name__)]
+sys.path[:] = [p for p in sys.path if p not in ("", {repo!r})]
+"""
+
+
+def python_without_segpipe(directory: Path) -> Path:
+    """An interpreter (a script around this one) that cannot import segpipe's packages."""
+    from tests.helpers import REPO
+
+    (directory / "sitecustomize.py").write_text(WITHOUT_SEGPIPE.format(repo=str(REPO)))
+    script = directory / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{directory}" exec "{sys.executable}" "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
 @contextmanager
-def connect_server(log_path: Path | None = None) -> Iterator[str]:
+def connect_server(log_path: Path | None = None, without_segpipe: bool = False) -> Iterator[str]:
     """A running server's URL (sc://127.0.0.1:PORT); its log goes to `log_path` (or a temp file)."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
     port = _free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="segpipe-connect-"))
     env = {
         **os.environ,
         "SPARK_HOME": str(home),
-        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_PYTHON": str(python_without_segpipe(workdir)) if without_segpipe else sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     env.pop("SPARK_REMOTE", None)
@@ -66,7 +91,9 @@ def connect_server(log_path: Path | None = None) -> Iterator[str]:
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
     log = open(log_path, "wb") if log_path else tempfile.TemporaryFile()  # noqa: SIM115
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=workdir
+    )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _answers(port):
@@ -86,6 +113,7 @@ def connect_server(log_path: Path | None = None) -> Iterator[str]:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=STOP_TIMEOUT_S)
         log.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,13 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def remote_without_segpipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server whose Python has every dependency of segpipe but not segpipe."""
+    with connect_server(tmp_path_factory.mktemp("connect-bare") / "server.log", without_segpipe=True) as url:
+        yield url
+
+
 def quiet(line: str) -> None:
     del line
 
@@ -194,3 +201,59 @@ def test_erase_on_connect_equals_classic(remote: str, sample_dir: Path, tmp_path
     assert "erasure proved" in proc.stdout
     assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")
     assert len(files_of(tmp_path / "classic")) > 4
+
+
+SHIPPED = """
+import json, sys
+from pyspark.sql import SparkSession
+
+def where(batches):
+    import pyarrow as pa
+    try:
+        import pipelines
+        found = pipelines.__file__
+    except ModuleNotFoundError as exc:
+        found = "missing: " + str(exc.name)
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pylist([{"found": found}])
+
+raw = SparkSession.builder.remote(sys.argv[1]).create()
+before = raw.range(1).mapInArrow(where, "found string").collect()[0]["found"]
+raw.stop()
+from pipelines.errors import ConfigError
+from pipelines.runtime.connect import connect
+from pipelines.runtime.connect_artifacts import check_workers
+
+spark = connect(sys.argv[1], "shipped", {})
+after = spark.range(1).mapInArrow(where, "found string").collect()[0]["found"]
+try:
+    check_workers(spark, ["pipelines.log.scan", "segpipe_no_such_dependency"])
+    refused = None
+except ConfigError as exc:
+    refused = str(exc)
+print(json.dumps({"before": before, "after": after, "refused": refused}))
+"""
+
+
+def test_a_server_without_segpipe_runs_the_one_the_client_sends(
+    remote_without_segpipe: str, sample_dir: Path, tmp_path: Path
+) -> None:
+    """The server's workers cannot import segpipe: a plain Connect session's task finds no
+    `pipelines`, a segpipe session's task finds the client's own; a module the server's Python
+    lacks is named before any work; an erase there writes what classic local mode writes."""
+    remote = remote_without_segpipe
+    proc = subprocess.run([sys.executable, "-c", SHIPPED, remote], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert found["before"] == "missing: pipelines"
+    assert found["after"].endswith("pipelines/__init__.py") and not found["after"].startswith(str(REPO))
+    assert ".zip" in found["after"] or "artifacts" in found["after"], found["after"]
+    assert "cannot import segpipe_no_such_dependency" in found["refused"]
+    assert "pipelines" not in found["refused"].split(":")[0]
+    (tmp_path / "keys.txt").write_text("k0000000001\nk0000000004\n")
+    flags = ["--keys", str(tmp_path / "keys.txt"), "--topic", "orders", "--validate"]
+    segpipe_ok("erase", str(sample_dir), str(tmp_path / "classic"), *flags, "--master", "local[2]")
+    segpipe_ok("erase", str(sample_dir), str(tmp_path / "connect"), *flags, "--spark-remote", remote)
+    assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")

@@ -1,0 +1,1 @@
+"""erase: the records of listed keys removed, with evidence (docs/erasing-keys.md)."""
