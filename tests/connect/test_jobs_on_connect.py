@@ -17,6 +17,7 @@ import pytest
 from pipelines.config.job import load_job_config
 from pipelines.config.tuning import DRIVER_WORK
 from pipelines.jobs.clean import clean
+from pipelines.jobs.erase.job import erase
 from pipelines.jobs.tier.restore import restore
 from segment_io.exit_codes import ExitCode
 from tests.connect_server import connect_server
@@ -237,8 +238,8 @@ print(json.dumps({"before": before, "after": after, "refused": refused}))
 
 
 def test_a_server_without_segpipe_runs_the_one_the_client_sends(
-    remote_without_segpipe: str, sample_dir: Path, tmp_path: Path
-) -> None:
+    spark, remote_without_segpipe: str, sample_dir: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """The server's workers cannot import segpipe: a plain Connect session's task finds no
     `pipelines`, a segpipe session's task finds the client's own; a module the server's Python
     lacks is named before any work; an erase there writes what classic local mode writes."""
@@ -253,7 +254,8 @@ def test_a_server_without_segpipe_runs_the_one_the_client_sends(
     assert "cannot import segpipe_no_such_dependency" in found["refused"]
     assert "pipelines" not in found["refused"].split(":")[0]
     (tmp_path / "keys.txt").write_text("k0000000001\nk0000000004\n")
+    keys, classic = str(tmp_path / "keys.txt"), str(tmp_path / "classic")
+    erase(spark, str(sample_dir), classic, keys, quiet, topics=lambda t: t == "orders")
     flags = ["--keys", str(tmp_path / "keys.txt"), "--topic", "orders", "--validate"]
-    segpipe_ok("erase", str(sample_dir), str(tmp_path / "classic"), *flags, "--master", "local[2]")
     segpipe_ok("erase", str(sample_dir), str(tmp_path / "connect"), *flags, "--spark-remote", remote)
     assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")
