@@ -83,7 +83,7 @@ def erase_kafka_tier(
     """Erase `request`'s keys, in place, from the Kafka remote tier its `src` names (a
     `kafka-tier:` URL with the cluster's bootstrap servers)."""
     # The remote segments alone are read as a log: the broker's local ones, which it is writing,
-    # are only searched for listed keys (_not_yet_tiered).
+    # are only searched for listed keys (kafka_local.not_yet_tiered).
     request = replace(request, src=Location(remote_only_url(request.src.url)))
     view, _ = open_kafka_tier(request.src.url)
     if view.bootstrap is None:
