@@ -27,10 +27,7 @@ def connect(url: str, app_name: str, settings: dict[str, str]) -> Any:
 
     if not url.startswith("sc://"):
         raise ConfigError(f"--spark-remote {url!r}: a Spark Connect URL starts with sc://")
-    from pipelines.runtime.connect_artifacts import ship_package
-
     spark = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
-    ship_package(spark)  # the server's workers run this client's segpipe, installed there or not
     for key, value in settings.items():
         try:
             spark.conf.set(key, value)

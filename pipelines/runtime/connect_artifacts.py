@@ -17,6 +17,7 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,6 @@ from typing import Any
 from pipelines.errors import ConfigError
 
 PACKAGES = ("pipelines", "segment_io")
-_checked: dict[int, set[str]] = {}  # per session: the modules its server's workers imported
 
 
 def _digest_function() -> Callable[[str], str]:
@@ -98,57 +98,71 @@ def _one_row(spark: Any, probe: Callable[[Iterator[Any]], Iterator[Any]], schema
         return {"missing": found.group(1)}
 
 
-def ship_package(spark: Any) -> None:
-    """Send segpipe's sources to the session's server unless its workers import the same ones."""
-    digest = _digest_function()
+@dataclass
+class _Session:
+    """What segpipe knows of one session's server workers."""
 
-    def installed(batches: Iterator[Any]) -> Iterator[Any]:
+    shipped: bool = False
+    checked: set[str] = field(default_factory=set)  # modules they imported
+
+
+_sessions: dict[int, _Session] = {}
+
+
+def _probe(modules: Sequence[str], compare: bool) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """A task for one of the server's workers: the digest of the segpipe sources it finds (without
+    importing them: a worker keeps what it imported, and a copy about to be sent must win), then,
+    unless `compare` finds them other than the client's, `modules` imported and the missing named."""
+    digest, mine = _digest_function(), source_digest()
+
+    def probe(batches: Iterator[Any]) -> Iterator[Any]:
+        import importlib
         import importlib.util
         import os
 
         import pyarrow as pa
 
+        for _ in batches:
+            pass
         spec = importlib.util.find_spec("pipelines")
         found = None
         if spec is not None and spec.submodule_search_locations:
             root = os.path.dirname(next(iter(spec.submodule_search_locations)))
             found = digest(root) if os.path.isdir(os.path.join(root, "segment_io")) else None
-        for _ in batches:
-            pass
-        yield pa.RecordBatch.from_pylist([{"digest": found, "missing": ""}])
-
-    if _one_row(spark, installed, "digest string, missing string").get("digest") != source_digest():
-        spark.addArtifacts(str(package_zip()), pyfile=True)
-
-
-def check_workers(spark: Any, modules: Sequence[str]) -> None:
-    """The job's task `modules` imported on one of the server's workers (once a session);
-    ConfigError naming what they need and the server's Python lacks."""
-    checked = _checked.setdefault(id(spark), set())
-    wanted = [m for m in modules if m not in checked]
-    if not wanted:
-        return
-
-    def imports(batches: Iterator[Any]) -> Iterator[Any]:
-        import importlib
-
-        import pyarrow as pa
-
+        if compare and found != mine:
+            yield pa.RecordBatch.from_pylist([{"same": False, "missing": ""}])
+            return
         missing = []
-        for name in wanted:
+        for name in modules:
             try:
                 importlib.import_module(name)
             except ModuleNotFoundError as exc:
                 missing.append(exc.name or name)
-        for _ in batches:
-            pass
-        yield pa.RecordBatch.from_pylist([{"missing": ",".join(dict.fromkeys(missing))}])
+        yield pa.RecordBatch.from_pylist([{"same": True, "missing": ",".join(dict.fromkeys(missing))}])
 
-    missing = [m for m in _one_row(spark, imports, "missing string")["missing"].split(",") if m]
+    return probe
+
+
+def check_workers(spark: Any, modules: Sequence[str]) -> None:
+    """Before a job's first task: the server's workers run the client's own segpipe (sent as an
+    artifact unless they import the very same sources already) and import the job's task
+    `modules`; ConfigError naming a module they need and the server's Python lacks. One small
+    task a session in the common case (the same segpipe installed), two where it is sent."""
+    state = _sessions.setdefault(id(spark), _Session())
+    wanted = [m for m in modules if m not in state.checked]
+    if not wanted:
+        return
+    schema = "same boolean, missing string"
+    row = _one_row(spark, _probe(wanted, not state.shipped), schema)
+    if not row.get("same", True):
+        spark.addArtifacts(str(package_zip()), pyfile=True)
+        state.shipped = True
+        row = _one_row(spark, _probe(wanted, False), schema)
+    missing = [m for m in row["missing"].split(",") if m]
     if missing:
         raise ConfigError(
             f"the Spark Connect server's Python cannot import {', '.join(missing)}: segpipe sends its own "
             "code to the server, but the server's Python must have segpipe's dependencies (install them "
             "there, at the versions constraints.txt pins)"
         )
-    checked.update(wanted)
+    state.checked.update(wanted)

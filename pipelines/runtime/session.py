@@ -201,6 +201,10 @@ def with_sources(spark: Any) -> Any:
     from pipelines.sources.kafka_segments import register
 
     if spark not in _WITH_SOURCES:
+        if is_connect(spark):  # the source's reads run on the server's workers: segpipe must be there
+            from pipelines.runtime.connect_artifacts import check_workers
+
+            check_workers(spark, ("pipelines.sources.kafka_segments",))
         register(spark)
         _WITH_SOURCES.add(spark)
     return spark

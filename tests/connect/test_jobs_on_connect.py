@@ -227,6 +227,7 @@ from pipelines.runtime.connect import connect
 from pipelines.runtime.connect_artifacts import check_workers
 
 spark = connect(sys.argv[1], "shipped", {})
+check_workers(spark, ["pipelines.log.scan"])  # what a job does before its first task
 after = spark.range(1).mapInArrow(where, "found string").collect()[0]["found"]
 try:
     check_workers(spark, ["pipelines.log.scan", "segpipe_no_such_dependency"])
