@@ -222,7 +222,8 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     done = report.kafka_tier or {}
     if done.get("proof_failed"):
         return ExitCode.VALIDATION
-    return ExitCode.SKIPPED if done.get("left_as_they_were") or done.get("undone") else ExitCode.OK
+    left = done.get("left_as_they_were") or done.get("undone") or done.get("kept")
+    return ExitCode.SKIPPED if left else ExitCode.OK
 
 
 def erasure_gate(

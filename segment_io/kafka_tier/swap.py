@@ -24,6 +24,7 @@ import os
 import posixpath
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -34,6 +35,8 @@ from segment_io.kafka_tier.metadata import (
     SegmentState,
     SegmentUpdate,
     TopicIdPartition,
+    decode_metadata_record,
+    encode_metadata_record,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState
 from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
@@ -70,6 +73,9 @@ class Cluster(Protocol):
 
     def leader_epoch(self, tp: TopicIdPartition) -> int | None:
         """The partition's current leader epoch (None: the cluster does not say)."""
+
+    def topic_config(self, topic: str, name: str) -> str | None:
+        """The topic's effective value of config `name` (None: the cluster does not say)."""
 
 
 class SegmentStore(Protocol):
@@ -127,8 +133,6 @@ class Swap:
     new: SegmentMetadata
 
     def to_json(self) -> bytes:
-        from segment_io.kafka_tier.metadata import encode_metadata_record
-
         doc = {
             "old": base64.b64encode(encode_metadata_record(self.old)).decode(),
             "new": base64.b64encode(encode_metadata_record(self.new)).decode(),
@@ -137,8 +141,6 @@ class Swap:
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Swap:
-        from segment_io.kafka_tier.metadata import decode_metadata_record
-
         try:
             doc = json.loads(data)
             old = decode_metadata_record(base64.b64decode(doc["old"]), where)
@@ -206,6 +208,9 @@ class SwapOutcome:
     done: list[Swap] = field(default_factory=list)
     undone: list[tuple[Swap, str]] = field(default_factory=list)
     resumed: list[Swap] = field(default_factory=list)
+    # Successors not served when their old segment was to go: the old one kept, the swap left in
+    # the journal for the next run (which finishes it once the successor is served, or undoes it).
+    kept: list[tuple[Swap, str]] = field(default_factory=list)
     seconds_per_swap: float = 0.0  # the run's time over its swaps, the grace period's wait left out
     grace_waited_s: float = 0.0
 
@@ -221,6 +226,9 @@ class Swapper:
     grace_ms: int = GRACE_MS
     fault: Callable[[str], None] = lambda name: None
     say: Callable[[str], None] = lambda line: None
+    # Held around each step that makes a swap visible (a successor served, an old segment gone):
+    # a stop signal waits for the step, and the step is named as done (runtime.stop.publishing).
+    publishing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
 
     @property
     def journal(self) -> Journal:
@@ -240,17 +248,14 @@ class Swapper:
         replay = self.cluster.replay()
         retire = []
         for swap in swaps:
-            new, old = state_of(replay, swap.new), state_of(replay, swap.old)
-            if new is SegmentState.COPY_SEGMENT_FINISHED and old is SegmentState.COPY_SEGMENT_FINISHED:
-                retire.append(swap)
+            new = state_of(replay, swap.new)
+            if new is SegmentState.COPY_SEGMENT_FINISHED:
+                retire.append(swap)  # the old segment goes (or finishes going) as in a run
                 continue
-            if new is SegmentState.COPY_SEGMENT_FINISHED and old is SegmentState.DELETE_SEGMENT_STARTED:
-                self._finish_delete(swap.old)
-            elif new is not SegmentState.COPY_SEGMENT_FINISHED:
-                self._undo(swap, new)
+            self._undo(swap, new)
             self.journal.remove(swap)
             outcome.resumed.append(swap)
-        self._retire(retire, replay)
+        self._retire(retire, replay, outcome)
         outcome.resumed += retire
 
     # --- this run's swaps -----------------------------------------------------------------------
@@ -271,9 +276,14 @@ class Swapper:
             self.journal.write(swap)
             self._publish(swap.new)
             self.fault("kafka-tier-copy-started")
-            custom = self.store.upload(swap.new, load())
+            files = load()
+            custom = self.store.upload(swap.new, files)
             swap = Swap(swap.old, replace(swap.new, custom_metadata=custom))
-            self._verify(swap, load)
+            if self.store.read_back(swap.new) != files["log"]:
+                raise KafkaTierCorrupt(
+                    self.store.storage.url(self.store.root), None,
+                    f"segment {swap.new.segment_id}: its uploaded log does not read back as written",
+                )  # fmt: skip
             uploaded.append(swap)
             self.fault("kafka-tier-uploaded")
         replay = self.cluster.replay()
@@ -285,30 +295,20 @@ class Swapper:
                 self.journal.remove(swap)
                 outcome.undone.append((swap, problem))
                 continue
-            self._publish(
-                update(
-                    swap.new,
-                    SegmentState.COPY_SEGMENT_FINISHED,
-                    self.clock.now_ms(),
-                    swap.new.custom_metadata,
+            tp = swap.old.tp
+            with self.publishing(f"{tp.topic}-{tp.partition}: segment {swap.new.segment_id} served"):
+                now = self.clock.now_ms()
+                self._publish(
+                    update(swap.new, SegmentState.COPY_SEGMENT_FINISHED, now, swap.new.custom_metadata)
                 )
-            )
             served.append(swap)
             self.fault("kafka-tier-copy-finished")
-        outcome.grace_waited_s = self._retire(served, self.cluster.replay()) / 1000
+        outcome.grace_waited_s = self._retire(served, self.cluster.replay(), outcome) / 1000
         outcome.done = served
         if swaps:
             busy = (self.clock.now_ms() - started) / 1000 - outcome.grace_waited_s
             outcome.seconds_per_swap = busy / len(swaps)
         return outcome
-
-    def _verify(self, swap: Swap, load: Callable[[], Mapping[str, bytes]]) -> None:
-        """The uploaded log reads back, through the plugin's reader, as the bytes sent."""
-        if self.store.read_back(swap.new) != load()["log"]:
-            raise KafkaTierCorrupt(
-                self.store.storage.url(self.store.root), None,
-                f"segment {swap.new.segment_id}: its uploaded log does not read back as written",
-            )  # fmt: skip
 
     def _unsafe(
         self, swap: Swap, replay: MetadataReplay, epochs: Mapping[TopicIdPartition, int | None]
@@ -329,10 +329,11 @@ class Swapper:
             return f"the leader epoch of {tp.topic}-{tp.partition} moved from {epochs.get(tp)} to {now}"
         return None
 
-    def _retire(self, swaps: list[Swap], replay: MetadataReplay) -> int:
-        """After the grace period from the latest successor's COPY_SEGMENT_FINISHED: each old
-        segment's DELETE_SEGMENT_STARTED, its objects removed, DELETE_SEGMENT_FINISHED. The
-        milliseconds waited."""
+    def _retire(self, swaps: list[Swap], replay: MetadataReplay, outcome: SwapOutcome) -> int:
+        """After the grace period from the latest successor's COPY_SEGMENT_FINISHED, each old
+        segment goes (DELETE_SEGMENT_STARTED, its objects removed, DELETE_SEGMENT_FINISHED) once
+        the metadata, read again, shows its successor served, and the successor's objects read
+        back whole: an old segment is never removed on the run's own word. The milliseconds waited."""
         if not swaps:
             return 0
         finished = []
@@ -347,15 +348,40 @@ class Swapper:
                 f"segpipe: waiting {wait / 1000:.1f} s (the grace period) before the replaced segments go"
             )
             self.clock.sleep_ms(wait)
+        replay = self.cluster.replay()
         for swap in swaps:
-            old = replay.partitions[swap.old.tp].segments.get(swap.old.segment_id, swap.old)
-            self._publish(
-                update(old, SegmentState.DELETE_SEGMENT_STARTED, self.clock.now_ms(), old.custom_metadata)
-            )
-            self.fault("kafka-tier-delete-started")
-            self._finish_delete(old)
-            self.journal.remove(swap)
+            problem = self._not_served(swap, replay)
+            if problem is not None:
+                outcome.kept.append((swap, problem))
+                self.say(f"segpipe: kept segment {swap.old.segment_id}: {problem}")
+                continue
+            old = replay.partitions[swap.old.tp].segments.get(swap.old.segment_id)
+            tp = swap.old.tp
+            with self.publishing(f"{tp.topic}-{tp.partition}: segment {swap.old.segment_id} removed"):
+                if old is not None and old.state is SegmentState.COPY_SEGMENT_FINISHED:
+                    now = self.clock.now_ms()
+                    self._publish(update(old, SegmentState.DELETE_SEGMENT_STARTED, now, old.custom_metadata))
+                    self.fault("kafka-tier-delete-started")
+                if old is not None:  # None: the leader's expiration finished it meanwhile
+                    self._finish_delete(old)
+                self.journal.remove(swap)
         return wait
+
+    def _not_served(self, swap: Swap, replay: MetadataReplay) -> str | None:
+        """Why the old segment must stay: its successor is not what the broker serves at those
+        offsets, or its objects do not read back whole."""
+        new = replay.partitions.get(swap.new.tp, PartitionState()).segments.get(swap.new.segment_id)
+        if new is None or new.state is not SegmentState.COPY_SEGMENT_FINISHED or not mapped(replay, new):
+            return f"its successor {swap.new.segment_id} is not served at its offsets"
+        try:
+            size = len(self.store.read_back(new))
+        except (KafkaTierCorrupt, FileNotFoundError) as exc:
+            return f"its successor {swap.new.segment_id} does not read back: {exc}"
+        if size != new.size:
+            return (
+                f"its successor {swap.new.segment_id} reads back {size} bytes, its metadata says {new.size}"
+            )
+        return None
 
     def _finish_delete(self, seg: SegmentMetadata) -> None:
         self.store.delete(seg)

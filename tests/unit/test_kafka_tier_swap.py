@@ -6,7 +6,7 @@ undone by the next, from the metadata itself. The cluster here is a replay of wh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,8 +34,11 @@ T0 = 1_700_000_000_000
 
 @dataclass
 class Clock:
+    """Counts; `meanwhile` runs during a wait (what the world does in the grace period)."""
+
     now: int = T0
     slept: list[int] = field(default_factory=list)
+    meanwhile: Callable[[], None] = lambda: None
 
     def now_ms(self) -> int:
         return self.now
@@ -43,6 +46,7 @@ class Clock:
     def sleep_ms(self, ms: int) -> None:
         self.slept.append(ms)
         self.now += ms
+        self.meanwhile()
 
 
 @dataclass
@@ -65,6 +69,9 @@ class Cluster:
 
     def leader_epoch(self, tp: TopicIdPartition) -> int | None:
         return self.epoch
+
+    def topic_config(self, topic: str, name: str) -> str | None:
+        return None
 
 
 def seg(seg_id: str, start: int, end: int, state: SegmentState = S.COPY_SEGMENT_STARTED) -> SegmentMetadata:
@@ -169,13 +176,58 @@ def test_a_leader_epoch_that_moved_during_the_run_leaves_the_segment_as_it_was(t
     assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
 
 
+class Damaging(LocalTieredStore):
+    """A store whose objects come back other than they were written (a bad disk, a proxy)."""
+
+    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
+        return super().upload(seg, {**files, "log": b"X" * len(files["log"])})
+
+
 def test_an_upload_that_does_not_read_back_is_never_served(tmp_path: Path) -> None:
+    cluster, _, clock = tier(tmp_path)
+    store = Damaging(LocalStorage(), str(tmp_path))
+    swap = planned(OLD_A, clock)
+    with pytest.raises(KafkaTierCorrupt, match="does not read back"):
+        swapper(cluster, store, clock).run([(swap, load)], {TP: 5})
+    assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
+
+
+def test_an_old_segment_stays_while_its_successor_is_not_served(tmp_path: Path) -> None:
+    # During the grace period someone withdraws the successor: the old segment must not go.
     cluster, store, clock = tier(tmp_path)
     swap = planned(OLD_A, clock)
-    sent = iter([FILES, {**FILES, "log": b"X" * 200}])  # the second read is what the check compares
-    with pytest.raises(KafkaTierCorrupt, match="does not read back"):
-        swapper(cluster, store, clock).run([(swap, lambda: next(sent))], {TP: 5})
-    assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
+    clock.meanwhile = lambda: cluster.topic.append(
+        SegmentUpdate(TP, swap.new.segment_id, 1, clock.now, None, S.DELETE_SEGMENT_STARTED)
+    )
+    outcome = swapper(cluster, store, clock).run([(swap, load)], {TP: 5})
+    assert [(s.old, why) for s, why in outcome.kept] == [
+        (OLD_A, f"its successor {swap.new.segment_id} is not served at its offsets")
+    ]
+    assert not any(r.segment_id == OLD_A.segment_id for r in cluster.sent)  # type: ignore[union-attr]
+    assert any(OLD_A.segment_id in p.name for p in tmp_path.rglob("*.log"))
+    assert [s.old for s in Journal(store.storage, store.root).entries()] == [OLD_A]  # the next run decides
+    # The next run finds the successor withdrawn: it closes the swap, and never removes the old
+    # segment (whose objects are all that is left of those offsets).
+    clock.meanwhile = lambda: None
+    swapper(cluster, store, clock).resume(SwapOutcome())
+    assert list(Journal(store.storage, store.root).entries()) == []
+    assert not any(r.segment_id == OLD_A.segment_id for r in cluster.sent)  # type: ignore[union-attr]
+    assert any(OLD_A.segment_id in p.name for p in tmp_path.rglob("*.log"))
+
+
+def test_an_old_segment_stays_while_its_successors_objects_do_not_read_back(tmp_path: Path) -> None:
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+
+    def lose_the_successor() -> None:
+        for path in tmp_path.rglob(f"*{swap.new.segment_id}.log"):
+            path.write_bytes(b"short")
+
+    clock.meanwhile = lose_the_successor
+    outcome = swapper(cluster, store, clock).run([(swap, load)], {TP: 5})
+    assert len(outcome.kept) == 1 and "does not read back" in outcome.kept[0][1]
+    assert any(OLD_A.segment_id in p.name for p in tmp_path.rglob("*.log"))
+    assert not any(r.segment_id == OLD_A.segment_id for r in cluster.sent)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("fail_at", [0, 1, 2, 3])

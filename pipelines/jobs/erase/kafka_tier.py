@@ -34,7 +34,7 @@ from pipelines.output.run_lock import held
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import job_run
 from pipelines.runtime.spark_handle import Spark
-from pipelines.runtime.stop import raise_if_stopped
+from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.cluster import LiveCluster
 from segment_io.kafka_tier.objects import SegmentObjects
@@ -116,7 +116,7 @@ def _erase(
     view: KafkaTierView,
     store: SegmentStore,
 ) -> EraseReport:
-    swapper = Swapper(cluster, store, clock, grace_ms, fault_point, log)
+    swapper = Swapper(cluster, store, clock, grace_ms, fault_point, log, publishing)
     resumed = SwapOutcome()
     if not request.dry_run:
         swapper.resume(resumed)  # an earlier run's swaps finished or undone, before the metadata is read
@@ -172,7 +172,8 @@ def _erase(
             store.storage.remove(staging.path)
             for swap, why in done.undone:
                 log(f"segpipe: left as it was: {swap.old.tp.topic}-{swap.old.tp.partition}: {why}")
-            swapped = {s.old.segment_id: s for s in done.done}
+            kept = {s.old.segment_id for s, _ in done.kept}
+            swapped = {s.old.segment_id: s for s in done.done if s.old.segment_id not in kept}
             go = [
                 replace(p, swap=swapped[p.swap.old.segment_id])
                 for p in go
@@ -180,17 +181,19 @@ def _erase(
             ]
             doc["swapped"] = [_swap_doc(p.swap) for p in go]
             doc["undone"] = [{**_swap_doc(s), "reason": why} for s, why in done.undone]
+            doc["kept"] = [{**_swap_doc(s), "reason": why} for s, why in [*resumed.kept, *done.kept]]
             doc["seconds_per_swap"] = round(done.seconds_per_swap, 3)
             doc["grace_waited_s"] = round(done.grace_waited_s, 3)
         doc["not_yet_tiered"] = [n.doc() for n in local.named]
         # The evidence counts what left the tier; a key is "found nowhere" only if no remote
         # segment, swapped or not, holds it, nor a local one.
-        kept = {p.result.source for p in go}
-        results = [r if r.source in kept else _untouched(r) for r in rewritten.results]
+        gone = {p.result.source for p in go}
+        results = [r if r.source in gone else _untouched(r) for r in rewritten.results]
         fill_report(report, names, replace(rewritten, results=results), run.timer.total, run.timer.seconds)
-        _, report.not_found = key_evidence(names, rewritten.digests, rewritten.results)
-        report.not_found = [d for d in report.not_found if d not in local.digests(rewritten.digests)]
-        report.not_found_count = len(report.not_found)
+        if rewritten.joined is None:  # a joined list's keys found nowhere are the join's count
+            _, report.not_found = key_evidence(names, rewritten.digests, rewritten.results)
+            report.not_found = [d for d in report.not_found if d not in local.digests(rewritten.digests)]
+            report.not_found_count = len(report.not_found)
     report.kafka_tier = doc
     report.remaining_copies = [
         f"{t['partition']}: local segment {t['base_offset']} "
@@ -283,9 +286,8 @@ def _refusals(
     doubled: dict[TopicPartition, int] = {}
     for p in planned:
         doubled[p.tp] = doubled.get(p.tp, 0) + p.swap.old.size
-    config = getattr(cluster, "topic_config", None)
     for tp, extra in doubled.items():
-        limit = config(tp.topic, RETENTION_BYTES) if config is not None else None
+        limit = cluster.topic_config(tp.topic, RETENTION_BYTES)
         if limit is None or int(limit) < 0:
             continue
         size = sum(s.seg.size for s in view.remote.get(tp, ())) + local.bytes.get(tp, 0)
