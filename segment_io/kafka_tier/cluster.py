@@ -6,6 +6,7 @@ topic configs. Every call is bounded in time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from segment_io.errors import KafkaTierPublishFailed, KafkaTierSettings
@@ -43,9 +44,9 @@ class LiveCluster:
                 bootstrap_servers=bootstrap, acks="all", max_in_flight_requests_per_connection=1,
                 retries=5, request_timeout_ms=30_000,
             )  # fmt: skip
+            partitions = self._producer.partitions_for(METADATA_TOPIC)
         except KafkaError as exc:
             raise KafkaTierSettings(f"{bootstrap}: cannot reach the cluster: {exc}") from None
-        partitions = self._producer.partitions_for(METADATA_TOPIC)
         if not partitions:
             raise KafkaTierSettings(
                 f"{bootstrap}: the cluster has no {METADATA_TOPIC} topic (no tiered storage)"
@@ -74,8 +75,23 @@ class LiveCluster:
     def replay(self) -> MetadataReplay:
         return MetadataReplay.of(read_metadata_live(self.bootstrap))
 
+    def _ask(self, what: str, call: Callable[[], Any]) -> Any:
+        """An admin request; a cluster that does not answer is a typed error, not a traceback."""
+        from kafka.errors import KafkaError
+
+        try:
+            return call()
+        except KafkaError as exc:
+            raise KafkaTierPublishFailed(
+                f"{self.bootstrap}: {what} failed ({exc}); the swaps under way are journalled: run again "
+                "to finish or undo them"
+            ) from None
+
     def leader_epoch(self, tp: TopicIdPartition) -> int | None:
-        for topic in self._admin.describe_topics([tp.topic]):
+        topics = self._ask(
+            f"reading {tp.topic}'s leader epochs", lambda: self._admin.describe_topics([tp.topic])
+        )
+        for topic in topics:
             for p in topic.get("partitions", ()):
                 if p.get("partition_index", p.get("partition")) == tp.partition:
                     epoch = p.get("leader_epoch")
@@ -86,8 +102,10 @@ class LiveCluster:
         """The topic's effective value of config `name` (its own, or the broker's default)."""
         from kafka.admin import ConfigResource, ConfigResourceType
 
-        found = self._admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+        found = self._ask(
+            f"reading {topic}'s configs",
+            lambda: self._admin.describe_configs([resource], config_filter="all"),
         )
         return _config_value(found, topic, name)
 
