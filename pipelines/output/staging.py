@@ -95,6 +95,20 @@ def remove_leftover(storage: Storage, leftover: Leftover) -> int:
     return storage.abort_uploads(leftover.path)
 
 
+def clear_leftovers(dst: Place, log: Callable[[str], Any] = print) -> None:
+    """Remove what dead runs left at `dst` (a live run's refused: require_writable), each named."""
+    dst = Location.of(dst)
+    storage = dst.storage
+    for leftover in require_writable(dst):
+        aborted = remove_leftover(storage, leftover)
+        owner = f" of {leftover.lock.describe()}" if leftover.lock else ""
+        uploads = f", {aborted} unfinished uploads aborted" if aborted else ""
+        log(
+            f"segpipe: removed staging of a run that did not finish: {storage.url(leftover.path)}, "
+            f"{leftover.size:,} bytes{owner}{uploads}"
+        )
+
+
 @dataclass(frozen=True)
 class Staging:
     storage: Storage
@@ -121,30 +135,29 @@ class Staging:
     @classmethod
     def create(cls, dst: Place, log: Callable[[str], Any] = print) -> Staging:
         """Stage a new output for `dst` after removing what dead runs left there."""
+        clear_leftovers(dst, log)
+        return cls.make(dst)
+
+    @classmethod
+    def make(cls, dst: Place) -> Staging:
+        """Stage a new output for `dst` (its leftovers already removed): the staging and its lock,
+        or, on an error or a stop between the two, nothing."""
         dst = Location.of(dst)
         storage, final = dst.storage, dst.path
-        for leftover in require_writable(dst):
-            aborted = remove_leftover(storage, leftover)
-            owner = f" of {leftover.lock.describe()}" if leftover.lock else ""
-            uploads = f", {aborted} unfinished uploads aborted" if aborted else ""
-            log(
-                f"segpipe: removed staging of a run that did not finish: {storage.url(leftover.path)}, "
-                f"{leftover.size:,} bytes{owner}{uploads}"
-            )
         run_id = uuid.uuid4().hex[:12]
         lock = RunLock.mine(run_id).to_bytes()
         if storage.renames_directories:
             path, marker = _staging_path(final, run_id), LOCK
         else:
             path, marker = final, INCOMPLETE
-        storage.makedirs(path)
+        staged = cls(storage, final, path, run_id)
         try:
+            storage.makedirs(path)
             storage.write_atomic(posixpath.join(path, META_DIR, marker), lock)
-        except BaseException:  # a stop signal or an error between the two leaves nothing behind
-            staged = cls(storage, final, path, run_id)
+        except BaseException:
             staged.abort()
             raise
-        return cls(storage, final, path, run_id)
+        return staged
 
     def write_meta(self, name: str, doc: Any) -> str:
         target = posixpath.join(self.path, META_DIR, name)

@@ -6,7 +6,7 @@ out of Spark tasks, and a staged output that is published whole or removed whole
     request = checked(request)  # its refusals, unless the caller ran them (preflight)
     with job_run(spark, WORKER_MODULES, request.now_ms) as run:
         with run.timer.stage("scan"): ...
-        with staged_output(run, Staging.create(dst, log)) as staging:
+        with staged_output(run, dst, log) as staging:
             ...  # the job's work, its report (staging.write_meta), its gate
             publish(staging, manifest, records_out)  # the one door: every job's output leaves by it
 """
@@ -21,14 +21,15 @@ from typing import Any, Generic, Protocol, TypeVar
 from pipelines.clock import clock_ms
 from pipelines.output.inventory import INVENTORY, inventory
 from pipelines.output.report import StageTimer
-from pipelines.output.staging import Staging
+from pipelines.output.staging import Staging, clear_leftovers
 from pipelines.runtime import progress
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import LazySpark, preload_in_workers
 from pipelines.runtime.spark_handle import Spark
-from pipelines.runtime.stop import publishing, settle
+from pipelines.runtime.stop import held, publishing, settle
 from segment_io.layout import list_log_dir
+from segment_io.storage import Place
 
 
 class Refusable(Protocol):
@@ -102,14 +103,20 @@ def job_run(
 
 
 @contextmanager
-def staged_output(run: JobRun, staging: Staging) -> Iterator[Staging]:
-    """A run's output written into `staging` and published by the block: on any error or stop
-    inside it, no task of the run writes into the staging any more (cancelled and waited for),
-    and the staging is removed; the destination is left as it was."""
+def staged_output(run: JobRun, dst: Place, log: Callable[[str], Any] = print) -> Iterator[Staging]:
+    """A run's output staged for `dst` (what dead runs left there removed first) and published by
+    the block: on any error or stop inside it, no task of the run writes into the staging any
+    more (cancelled and waited for), and the staging is removed; the destination is left as it
+    was. A stop while the staging is made waits until it is in the block's care, so no stop
+    leaves one behind."""
+    clear_leftovers(dst, log)
+    staging: Staging | None = None
     try:
+        with held("staging the output"):
+            staging = Staging.make(dst)
         yield staging
     except BaseException:
-        if staging.published:  # a stop held during the publication: the output stays
+        if staging is None or staging.published:  # none made, or a stop held during the publication
             raise
         if run.spark.started:
             settle(run.spark)

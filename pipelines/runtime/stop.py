@@ -38,7 +38,7 @@ def stop_before_exit(spark: Any) -> None:
 # rename or commit is done, and a stop that arrives after it still stops the run (a later step of
 # `segpipe run`, the report, an in-place run's next commit).
 _stopped_by: list[int] = []  # the signal that stopped the run, if any
-_publishing: list[str] = []  # the publications under way (held stops)
+_publishing: list[str] = []  # the steps under way that hold a stop (publications among them)
 _published: list[str] = []  # what the run has published
 
 
@@ -64,18 +64,25 @@ def raise_if_stopped() -> None:
 
 
 @contextmanager
-def publishing(what: str = "the output") -> Iterator[None]:
-    """Publication is not interrupted: a stop that arrived before it stops the run here; one that
-    arrives during it (one rename, a manifest commit, removing a marker) is held until it is done,
-    and then stops the run."""
+def held(what: str) -> Iterator[None]:
+    """A step a stop must not cut in half: a stop that arrived before it stops the run here; one
+    that arrives during it is held until it is done, and then stops the run."""
     raise_if_stopped()
     _publishing.append(what)
     try:
         yield
     finally:
         _publishing.pop()
-    _published.append(what)
     raise_if_stopped()
+
+
+@contextmanager
+def publishing(what: str = "the output") -> Iterator[None]:
+    """Publication is not interrupted (one rename, a manifest commit, removing a marker: `held`),
+    and what it published is named when the run then stops."""
+    with held(what):
+        yield
+        _published.append(what)
 
 
 def withdraw(what: str) -> None:

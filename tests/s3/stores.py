@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 START_TIMEOUT_S = 60  # SeaweedFS answers in seconds; give up (and fail) after this
+START_ATTEMPTS = 3
 
 
 def _free(port: int) -> bool:
@@ -30,9 +31,12 @@ def _free(port: int) -> bool:
 
 
 def _ports(count: int) -> list[int]:
-    """`count` consecutive free ports whose gRPC twins (port + 10000) are free too."""
+    """`count` consecutive free ports whose gRPC twins (port + 10000) are free too, all below the
+    kernel's ephemeral range (32768 up), where the ports other servers and every outgoing
+    connection of the tests are handed out: one taken between this check and SeaweedFS's bind
+    would stop it."""
     for _ in range(200):
-        first = random.randrange(20000, 45000 - count)
+        first = random.randrange(10000, 22000 - count)
         ports = list(range(first, first + count))
         if all(_free(p) and _free(p + 10000) for p in ports):
             return ports
@@ -43,8 +47,28 @@ def _ports(count: int) -> list[int]:
 def seaweedfs() -> Iterator[str]:
     """A SeaweedFS server (master, volume, filer and S3 gateway in one process); yields its S3
     endpoint URL, and is killed and its data removed on exit."""
-    weed = Path(sys.executable).parent / "weed"
     data = Path(tempfile.mkdtemp(prefix="segpipe-seaweedfs-"))
+    try:
+        # A port can still be taken by another server of the suite between the check and the
+        # bind (SeaweedFS then exits at once): a start that ends so is tried again, on new ports.
+        for attempt in range(START_ATTEMPTS):
+            proc, s3 = _start(data / str(attempt))  # a fresh directory for each
+            if _answers(proc, s3):
+                break
+            _stop(proc)
+            if attempt == START_ATTEMPTS - 1:
+                raise RuntimeError(f"SeaweedFS did not start (exit {proc.poll()}; {START_ATTEMPTS} attempts)")
+        try:
+            yield f"http://127.0.0.1:{s3}"
+        finally:
+            _stop(proc)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _start(data: Path) -> tuple[subprocess.Popen[bytes], int]:
+    weed = Path(sys.executable).parent / "weed"
+    data.mkdir()
     s3, master, volume, filer = _ports(4)
     proc = subprocess.Popen(
         [str(weed), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", f"-s3.port={s3}",
@@ -52,27 +76,32 @@ def seaweedfs() -> Iterator[str]:
          "-s3.port.lance=0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{s3}/", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"SeaweedFS did not start (exit {proc.poll()})")
-            time.sleep(0.25)
-        yield f"http://127.0.0.1:{s3}"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+    return proc, s3
+
+
+def _answers(proc: subprocess.Popen[bytes], s3: int) -> bool:
+    """Whether the S3 gateway answers (False: the process ended, or START_TIMEOUT_S passed)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
         try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # it does not always stop on SIGTERM
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        shutil.rmtree(data, ignore_errors=True)
+            with urllib.request.urlopen(f"http://127.0.0.1:{s3}/", timeout=2) as answer:
+                if answer.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.25)
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # it does not always stop on SIGTERM
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 @contextmanager

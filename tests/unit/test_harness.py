@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from pipelines.output.staging import Staging
 from pipelines.runtime.harness import job_run, staged_output
 from pipelines.runtime.session import LazySpark
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
@@ -68,15 +67,51 @@ def test_a_staged_output_is_removed_whole_on_an_error_and_published_otherwise(tm
     with (
         pytest.raises(KeyboardInterrupt),
         job_run(LazySpark(Session), []) as run,
-        staged_output(run, Staging.create(str(dst), log=lambda _: None)) as staging,
+        staged_output(run, str(dst), log=lambda _: None) as staging,
     ):
         (Path(staging.path) / "orders-0").mkdir()
         raise KeyboardInterrupt  # a stop in the middle of the run
     assert list(tmp_path.iterdir()) == []
     with (
         job_run(LazySpark(Session), []) as run,
-        staged_output(run, Staging.create(str(dst), log=lambda _: None)) as staging,
+        staged_output(run, str(dst), log=lambda _: None) as staging,
     ):
         (Path(staging.path) / "orders-0").mkdir()
         staging.publish({"run_id": staging.run_id})
     assert (dst / "orders-0").is_dir() and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("after", ["makedirs", "write_atomic"])
+def test_a_stop_while_the_staging_is_made_leaves_nothing(
+    after: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM arriving the moment the staging directory exists, or its lock is written, ends the
+    run with Terminated, and the staging is removed: nothing is left for the next run to clear."""
+    import os
+    import signal
+
+    from pipelines.errors import Terminated
+    from pipelines.runtime import stop
+    from segment_io.storage.local import LocalStorage
+
+    real = getattr(LocalStorage, after)
+
+    def then_stop(self: LocalStorage, *args: Any) -> None:
+        real(self, *args)
+        os.kill(os.getpid(), signal.SIGTERM)  # handled before the next line of Python runs
+
+    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        stop.interrupt_cancels_jobs(LazySpark(lambda: None))
+        monkeypatch.setattr(LocalStorage, after, then_stop)
+        with (
+            pytest.raises(Terminated),
+            job_run(LazySpark(Session), []) as run,
+            staged_output(run, str(tmp_path / "out"), log=lambda _: None),
+        ):
+            raise AssertionError("the block is never entered: the stop came first")
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
+        stop.begin_run()
+    assert list(tmp_path.iterdir()) == []

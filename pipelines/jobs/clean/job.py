@@ -145,12 +145,11 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
         log(report.totals_line())
         return report
 
-    staging = Staging.create(request.out, log)
-    report = RunReport(
-        request.src.url, request.out.url, now, staging.run_id, warnings=warnings, plan=summaries,
-        skipped=skipped,
-    )  # fmt: skip
-    with staged_output(run, staging):
+    with staged_output(run, request.out, log) as staging:
+        report = RunReport(
+            request.src.url, request.out.url, now, staging.run_id, warnings=warnings, plan=summaries,
+            skipped=skipped,
+        )  # fmt: skip
         with timer.stage("compact"):
             stats = _compact(spark, plans, scanned, staging, now)
         raise_if_stopped()

@@ -163,9 +163,8 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
         _write_report(report, request.report_path)
         log(report.totals_line())
         return report
-    staging = Staging.create(request.dst, log)
-    report.run_id = staging.run_id
-    with staged_output(run, staging):
+    with staged_output(run, request.dst, log) as staging:
+        report.run_id = staging.run_id
         with timer.stage("write"):
             copies, tasks = _work(scanned, cuts)
             sizes = [t.files.size if t.files else 0 for t in tasks] + [c.size for c in copies]

@@ -89,9 +89,8 @@ def _erase(
         _write_report(report, request)
         log(report.totals_line())
         return report
-    staging = Staging.create(request.out, log)
-    report.run_id = staging.run_id
-    with staged_output(run, staging):
+    with staged_output(run, request.out, log) as staging:
+        report.run_id = staging.run_id
         with timer.stage("erase"):
             erased = erase_all(run, scanned, tasks, keys, header_names, staging.location, digest)
         raise_if_stopped()

@@ -10,7 +10,6 @@ from typing import Any
 
 from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
-from pipelines.output.staging import Staging
 from pipelines.runtime.harness import Checked, checked, job_run, publish, staged_output
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
@@ -42,7 +41,7 @@ def run_restore(
     dst, local = request.dst, request.local
     listing = list_log_dir(request.view.storage, request.view.path)
     tasks = _copy_tasks(listing, request.view)
-    with job_run(spark, WORKER_MODULES) as run, staged_output(run, Staging.create(dst, log)) as staging:
+    with job_run(spark, WORKER_MODULES) as run, staged_output(run, dst, log) as staging:
         if tasks:
             chosen = spark_packs(run.spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
             on_workers(run.spark, chosen, partial(run_copies, staging=staging.location))
