@@ -19,17 +19,20 @@ FIXED_NOW_MS = 1_701_000_000_000
 # running), run first: two workers take files one at a time, and a long file taken last would
 # leave the other worker idle at the end. Any file not named keeps its place after these.
 SLOWEST_FIRST = (
-    "connect/test_jobs_on_connect.py",  # 225
-    "airflow/test_dags.py",  # 202
-    "cluster/test_spark_submit.py",  # 153
-    "kafka/test_kafka_tier_erase.py",  # 150
-    "e2e/test_stop.py",  # 151
-    "s3/test_tier_seaweedfs.py",  # 136
-    "s3/test_erase_s3.py",  # 123
-    "e2e/test_erase.py",  # 115
-    "s3/test_tier_s3.py",  # 111
-    "e2e/test_clean_cli.py",  # 87
-    "kafka/test_kafka_tier_broker.py",  # 82
+    "connect/test_jobs_on_connect.py",  # 315
+    "airflow/test_dags.py",  # 172-204
+    "cluster/test_spark_submit.py",  # 150-173
+    "kafka/test_kafka_tier_erase.py",  # 142-151
+    "s3/test_tier_seaweedfs.py",  # 145-147
+    "e2e/test_stop.py",  # 120-138
+    "s3/test_erase_s3.py",  # 123-135
+    "s3/test_tier_s3.py",  # 98-136
+    "e2e/test_erase.py",  # 93-108
+    "kafka/test_kafka_tier_broker.py",  # 90-101
+    "e2e/test_clean_cli.py",  # 80-93
+    "s3/test_tier_safety.py",  # 83-88
+    "s3/test_clean_s3.py",  # 79-88
+    "e2e/test_clean_validate.py",  # 71
 )
 
 
