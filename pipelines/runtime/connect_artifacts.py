@@ -84,18 +84,28 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
     zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
 
 
-def _one_row(spark: Any, probe: Callable[[Iterator[Any]], Iterator[Any]], schema: str) -> dict[str, Any]:
-    """`probe` run once on one of the server's workers; its one row. A worker that cannot even
-    start the probe (pyarrow missing) is read from Spark's error."""
+def _on_every_worker(
+    spark: Any, probe: Callable[[Iterator[Any]], Iterator[Any]], schema: str
+) -> dict[str, Any]:
+    """`probe` run on as many of the server's workers at once as the session has cores (each then
+    starts the job's tasks with its modules imported, where one probe left the others to import
+    them inside the run's first stage); their rows as one: the same sources only if every worker
+    found them, every module one of them lacks. A worker that cannot even start the probe (pyarrow
+    missing) is read from Spark's error."""
     from pyspark.errors import PySparkException
 
+    from pipelines.runtime.session import parallelism
+
+    tasks = parallelism(spark)
     try:
-        return dict(spark.range(1).mapInArrow(probe, schema).collect()[0].asDict())
+        rows = [r.asDict() for r in spark.range(0, tasks, 1, tasks).mapInArrow(probe, schema).collect()]
     except PySparkException as exc:
         found = re.search(r"No module named '([^']+)'", str(exc))
         if found is None:
             raise
         return {"missing": found.group(1)}
+    missing = [m for row in rows for m in (row["missing"] or "").split(",") if m]
+    return {"same": all(row["same"] for row in rows), "missing": ",".join(dict.fromkeys(missing))}
 
 
 @dataclass
@@ -147,17 +157,17 @@ def check_workers(spark: Any, modules: Sequence[str]) -> None:
     """Before a job's first task: the server's workers run the client's own segpipe (sent as an
     artifact unless they import the very same sources already) and import the job's task
     `modules`; ConfigError naming a module they need and the server's Python lacks. One small
-    task a session in the common case (the same segpipe installed), two where it is sent."""
+    job a session in the common case (the same segpipe installed), two where it is sent."""
     state = _sessions.setdefault(id(spark), _Session())
     wanted = [m for m in modules if m not in state.checked]
     if not wanted:
         return
     schema = "same boolean, missing string"
-    row = _one_row(spark, _probe(wanted, not state.shipped), schema)
+    row = _on_every_worker(spark, _probe(wanted, not state.shipped), schema)
     if not row.get("same", True):
         spark.addArtifacts(str(package_zip()), pyfile=True)
         state.shipped = True
-        row = _one_row(spark, _probe(wanted, False), schema)
+        row = _on_every_worker(spark, _probe(wanted, False), schema)
     missing = [m for m in row["missing"].split(",") if m]
     if missing:
         raise ConfigError(
