@@ -17,6 +17,8 @@ import pytest
 from pipelines.config.job import load_job_config
 from pipelines.config.tuning import DRIVER_WORK
 from pipelines.jobs.clean import clean
+from pipelines.jobs.clean.in_place import clean_in_place
+from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.erase.job import erase
 from pipelines.jobs.tier.restore import restore
 from segment_io.exit_codes import ExitCode
@@ -120,7 +122,10 @@ def test_tier_restore_and_in_place_clean_on_connect(
     shutil.copytree(tier, tmp_path / "tier-classic")
     segpipe_ok("clean", str(tier), "--in-place", *SAMPLES, "--spark-remote", remote)
     segpipe_ok("restore", str(tier), str(tmp_path / "after"), "--spark-remote", remote)
-    segpipe_ok("clean", str(tmp_path / "tier-classic"), "--in-place", *SAMPLES, "--master", "local[2]")
+    samples = load_job_config(str(REPO / "conf" / "samples.yaml"))
+    clean_in_place(
+        spark, CleanRequest(src=str(tmp_path / "tier-classic"), config=samples, now_ms=int(NOW)), quiet
+    )
     restore(spark, str(tmp_path / "tier-classic"), str(tmp_path / "classic"), log=quiet)
     assert files_of(tmp_path / "after") == files_of(tmp_path / "classic")
     assert files_of(tmp_path / "after") != files_of(tmp_path / "restored")  # the clean changed it
@@ -192,12 +197,20 @@ def test_a_setting_the_server_fixed_at_its_start_is_refused(
     ]
 
 
-def test_erase_on_connect_equals_classic(remote: str, sample_dir: Path, tmp_path: Path) -> None:
+def test_erase_on_connect_equals_classic(spark, remote: str, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """erase (its segments as Spark tasks, and its proof gating publication) from a Connect
-    session: the same bytes as on classic local[2]."""
+    session: the same bytes as on classic local[2] (this process's session)."""
     (tmp_path / "keys.txt").write_text("k0000000001\nk0000000004\n")
     flags = ["--keys", str(tmp_path / "keys.txt"), "--topic", "orders", "--topic", "clicks", "--validate"]
-    segpipe_ok("erase", str(sample_dir), str(tmp_path / "classic"), *flags, "--master", "local[2]")
+    keys = str(tmp_path / "keys.txt")
+    erase(
+        spark,
+        str(sample_dir),
+        str(tmp_path / "classic"),
+        keys,
+        quiet,
+        topics=lambda t: t in {"orders", "clicks"},
+    )
     proc = segpipe_ok("erase", str(sample_dir), str(tmp_path / "connect"), *flags, "--spark-remote", remote)
     assert "erasure proved" in proc.stdout
     assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")
