@@ -241,7 +241,8 @@ class Swapper:
 
     def resume(self, outcome: SwapOutcome) -> None:
         """Finish (successor served) or undo (not yet) every journalled swap, from the metadata as
-        it stands now: a killed run's work is never left half done."""
+        it stands now: a killed run's work is never left half done. A swap whose old segment must
+        stay (its successor not served, or not reading back) is kept, and stays journalled."""
         swaps = list(self.journal.entries())
         if not swaps:
             return
@@ -256,7 +257,8 @@ class Swapper:
             self.journal.remove(swap)
             outcome.resumed.append(swap)
         self._retire(retire, replay, outcome)
-        outcome.resumed += retire
+        kept = {swap.new.segment_id for swap, _ in outcome.kept}
+        outcome.resumed += [swap for swap in retire if swap.new.segment_id not in kept]
 
     # --- this run's swaps -----------------------------------------------------------------------
 
@@ -377,7 +379,7 @@ class Swapper:
             size = len(self.store.read_back(new))
         except (KafkaTierCorrupt, FileNotFoundError) as exc:
             return f"its successor {swap.new.segment_id} does not read back: {exc}"
-        if size != new.size:
+        if size != new.size:  # the bytes decoded, not a manifest's word for them
             return (
                 f"its successor {swap.new.segment_id} reads back {size} bytes, its metadata says {new.size}"
             )
