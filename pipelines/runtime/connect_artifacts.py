@@ -15,6 +15,7 @@ import io
 import os
 import re
 import tempfile
+import weakref
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -116,7 +117,9 @@ class _Session:
     checked: set[str] = field(default_factory=set)  # modules they imported
 
 
-_sessions: dict[int, _Session] = {}
+# By session, held weakly: an id() could name a later session once this one is gone, which would
+# then skip its check.
+_sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
 
 
 def _probe(modules: Sequence[str], compare: bool) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -158,7 +161,7 @@ def check_workers(spark: Any, modules: Sequence[str]) -> None:
     artifact unless they import the very same sources already) and import the job's task
     `modules`; ConfigError naming a module they need and the server's Python lacks. One small
     job a session in the common case (the same segpipe installed), two where it is sent."""
-    state = _sessions.setdefault(id(spark), _Session())
+    state = _sessions.setdefault(spark, _Session())
     wanted = [m for m in modules if m not in state.checked]
     if not wanted:
         return
