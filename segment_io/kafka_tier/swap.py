@@ -241,8 +241,7 @@ class Swapper:
 
     def resume(self, outcome: SwapOutcome) -> None:
         """Finish (successor served) or undo (not yet) every journalled swap, from the metadata as
-        it stands now: a killed run's work is never left half done. A swap whose old segment must
-        stay (its successor not served, or not reading back) is kept, and stays journalled."""
+        it stands now; one whose old segment must stay (see _not_served) is kept, still journalled."""
         swaps = list(self.journal.entries())
         if not swaps:
             return
