@@ -158,7 +158,13 @@ def collected(frame: Any) -> list[tuple[int, Any]]:
 
 class Flow(Protocol):
     """A job's flow of pickled items between tasks: SparkFlow, or LocalFlow (the driver's own
-    processes). A frame is whatever the flow makes; only the flow reads it."""
+    processes). A frame is whatever the flow makes; only the flow reads it.
+
+    `shared`: a directory every task of the flow reads and writes, where the flow also runs the
+    first packs of an `each` at once (as many as it has cores); None where it cannot promise
+    that (Spark: tasks on other machines, started as slots free up)."""
+
+    shared: str | None
 
     def each(self, packs: Sequence[Any], work: Callable[[Any], Iterable[tuple[int, Any]]]) -> Any: ...
 
@@ -177,6 +183,7 @@ class SparkFlow:
 
     def __init__(self, spark: Spark) -> None:
         self.spark = spark
+        self.shared: str | None = None
 
     def each(self, packs: Sequence[P], work: Callable[[P], Iterable[tuple[int, Any]]]) -> Any:
         return each(self.spark, packs, work)

@@ -270,6 +270,8 @@ class LocalFlow:
         sweep_dead_flows(tempfile.gettempdir())
         self.directory = tempfile.mkdtemp(prefix=FLOW_PREFIX)
         self._owner = _own(self.directory)
+        # Every task runs on this machine, and the first `cores` packs of an `each` at once.
+        self.shared: str | None = self.directory
 
     def __enter__(self) -> LocalFlow:
         return self

@@ -514,7 +514,8 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     assert small.returncode == ExitCode.OK, small.stderr
     assert files_of(tmp_path / "in-driver") == files_of(tmp_path / "once")
     # With a local master, what is too large for the driver's threads runs in its own processes
-    # (made so here: SEGPIPE_DRIVER_WORK=processes), the bucketed key map too; no JVM either.
+    # (made so here: SEGPIPE_DRIVER_WORK=processes), a partition larger than a core's share in
+    # ranges of its groups; no JVM either.
     processes = run_segpipe(
         "clean", samples, str(tmp_path / "in-processes"), *config, "--master", "local[2]", *bad_jvm,
         env={DRIVER_WORK.env: "processes"},

@@ -5,12 +5,14 @@ compaction too large for the driver needs it. Outputs are byte-identical to the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipelines import clean
 from pipelines.config import JobConfig, load_job_config
 from pipelines.jobs.clean import alone
+from pipelines.jobs.clean.ranged import partition_ranges
 from pipelines.runtime import tasks
 from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.session import LazySpark
@@ -73,21 +75,32 @@ def test_a_small_compaction_runs_in_the_driver_and_a_larger_one_starts_spark(  #
     assert files_of(lazy) == files_of(in_driver)
 
 
-@pytest.mark.parametrize("path", ["alone", "bucketed"])
+@pytest.mark.parametrize("path", ["alone", "ranged", "bucketed"])
 def test_a_larger_compaction_with_a_local_master_runs_in_the_drivers_processes(  # type: ignore[no-untyped-def]
     spark, sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     """Too large for the driver's threads, with a local master: the driver's own processes
-    compact (runtime.local_workers), each partition in one of them or, where partitions are
-    too large for one (made so here), through the key map routed between them; no Spark, and
-    the same bytes as Spark's."""
+    compact (runtime.local_workers), each partition in one of them, one larger than a core's
+    share in ranges of its groups, a process each (jobs/clean/ranged.py; with 4 processes, two
+    partitions are); where partitions are too large for one task (made so here), through the
+    key map routed between them. No Spark, and the same bytes as Spark's."""
+    from pipelines.jobs.clean import job
+
     config = load_job_config("conf/samples.yaml")
     monkeypatch.setattr(tasks, "DRIVER_COMPACT_BYTES", 1000)
     if path == "bucketed":
         monkeypatch.setattr(alone, "ALONE_ROWS", 10)
+    ranged: list[dict[int, Any]] = []
+
+    def spied(*args: Any) -> dict[int, Any]:
+        ranged.append(partition_ranges(*args))
+        return ranged[-1]
+
+    monkeypatch.setattr(job, "partition_ranges", spied)
     on_spark, in_processes = tmp_path / "on-spark", tmp_path / "in-processes"
     clean(spark, str(sample_dir), str(on_spark), config, now_ms=NOW, log=quiet)
-    workers = LocalWorkers(2, ["pipelines.jobs.clean"])
+    assert ranged == []  # Spark's tasks may not run at once: never in ranges
+    workers = LocalWorkers(4 if path == "ranged" else 2, ["pipelines.jobs.clean"])
     try:
         report = clean(
             LazySpark(no_spark, workers), str(sample_dir), str(in_processes), config, now_ms=NOW, log=quiet
@@ -96,3 +109,7 @@ def test_a_larger_compaction_with_a_local_master_runs_in_the_drivers_processes( 
         workers.close()
     assert report.total("removed_superseded") > 0  # it did compact
     assert files_of(in_processes) == files_of(on_spark)
+    [chosen] = ranged
+    # With 2 cores one partition of orders is more than a core's share; with 4, both are.
+    expected = {"alone": 1, "ranged": 2, "bucketed": 0}[path]
+    assert len(chosen) == expected and all(len(r) == 2 for r in chosen.values())

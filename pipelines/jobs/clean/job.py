@@ -19,6 +19,7 @@ from pipelines.config.terms import Gate, Terms
 from pipelines.jobs.clean.alone import AlonePartition, alone_partitions, compact_alone
 from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, map_keys, reduce_keys
 from pipelines.jobs.clean.metrics import partition_metrics
+from pipelines.jobs.clean.ranged import PartitionRange, compact_range, partition_ranges
 from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
@@ -46,6 +47,7 @@ WORKER_MODULES = (
     "pipelines.log.scan",
     "pipelines.jobs.clean.keymap",
     "pipelines.jobs.clean.alone",
+    "pipelines.jobs.clean.ranged",
     "pipelines.jobs.clean.rewrite",
     "pipelines.output.copy",
 )
@@ -259,17 +261,25 @@ def _compact_flow(
     ctx: RewriteContext,
 ) -> list[GroupStats]:
     """The compaction over `flow` with `parallelism` tasks at once. A partition that fits a task
-    is compacted inside one (nothing shuffled); the others take the bucketed path, where a
-    partition's key map spreads over every core."""
+    is compacted inside one (nothing shuffled); where the flow's tasks share this machine, one
+    too large for a core is compacted in ranges of its groups, a task each, all at once
+    (clean.ranged); the others take the bucketed path, where a partition's key map spreads over
+    every core."""
+    ranged = {} if flow.shared is None else partition_ranges(key_tasks, gids, parallelism, flow.shared)
     alone = alone_partitions(key_tasks, gids, parallelism)
-    key_tasks = [t for t in key_tasks if t.tp not in alone]
-    bucketed = sorted(g for tp, mine in gids.items() if tp not in alone for g in mine)
+    key_tasks = [t for t in key_tasks if t.tp not in alone and t.tp not in ranged]
+    bucketed = sorted(g for tp, mine in gids.items() if tp not in alone and tp not in ranged for g in mine)
     frames = []
-    if alone:
-        works = [alone[tp] for tp in sorted(alone, key=lambda tp: -alone[tp].size)]  # largest first
-        # Each task carries the plans of its own partition's groups only.
+    if alone or ranged:
+        # A partition's ranges first and one after the other (they run at once: clean.ranged),
+        # then the rest, largest first.
+        works: list[AlonePartition | PartitionRange] = [
+            r for tp in sorted(ranged, key=lambda tp: -sum(r.size for r in ranged[tp])) for r in ranged[tp]
+        ]
+        works += [alone[tp] for tp in sorted(alone, key=lambda tp: -alone[tp].size)]
+        # Each task carries the plans of its own groups only.
         items = [(w, {g: groups[g] for g in w.gids}) for w in works]
-        frames.append(flow.each(items, lambda i: _stats(compact_alone(i[0], i[1], bounds, ctx))))
+        frames.append(flow.each(items, lambda i: _stats(_compact_part(i[0], i[1], bounds, ctx))))
     if bucketed:
         # The rewrite stage carries the plans of the bucketed groups only (a task's closure
         # travels with it to every task).
@@ -281,6 +291,18 @@ def _compact_flow(
             )
         )
     return [stats for _, stats in flow.collected(flow.union(frames))]
+
+
+def _compact_part(
+    part: AlonePartition | PartitionRange,
+    groups: dict[int, GroupPlan],
+    bounds: GroupBounds,
+    ctx: RewriteContext,
+) -> Iterator[GroupStats]:
+    """Executed on a worker: a partition alone, or one range of one."""
+    if isinstance(part, PartitionRange):
+        return compact_range(part, groups, bounds, ctx)
+    return compact_alone(part, groups, bounds, ctx)
 
 
 def _compact_in_driver(

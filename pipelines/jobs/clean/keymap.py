@@ -204,6 +204,14 @@ def reduce_keys(
         alone = ~dirty.contains(rows)  # a clean record survives only if its key has no dirty one
         tps = np.concatenate([tps, rows.tp[alone]])
         tagged = np.concatenate([tagged, rows.offset[alone]])
+    yield from group_winners(tps, tagged, bounds)
+
+
+def group_winners(
+    tps: np.ndarray, tagged: np.ndarray, bounds: GroupBounds
+) -> Iterator[tuple[int, np.ndarray | Tombstones]]:
+    """The surviving keyed records (partition, tagged offset) as the rewrite takes them: per
+    output group, offsets relative to the group's base as int32, then those that are tombstones."""
     for tp in np.unique(tps).tolist():
         mine = tagged[tps == tp]
         offsets, tombstone = mine >> 1, (mine & 1).astype(np.bool_)
