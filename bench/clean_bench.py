@@ -12,6 +12,7 @@ are superseded. `--keys-run` instead writes one partition of N distinct keys wit
     .venv/bin/python bench/clean_bench.py --connect --steady-runs 3  # on a Spark Connect server
     .venv/bin/python bench/clean_bench.py --erase-keys 100000  # erase vs clean of the same set
     .venv/bin/python bench/clean_bench.py --erase-keys 20000000  # a list over 32 MiB: joined
+    .venv/bin/python bench/clean_bench.py --targets  # every speed target of the clean path, one run
 """
 
 from __future__ import annotations
@@ -193,9 +194,10 @@ def operator_cases(src: Path, master: str) -> None:
     shutil.rmtree(out2, ignore_errors=True)
 
 
-def connect_cases(src: Path, dst: Path, runs: int) -> None:
+def connect_cases(src: Path, dst: Path, runs: int) -> tuple[list[float], list[float]]:
     """Whole-process runs against one Spark Connect server (started once, as a Connect user's
-    server runs), then as many classic local[2] runs; every run printed."""
+    server runs), then as many classic local[2] runs; every run printed. Returns the seconds of
+    each (Connect's, classic's)."""
     from tests.connect_server import connect_server
 
     mb = dir_bytes(src) / 1e6
@@ -209,6 +211,57 @@ def connect_cases(src: Path, dst: Path, runs: int) -> None:
         )
     ratio = sorted(w for w, _, _ in connect)[runs // 2] / sorted(w for w, _, _ in classic)[runs // 2]
     print(f"{mb:,.0f} MB: Spark Connect / classic (medians, whole process) = {ratio:.2f}")
+    return [w for w, _, _ in connect], [w for w, _, _ in classic]
+
+
+# (case, GB, partitions, target in seconds, whole process on 2 cores): what a clean must reach.
+CLEAN_TARGETS = (("4 GB in 8 partitions", 4.0, 8, 4.8), ("one 2 GB partition", 2.0, 1, 3.8))
+CONNECT_TARGET = 1.15  # a Connect run's time over classic local mode's, second runs of both
+PUSHDOWN_TARGET = 0.10  # one mid-week hour's read over the whole set's
+
+
+def target_cases(master: str, runs: int) -> None:
+    """Every speed target of the clean path measured in one run, each beside its target: the
+    clean of the 4 GB set and of one 2 GB partition (whole process), Spark Connect against
+    classic local mode (second runs), one hour through the `kafka-segments` source against the
+    whole read."""
+    from pushdown_bench import hour_against_whole
+
+    import pipelines
+
+    os.environ.setdefault("PYSPARK_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
+    lines = []
+    for name, gb, partitions, target in CLEAN_TARGETS:
+        src = DATA / f"set-{gb:g}gb-{partitions}p"
+        generate(src, size_spec(gb, partitions))
+        warm_page_cache(src)
+        walls = [run_clean(src, Path(f"{src}-out"), master, [])[0] for _ in range(runs)]
+        shutil.rmtree(f"{src}-out", ignore_errors=True)
+        lines.append(_against(f"clean, {name}", walls, target, "s"))
+    src = DATA / "set-4gb-8p"
+    connect, classic = connect_cases(src, Path(f"{src}-out"), max(2, runs))
+    shutil.rmtree(f"{src}-out", ignore_errors=True)
+    ratio = connect[1] / classic[1]
+    lines.append(f"Spark Connect / classic, second runs: {connect[1]:.1f} / {classic[1]:.1f} s = "
+                 f"{ratio:.2f} (target <= {CONNECT_TARGET:.2f}: {_met(ratio <= CONNECT_TARGET)})")  # fmt: skip
+    spark = pipelines.get_spark("local[2]")
+    try:
+        reads = hour_against_whole(spark, src, runs)
+    finally:
+        spark.stop()
+    ratios = [hour / whole for hour, whole in reads]
+    figures = ", ".join(f"{h:.2f} / {w:.2f} s" for h, w in reads)
+    lines.append(_against(f"one mid-week hour / whole read ({figures})", ratios, PUSHDOWN_TARGET, ""))
+    print("\n".join(["targets:", *(f"  {line}" for line in lines)]))
+
+
+def _against(name: str, figures: list[float], target: float, unit: str) -> str:
+    shown = ", ".join(f"{f:.3g}{unit and ' ' + unit}" for f in figures)
+    return f"{name}: {shown} (target <= {target:g}{unit and ' ' + unit}: {_met(min(figures) <= target)})"
+
+
+def _met(met: bool) -> str:
+    return "met" if met else "not met"
 
 
 # Which listed keys the set holds (ids ranked by frequency, Zipf 1.1 over ~23k keys a partition):
@@ -283,12 +336,18 @@ def main() -> None:
         action="store_true",
         help="retention only vs cp, --link, a second pass, compaction",
     )
+    parser.add_argument(
+        "--targets", action="store_true", help="every speed target of the clean path in one run"
+    )
     parser.add_argument("--erase-keys", type=int, help="erase this many listed keys, beside a clean")
     parser.add_argument(
         "--joined", action="store_true", help="with --erase-keys: join the list, whatever its size"
     )
     args = parser.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".venv" / "numba-cache"))
+    if args.targets:
+        target_cases(args.master, 2)
+        return
     if args.keys_run:
         spec, name = keys_spec(args.keys_run), f"keys-{args.keys_run}"
     else:

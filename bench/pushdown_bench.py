@@ -33,6 +33,25 @@ def timed(action: Any) -> tuple[float, Any]:
     return time.perf_counter() - began, result
 
 
+MID_WEEK_HOUR = (START + 84 * HOUR, START + 85 * HOUR - 1)
+
+
+def hour_against_whole(spark: Any, src: Path, runs: int) -> list[tuple[float, float]]:
+    """(one mid-week hour read through the source's time range, the whole set read) per run,
+    `count()` each, in a session whose Python workers are up."""
+    from pyspark.sql import functions as F
+
+    spark.read.format("kafka-segments").load(str(src)).count()  # starts the Python workers
+    out = []
+    for _ in range(runs):
+        low, high = MID_WEEK_HOUR
+        reader = spark.read.format("kafka-segments").option("fromTime", str(low)).option("toTime", str(high))
+        hour, _ = timed(reader.load(str(src)).where(F.col("timestamp").between(low, high)).count)
+        whole, _ = timed(spark.read.format("kafka-segments").load(str(src)).count)
+        out.append((hour, whole))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=2)
@@ -53,7 +72,7 @@ def main() -> None:
     per_partition = records // 8
     mid = per_partition // 2
     cases = {  # name: (column, low, high), inclusive
-        "one hour, mid-week": ("timestamp", START + 84 * HOUR, START + 85 * HOUR - 1),
+        "one hour, mid-week": ("timestamp", *MID_WEEK_HOUR),
         "one hour, the week's last": ("timestamp", START + 167 * HOUR, START + 168 * HOUR - 1),
         "an hour's offsets, mid-log": ("offset", mid, mid + per_partition // 168),
         "one offset": ("offset", mid, mid),
