@@ -32,19 +32,28 @@ class AlonePartition:
         return sum(t.files.size for t in self.tasks)
 
 
+def by_partition(key_tasks: Sequence[KeyTask], gids: dict[int, list[int]]) -> dict[int, list[KeyTask]]:
+    """Each compacted partition's key-map inputs, in log order (none where it has no keyed records)."""
+    tasks: dict[int, list[KeyTask]] = {tp: [] for tp in gids}
+    for task in key_tasks:
+        tasks[task.tp].append(task)
+    return tasks
+
+
+def core_share(key_tasks: Sequence[KeyTask], parallelism: int) -> float:
+    """A core's share of the bytes the run's key map reads."""
+    return sum(t.files.size for t in key_tasks) / max(1, parallelism)
+
+
 def alone_partitions(
     key_tasks: Sequence[KeyTask], gids: dict[int, list[int]], parallelism: int
 ) -> dict[int, AlonePartition]:
     """The partitions (by index in the run; `gids`: each compacted partition's groups) that are
     compacted alone: at most ALONE_ROWS keyed records, and no more bytes than a core's share of
     the run (a larger one is spread over every core by the bucketed path)."""
-    tasks: dict[int, list[KeyTask]] = {tp: [] for tp in gids}
-    for task in key_tasks:
-        tasks[task.tp].append(task)
-    total = sum(t.files.size for t in key_tasks)
-    share = total / max(1, parallelism)
+    share = core_share(key_tasks, parallelism)
     out = {}
-    for tp, mine in tasks.items():
+    for tp, mine in by_partition(key_tasks, gids).items():
         part = AlonePartition(tuple(mine), tuple(gids[tp]))
         if sum(t.records for t in mine) <= ALONE_ROWS and part.size <= share:
             out[tp] = part

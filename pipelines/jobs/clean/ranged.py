@@ -64,16 +64,12 @@ def partition_ranges(
 ) -> dict[int, list[PartitionRange]]:
     """The partitions (by index in the run) compacted in ranges: more bytes than a core's share
     of the run, at least two output groups, and no range with more than ALONE_ROWS keyed records
-    (a task's budget, as for a partition compacted alone).
-    Each gets as many ranges as its bytes take cores' shares (at most `parallelism`, at most one
-    per group), its groups cut where the bytes before them cross each range's share."""
-    by_tp: dict[int, list[KeyTask]] = {tp: [] for tp in gids}
-    for task in key_tasks:
-        by_tp[task.tp].append(task)
-    total = sum(t.files.size for t in key_tasks)
-    share = total / max(1, parallelism)
+    (a task's budget, as for a partition compacted alone). Each gets as many ranges as its bytes
+    take cores' shares (at most `parallelism`, at most one per group), its groups cut where the
+    bytes before them cross each range's share."""
+    share = alone.core_share(key_tasks, parallelism)
     out = {}
-    for tp, mine in by_tp.items():
+    for tp, mine in alone.by_partition(key_tasks, gids).items():
         size = sum(t.files.size for t in mine)
         if not share or size <= share or len(gids[tp]) < 2:
             continue
