@@ -524,3 +524,41 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     assert files_of(tmp_path / "in-processes") == files_of(tmp_path / "once")
     refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=spark)
     assert refused.returncode != ExitCode.OK and not (tmp_path / "needs-spark").exists()
+
+
+def test_a_range_that_fails_does_not_leave_the_others_waiting(tmp_path: Path) -> None:
+    """A partition compacted in ranges of its groups, in the driver's processes, whose last range
+    holds (in its last cleaned segment) a batch with a valid checksum but records that cannot be framed (the scan passes it; the
+    key pass finds it). The first range waits for the last one's keys, which never come: the run
+    still ends, with the typed error naming the file and byte, and nothing at DST."""
+    import crc32c
+
+    from segment_io.format.constants import ATTRIBUTES_OFFSET, CRC_OFFSET, V2_HEADER_SIZE
+    from segment_io.generate import generate_log_dir
+    from segment_io.generate_spec import TopicSpec
+    from segment_io.segment.reader import SegmentReader
+    from segment_io.storage import open_storage
+
+    src = tmp_path / "src"
+    spec = TopicSpec(
+        "t", records=6000, keys=300, codecs=("none",), transactional_ratio=0.0, segment_bytes=48 * 1024
+    )
+    generate_log_dir(open_storage(str(src))[0], str(src), [spec])
+    last = sorted((src / "t-0").glob("*.log"))[-2]  # the last sealed one (the active one is not cleaned)
+    table = SegmentReader(open_storage(str(src))[0], str(last), 0).scan().table
+    at = int(table.position[len(table) - 1])
+    data = bytearray(last.read_bytes())
+    data[at + V2_HEADER_SIZE] = 0x01  # the first record's length: −1 (zigzag)
+    crc = crc32c.crc32c(bytes(data[at + ATTRIBUTES_OFFSET : at + int(table.size[len(table) - 1])]))
+    data[at + CRC_OFFSET : at + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    last.write_bytes(bytes(data))
+    # Output groups of at most 96 KiB of input: several, so two ranges on two cores.
+    sets = ["--set", "cleanup.policy=compact", "--set", "segment.bytes=98304", "--now-ms", str(NOW)]
+    proc = run_segpipe(
+        "clean", str(src), str(tmp_path / "out"), *sets, "--master", "local[2]",
+        env={DRIVER_WORK.env: "processes"}, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.DATA, proc.stderr[-3000:]
+    # The record's place: the batch's header is before it.
+    assert f"{last.name} at byte {at + V2_HEADER_SIZE}" in proc.stderr, proc.stderr[-3000:]
+    assert not (tmp_path / "out").exists()
