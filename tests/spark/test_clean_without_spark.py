@@ -110,6 +110,7 @@ def test_a_larger_compaction_with_a_local_master_runs_in_the_drivers_processes( 
     assert report.total("removed_superseded") > 0  # it did compact
     assert files_of(in_processes) == files_of(on_spark)
     [chosen] = ranged
-    # With 2 cores one partition of orders is more than a core's share; with 4, both are.
-    expected = {"alone": 1, "ranged": 2, "bucketed": 0}[path]
-    assert len(chosen) == expected and all(len(r) == 2 for r in chosen.values())
+    # With 2 cores one partition of orders is more than a core's share; with 4, both are (in 2
+    # and 3 ranges of their segments).
+    expected = {"alone": [2], "ranged": [2, 3], "bucketed": []}[path]
+    assert sorted(len(r) for r in chosen.values()) == expected

@@ -5,6 +5,7 @@ whatever the number of ranges."""
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -57,25 +58,31 @@ def test_which_partitions_are_compacted_in_ranges_and_where_they_are_cut() -> No
     assert [r.gids for r in partition_ranges(tasks, gids, 2, "/s")[0]] == [(0, 1, 2), (3, 4)]
     heavy = [_task(0, 0, 500, ALONE_ROWS + 1), *tasks[1:]]
     assert 0 not in partition_ranges(heavy, gids, 4, "/s")
+    # One group of five segments: the last range rewrites it, the others hand it what they learn.
+    one = [_task(0, 7, 500) for _ in range(5)] + [_task(1, 8, 100)]
+    [ranges] = partition_ranges(one, {0: [7], 1: [8]}, 2, "/s").values()
+    assert [len(r.tasks) for r in ranges] == [3, 2] and [r.gids for r in ranges] == [(), (7,)]
+    assert ranges[0].holders == {7: (0, 1)}
 
 
+@pytest.mark.parametrize("group_bytes", [98304, 2**30])
 @pytest.mark.parametrize("clean_section", [False, True])
 @pytest.mark.parametrize("count", [2, 3, 4])
 def test_a_partition_compacted_in_ranges_is_the_same_bytes_as_in_one_task(
-    tmp_path: Path, count: int, clean_section: bool
+    tmp_path: Path, count: int, clean_section: bool, group_bytes: int
 ) -> None:
-    """Ranges run here one after the other from the last (each finds the later ones' keys
-    shared), against the partition compacted alone: the same files, the same counts per group.
-    With a clean section (its first 40 % taken as cleaned before), whose records go only where
-    a dirty record, maybe ranges later, has their key."""
+    """Ranges run at once (in threads here), against the partition compacted alone: the same
+    files, the same counts per group. With output groups of 96 KiB of input (several, some across ranges)
+    and of 1 GiB (one group, which the last range rewrites); with a clean section (its first
+    40 % taken as cleaned before), whose records go only where a dirty record, maybe ranges
+    later, has their key."""
     spec = TopicSpec(
         "t", records=6000, keys=400, key_skew=1.1, null_key_ratio=0.05, tombstone_ratio=0.1,
         transactional_ratio=0.2, codecs=("none", "lz4", "zstd", "snappy", "gzip"), segment_bytes=32 * 1024,
     )  # fmt: skip
     src = tmp_path / "src"
     generate_log_dir(open_storage(str(src))[0], str(src), [spec])
-    # Output groups of at most 96 KiB of input: several groups, so several ranges.
-    config = JobConfig.from_sources(None, ["cleanup.policy=compact", "segment.bytes=98304"])
+    config = JobConfig.from_sources(None, ["cleanup.policy=compact", f"segment.bytes={group_bytes}"])
     scanned = scan_log(LazySpark(_no_spark), str(src), lambda _: None, skip_corrupt=False)
     plans = plan_log(scanned.listing, scanned.segments, config, NOW, False)
     key_tasks = job._key_tasks(plans, scanned)
@@ -94,12 +101,15 @@ def test_a_partition_compacted_in_ranges_is_the_same_bytes_as_in_one_task(
     alone = sorted(compact_alone(whole, groups, bounds, ctx("alone")), key=lambda s: s.gid)
     [ranges] = partition_ranges(key_tasks, gids, count, str(tmp_path / "shared")).values()
     assert len(ranges) == count
-    stats: list[GroupStats] = []
-    for part in reversed(ranges):
-        stats += compact_range(part, {g: groups[g] for g in part.gids}, bounds, ctx("ranged"))
+    with ThreadPoolExecutor(count) as pool:  # at once, as the flow runs them
+        done = pool.map(
+            lambda part: list(compact_range(part, {g: groups[g] for g in part.gids}, bounds, ctx("ranged"))),
+            ranges,
+        )
+        ranged = sorted((s for stats in done for s in stats), key=lambda s: s.gid)
     assert files_of(tmp_path / "ranged") == files_of(tmp_path / "alone")
-    assert sum(name.endswith(".log") for name in files_of(tmp_path / "alone")) == len(groups) >= count
-    ranged = sorted(stats, key=lambda s: s.gid)
+    assert sum(name.endswith(".log") for name in files_of(tmp_path / "alone")) == len(groups)
+    assert (len(groups) == 1) == (group_bytes == 2**30)
     assert [_counts(s) for s in ranged] == [_counts(s) for s in alone]
     assert sum(s.superseded for s in alone) > 0 and sum(s.null_keys for s in alone) > 0
 

@@ -30,7 +30,7 @@ READER_BATCHES = 1_000_000
 
 
 @dataclass(frozen=True)
-class _Block:
+class CachedBlock:
     """Records of one segment's chunk, their bytes copied out of its arena; record_batch is the
     batch's index in the segment."""
 
@@ -47,7 +47,7 @@ class RecordCache:
         self.open = True
         self._readers: dict[str, SegmentReader] = {}
         self._reader_batches = 0
-        self._blocks: list[_Block] = []
+        self._blocks: list[CachedBlock] = []
         self._bytes = 0
         self._by_path: dict[str, Framed] | None = None
 
@@ -73,10 +73,22 @@ class RecordCache:
             return
         alive = np.flatnonzero(table.latest(entry) == tagged)
         if len(alive):
-            block = _Block(path, framed.pack(rows[alive], batch[alive]))
+            block = CachedBlock(path, framed.pack(rows[alive], batch[alive]))
             self._blocks.append(block)
             self._bytes += int(block.framed.sections.data.nbytes)
             self.open = self._bytes <= self.budget
+
+    def give(self, paths: set[str]) -> list[CachedBlock]:
+        """The blocks of segments `paths`, taken out (for another task that rewrites them)."""
+        given = [b for b in self._blocks if b.path in paths]
+        self._blocks = [b for b in self._blocks if b.path not in paths]
+        self._bytes -= sum(int(b.framed.sections.data.nbytes) for b in given)
+        return given
+
+    def adopt(self, blocks: list[CachedBlock]) -> None:
+        """Blocks another task's key pass cached, of segments this task rewrites (they were
+        within that task's budget); before the rewrite first reads the cache."""
+        self._blocks += blocks
 
     def records(self, path: str, batches: np.ndarray) -> Framed:
         """The cached records of segment `path` in `batches` (ascending indexes in the segment),
