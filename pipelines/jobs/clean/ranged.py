@@ -25,8 +25,9 @@ import math
 import os
 import pickle
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_gro
 from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets
 from pipelines.log.plan import GroupPlan
 
-# How often a task looks for a later range's keys while that range's key pass runs.
+# How often a task looks for what another range's task writes for it (its keys, a hand-off).
 POLL_SECONDS = 0.01
 _KEY_FIELDS = ("tp", "hash", "data", "starts", "lengths", "offset")
 
@@ -180,35 +181,41 @@ def compact_range(
     yield from rewrite_groups(items(), groups, ctx, cache)
 
 
-def _path(part: PartitionRange, index: int) -> str:
-    return os.path.join(part.shared, f"{index}.npz")
+def _keys_file(index: int) -> str:
+    return f"keys-{index}.npz"
+
+
+def _hand_off_file(gid: int, source: int) -> str:
+    return f"group-{gid}-from-{source}.pickle"
+
+
+def _write(part: PartitionRange, name: str, write: Callable[[BinaryIO], object]) -> None:
+    """A file for the partition's other ranges, written whole and then renamed into place (a task
+    waiting for it never reads part of it)."""
+    os.makedirs(part.shared, exist_ok=True)
+    final = os.path.join(part.shared, name)
+    partial = f"{final}.{os.getpid()}.partial"
+    with open(partial, "wb") as out:
+        write(out)
+    os.replace(partial, final)
 
 
 def _share(part: PartitionRange, rows: KeyRows) -> None:
-    """This range's dirty keys, for the ranges before it (written whole, then renamed)."""
-    if part.index == 0:
-        return
-    os.makedirs(part.shared, exist_ok=True)
-    final = _path(part, part.index)
-    partial = f"{final}.{os.getpid()}.partial"
-    with open(partial, "wb") as out:
-        np.savez(out, **{name: getattr(rows, name) for name in _KEY_FIELDS})
-    os.replace(partial, final)
+    """This range's dirty keys, for the ranges before it."""
+    if part.index > 0:
+        arrays = {name: getattr(rows, name) for name in _KEY_FIELDS}
+        _write(part, _keys_file(part.index), lambda out: np.savez(out, **arrays))
 
 
 def _hand_off(part: PartitionRange, gid: int, handed: HandOff) -> None:
     """What this range learnt of group `gid`, for the range that rewrites it."""
-    os.makedirs(part.shared, exist_ok=True)
-    final = os.path.join(part.shared, f"group-{gid}-from-{part.index}.pickle")
-    partial = f"{final}.{os.getpid()}.partial"
-    with open(partial, "wb") as out:
-        pickle.dump(handed, out, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(partial, final)
+    name = _hand_off_file(gid, part.index)
+    _write(part, name, lambda out: pickle.dump(handed, out, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _handed(part: PartitionRange, gid: int, source: int) -> HandOff:
     """What range `source` learnt of group `gid`, which this range rewrites, once it is there."""
-    path = os.path.join(part.shared, f"group-{gid}-from-{source}.pickle")
+    path = os.path.join(part.shared, _hand_off_file(gid, source))
     _wait_for(path)
     with open(path, "rb") as src:
         handed: HandOff = pickle.load(src)
@@ -225,7 +232,7 @@ def _later_keys(part: PartitionRange) -> Iterator[KeyRows]:
     """The dirty keys of every range after this one, one range at a time, each as soon as its
     task has shared them (they run at once: see the module's docstring)."""
     for index in range(part.index + 1, part.ranges):
-        path = _path(part, index)
+        path = os.path.join(part.shared, _keys_file(index))
         _wait_for(path)
         with np.load(path) as arrays:
             yield KeyRows(*(arrays[name] for name in _KEY_FIELDS))
