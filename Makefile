@@ -21,7 +21,7 @@ demo: venv
 	.venv/bin/segpipe inspect out/samples-cleaned
 
 # Two test files at a time (pytest-xdist; a file's tests stay together, with the servers its
-# fixtures start), the slowest files first (tests/conftest.py): measured 15.2-19.8 min for the
+# fixtures start), the slowest files first (tests/conftest.py): measured 15.2-20.8 min for the
 # whole suite (717-732 tests) on 2 cores, the cores 91 % busy; three at a time gained nothing
 # before, as the two cores are the limit.
 test: venv
