@@ -66,16 +66,19 @@ def compact_alone(
     """Executed on a worker: the key map of one partition, then the rewrite of each of its groups.
     The reduce side reads the map side's blocks as they are made; the records the key pass saw
     as the latest of their keys stay decoded for the rewrite (record_cache.py)."""
-    null_keys: dict[int, int] = {}
     cache = RecordCache()
+    reduced = reduce_keys(key_blocks(part.tasks, cache), bounds, list(part.gids))
+    yield from rewrite_groups(reduced, groups, ctx, cache)
 
-    def blocks() -> Iterator[tuple[int, KeyBlock | NullKeys]]:
-        for dirty, clean in extract_keys(list(part.tasks), null_keys, cache=cache):
-            if len(dirty):
-                yield 0, KeyBlock(dirty, dirty=True)
-            if len(clean):
-                yield 0, KeyBlock(clean, dirty=False)
-        for gid, count in sorted(null_keys.items()):
-            yield 0, NullKeys(gid, count)
 
-    yield from rewrite_groups(reduce_keys(blocks(), bounds, list(part.gids)), groups, ctx, cache)
+def key_blocks(tasks: Sequence[KeyTask], cache: RecordCache) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
+    """The key pass of one task's segments as the reduce side takes it, in one task: the keyed
+    rows in blocks, then the null-key counts; the survivors kept decoded in `cache`."""
+    null_keys: dict[int, int] = {}
+    for dirty, clean in extract_keys(list(tasks), null_keys, cache=cache):
+        if len(dirty):
+            yield 0, KeyBlock(dirty, dirty=True)
+        if len(clean):
+            yield 0, KeyBlock(clean, dirty=False)
+    for gid, count in sorted(null_keys.items()):
+        yield 0, NullKeys(gid, count)

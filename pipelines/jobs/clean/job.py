@@ -262,13 +262,14 @@ def _compact_flow(
 ) -> list[GroupStats]:
     """The compaction over `flow` with `parallelism` tasks at once. A partition that fits a task
     is compacted inside one (nothing shuffled); where the flow's tasks share this machine, one
-    too large for a core is compacted in ranges of its groups, a task each, all at once
+    too large for a core is compacted in ranges of its segments, a task each, all at once
     (clean.ranged); the others take the bucketed path, where a partition's key map spreads over
     every core."""
     ranged = {} if flow.shared is None else partition_ranges(key_tasks, gids, parallelism, flow.shared)
     alone = alone_partitions(key_tasks, gids, parallelism)
-    key_tasks = [t for t in key_tasks if t.tp not in alone and t.tp not in ranged]
-    bucketed = sorted(g for tp, mine in gids.items() if tp not in alone and tp not in ranged for g in mine)
+    whole = alone.keys() | ranged.keys()  # partitions compacted without the shuffle
+    key_tasks = [t for t in key_tasks if t.tp not in whole]
+    bucketed = sorted(g for tp, mine in gids.items() if tp not in whole for g in mine)
     frames = []
     if alone or ranged:
         # A partition's ranges first and one after the other (they run at once: clean.ranged),

@@ -11,14 +11,14 @@ per record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
-from pipelines.log.keytable import KeyRows, LatestOffsets, hash_keys
+from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.buffers import grow
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import chunk_batches
@@ -180,12 +180,18 @@ class GroupBounds:
 
 
 def reduce_keys(
-    items: Iterable[tuple[int, KeyBlock | NullKeys]], bounds: GroupBounds, announce: list[int]
+    items: Iterable[tuple[int, KeyBlock | NullKeys]],
+    bounds: GroupBounds,
+    announce: list[int],
+    later: Callable[[KeyRows], Iterable[KeyRows]] | None = None,
 ) -> Iterator[tuple[int, np.ndarray | Tombstones | NullKeys | None]]:
     """Reduce side for one bucket: winning offsets per output group, relative to the group's base
     offset as int32 (half the memory of absolute offsets), those of them that are tombstones, and
     the null-key counts; first a `None` for each group in `announce`, so that every group
-    reaches its rewrite task."""
+    reaches its rewrite task.
+
+    `later(winners)`, given the latest dirty offset of each key here, gives the dirty keys of the
+    log after these records (a range of a partition: ranged.py), which supersede any of them."""
     for gid in announce:
         yield gid, None
     dirty = LatestOffsets()
@@ -198,12 +204,20 @@ def reduce_keys(
         else:
             clean.append(item.rows)
     winners = dirty.rows()
-    tps, tagged = winners.tp, winners.offset
-    if clean:
-        rows = KeyRows.concat(clean)
-        alone = ~dirty.contains(rows)  # a clean record survives only if its key has no dirty one
-        tps = np.concatenate([tps, rows.tp[alone]])
-        tagged = np.concatenate([tagged, rows.offset[alone]])
+    rows = KeyRows.concat(clean)
+    superseded = np.zeros(len(winners), dtype=np.bool_)
+    gone = dirty.contains(rows)  # a clean record survives only if its key has no dirty record
+    if later is not None:
+        clean_keys = LatestOffsets()
+        clean_entry = clean_keys.add(rows)
+        clean_gone = np.zeros(len(clean_keys), dtype=np.bool_)
+        for keys in later(winners):
+            for table, marks in ((dirty, superseded), (clean_keys, clean_gone)):
+                entries = table.entries(keys)
+                marks[entries[entries != EMPTY]] = True
+        gone |= clean_gone[clean_entry]
+    tps = np.concatenate([winners.tp[~superseded], rows.tp[~gone]])
+    tagged = np.concatenate([winners.offset[~superseded], rows.offset[~gone]])
     yield from group_winners(tps, tagged, bounds)
 
 

@@ -32,17 +32,10 @@ from typing import BinaryIO
 import numpy as np
 
 from pipelines.jobs.clean import alone
-from pipelines.jobs.clean.keymap import (
-    GroupBounds,
-    KeyTask,
-    NullKeys,
-    Tombstones,
-    extract_keys,
-    group_winners,
-)
+from pipelines.jobs.clean.keymap import GroupBounds, KeyTask, NullKeys, Tombstones, reduce_keys
 from pipelines.jobs.clean.record_cache import CachedBlock, RecordCache
 from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_groups
-from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets
+from pipelines.log.keytable import KeyRows
 from pipelines.log.plan import GroupPlan
 
 # How often a task looks for what another range's task writes for it (its keys, a hand-off).
@@ -134,51 +127,25 @@ def compact_range(
     pass, its dirty keys shared, the later ranges' read, what it learnt of groups that later
     ranges rewrite handed to them, then the rewrite of its own groups with what earlier ranges
     handed to it."""
-    null_keys: dict[int, int] = {}
     cache = RecordCache()
-    dirty = LatestOffsets()
-    clean: list[KeyRows] = []
-    for rows, clean_rows in extract_keys(list(part.tasks), null_keys, cache=cache):
-        dirty.add(rows)
-        if len(clean_rows):
-            clean.append(clean_rows)
-    winners = dirty.rows()
-    _share(part, winners)
-    superseded = np.zeros(len(dirty), dtype=np.bool_)
-    clean_rows = KeyRows.concat(clean)
-    clean_keys = LatestOffsets()
-    clean_entry = clean_keys.add(clean_rows)
-    clean_gone = dirty.contains(clean_rows)  # a clean record goes if any dirty record has its key
-    later_gone = np.zeros(len(clean_keys), dtype=np.bool_)
-    for later in _later_keys(part):
-        for table, marks in ((dirty, superseded), (clean_keys, later_gone)):
-            entries = table.entries(later)
-            marks[entries[entries != EMPTY]] = True
-    clean_gone |= later_gone[clean_entry]
-    tps = np.concatenate([winners.tp[~superseded], clean_rows.tp[~clean_gone]])
-    tagged = np.concatenate([winners.offset[~superseded], clean_rows.offset[~clean_gone]])
 
-    learnt: list[tuple[int, np.ndarray | Tombstones | NullKeys]] = [
-        (gid, NullKeys(gid, count)) for gid, count in sorted(null_keys.items())
-    ]
-    learnt += group_winners(tps, tagged, bounds)
+    def later(winners: KeyRows) -> Iterator[KeyRows]:
+        _share(part, winners)  # before waiting for anything: the module's docstring
+        return _later_keys(part)
+
+    learnt = list(reduce_keys(alone.key_blocks(part.tasks, cache), bounds, list(part.gids), later))
     mine = [(gid, item) for gid, item in learnt if gid in part.gids]
     for gid in sorted({t.gid for t in part.tasks} - set(part.gids)):  # a later range rewrites it
         paths = {t.files.log.path for t in part.tasks if t.gid == gid}
-        _hand_off(part, gid, HandOff([(g, i) for g, i in learnt if g == gid], cache.give(paths)))
+        found = [(g, i) for g, i in learnt if g == gid and i is not None]
+        _hand_off(part, gid, HandOff(found, cache.give(paths)))
     for gid in part.gids:
         for source in part.holders[gid]:
             if source != part.index:
                 handed = _handed(part, gid, source)
                 mine += handed.items
                 cache.adopt(handed.cached)
-
-    def items() -> Iterator[tuple[int, np.ndarray | Tombstones | NullKeys | None]]:
-        for gid in part.gids:
-            yield gid, None
-        yield from mine
-
-    yield from rewrite_groups(items(), groups, ctx, cache)
+    yield from rewrite_groups(mine, groups, ctx, cache)
 
 
 def _keys_file(index: int) -> str:
