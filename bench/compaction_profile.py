@@ -68,12 +68,12 @@ def main() -> None:
     key_tasks = job._key_tasks(plans, scanned)
     bounds = job._group_bounds(plans)
     groups = {g.gid: g for p in plans if p.compaction is not None for g in p.compaction.groups}
-    buckets = job._bucket_count(key_tasks, 1)
+    buckets, tables = job._bucket_count(key_tasks, 1)
     records = sum(t.records for t in key_tasks)
     print(
         f"{records:,} keyed records, {len(key_tasks)} key-map tasks, {buckets} buckets, {len(groups)} groups"
     )
-    mapped = timed("key map, map side", lambda: list(map_keys(key_tasks, buckets)), args.top)
+    mapped = timed("key map, map side", lambda: list(map_keys(key_tasks, buckets, tables)), args.top)
     blobs = timed(
         "  items pickled", lambda: [pickle.dumps(i, protocol=pickle.HIGHEST_PROTOCOL) for _, i in mapped], 0
     )
@@ -88,7 +88,7 @@ def main() -> None:
         out = []
         for b in range(buckets):
             announce = [g for g in groups if g % buckets == b]
-            out += reduce_keys(((b, i) for i in by_bucket.get(b, [])), bounds, announce)
+            out += reduce_keys(((b, i) for i in by_bucket.get(b, [])), bounds, announce, tables=tables)
         return out
 
     reduced = timed("key map, reduce side", reduce_all, args.top)

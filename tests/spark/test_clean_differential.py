@@ -216,8 +216,15 @@ def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path,
 
 
 @pytest.mark.parametrize(
-    ("alone_rows", "in_driver"),
-    [(None, {}), (-1, {}), (700, {}), (None, {"CACHE_BYTES": 0}), (None, {"FLUSH_ROWS": 60})],
+    ("alone_rows", "limits", "on_spark"),
+    [
+        (None, {}, True),
+        (-1, {}, True),
+        (-1, {"TABLE_ROWS": 7}, True),
+        (700, {}, True),
+        (None, {"CACHE_BYTES": 0}, False),
+        (None, {"FLUSH_ROWS": 60}, False),
+    ],
 )
 def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  # type: ignore[no-untyped-def]
     spark,
@@ -225,27 +232,34 @@ def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     alone_rows: int | None,
-    in_driver: dict[str, int],
+    limits: dict[str, int],
+    on_spark: bool,
 ) -> None:
     """The runs above compact each partition in the driver's threads (they are small); as Spark
-    tasks, each partition inside one task (None), forced through the bucketed shuffle (-1), with
-    only the partitions of at most 700 keyed records alone (a mix in one run); or in the driver's
-    threads again, where these limits apply, with a cache of decoded records that is full after
-    its first chunk (the rest decoded twice), or with a key table flushed every 60 rows (the cache
-    then holds more than the survivors): both passes write the same bytes and count the same
-    removals."""
+    tasks, each partition inside one task (None), forced through the bucketed shuffle (-1), there
+    with each bucket's keys split over tables of about 7 keys, with only the partitions of at
+    most 700 keyed records alone (a mix in one run); or in the driver's threads again, where
+    these limits apply, with a cache of decoded records that is full after its first chunk (the
+    rest decoded twice), or with a key table flushed every 60 rows (the cache then holds more
+    than the survivors): both passes write the same bytes and count the same removals."""
     from pipelines.config.tuning import DRIVER_WORK
-    from pipelines.jobs.clean import alone, keymap, record_cache
+    from pipelines.jobs.clean import alone, job, keymap, record_cache
 
     src, out1, out2 = runs
     if alone_rows is not None:
         monkeypatch.setattr(alone, "ALONE_ROWS", alone_rows)
-    if not in_driver:
+    if on_spark:
         monkeypatch.setenv(DRIVER_WORK.env, "off")
-    for name, value in in_driver.items():
-        monkeypatch.setattr(record_cache if name == "CACHE_BYTES" else keymap, name, value)
+    where = {"CACHE_BYTES": record_cache, "FLUSH_ROWS": keymap, "TABLE_ROWS": job}
+    for name, value in limits.items():
+        monkeypatch.setattr(where[name], name, value)
+    sizes: list[tuple[int, int]] = []  # (buckets, tables a bucket) of each shuffled key map
+    count = job._bucket_count
+    monkeypatch.setattr(job, "_bucket_count", lambda *a: sizes.append(count(*a)) or sizes[-1])
     pipelines.clean(spark, str(src), str(tmp_path / "out1"), CONFIG, now_ms=NOW1)
     pipelines.clean(spark, str(tmp_path / "out1"), str(tmp_path / "out2"), CONFIG, now_ms=NOW2)
+    if alone_rows == -1:
+        assert sizes and all(tables > 1 for _, tables in sizes) == ("TABLE_ROWS" in limits), sizes
     assert files_of(tmp_path / "out1") == files_of(out1)
     assert files_of(tmp_path / "out2") == files_of(out2)
     for ours, theirs in ((tmp_path / "out1", out1), (tmp_path / "out2", out2)):

@@ -55,6 +55,12 @@ WORKER_MODULES = (
 # task's memory is bounded whatever the key count.
 BUCKET_ROWS = 2_000_000
 MAX_BUCKETS = 4096
+# A reduce task's key table holds about this many keys (a bucket's keys split over several,
+# keymap.map_keys): an insert into a table larger than the CPU's caches waits on memory for each
+# new key. Measured on 50 M distinct keys (`bench/clean_bench.py --keys-run`, 2 cores with 2 MiB
+# of L2 each, whole process): one table a bucket (2,000,000 keys) 52-53 MB/s; tables of 125,000
+# keys 61-64 MB/s, of 62,500 61-63, of 31,250 57-59; the same peak memory.
+TABLE_ROWS = 125_000
 # Tasks per core for the key map's map side (as for the scan: a few per core balance the cores).
 MAP_TASKS_PER_CORE = 3
 
@@ -334,17 +340,17 @@ def _key_map(
     slot = {gid: i for i, gid in enumerate(bucketed)}
     if not key_tasks:
         return flow.each([bucketed], lambda mine: ((slot[g], (g, None)) for g in mine))
-    buckets = _bucket_count(key_tasks, parallelism)
+    buckets, tables = _bucket_count(key_tasks, parallelism)
     sizes = [t.files.size for t in key_tasks]
     progress.add_bytes(sum(sizes))
     chosen = [[key_tasks[i] for i in pack] for pack in packs(sizes, parallelism * MAP_TASKS_PER_CORE)]
 
     def reduce(bucket: int, items: Iterator[Any]) -> Iterator[tuple[int, Any]]:
         announce = [g for g in bucketed if g % buckets == bucket]
-        for gid, item in reduce_keys(((bucket, item) for item in items), bounds, announce):
+        for gid, item in reduce_keys(((bucket, item) for item in items), bounds, announce, tables=tables):
             yield slot[gid], (gid, item)
 
-    return flow.routed(flow.each(chosen, lambda pack: map_keys(pack, buckets)), buckets, reduce)
+    return flow.routed(flow.each(chosen, lambda pack: map_keys(pack, buckets, tables)), buckets, reduce)
 
 
 def _stats(stats: Iterable[GroupStats]) -> Iterator[tuple[int, GroupStats]]:
@@ -352,9 +358,11 @@ def _stats(stats: Iterable[GroupStats]) -> Iterator[tuple[int, GroupStats]]:
     return ((0, s) for s in stats)
 
 
-def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> int:
+def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> tuple[int, int]:
+    """Buckets of the key map (its reduce tasks), and key tables per bucket (TABLE_ROWS)."""
     rows = sum(t.records for t in key_tasks)
-    return max(parallelism, min(MAX_BUCKETS, -(-rows // BUCKET_ROWS)))
+    buckets = max(parallelism, min(MAX_BUCKETS, -(-rows // BUCKET_ROWS)))
+    return buckets, max(1, -(-rows // (buckets * TABLE_ROWS)))
 
 
 def _copy(

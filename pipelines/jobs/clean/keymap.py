@@ -77,6 +77,7 @@ class KeyBlock:
 
     rows: KeyRows
     dirty: bool
+    table: int = 0  # which of its bucket's key tables the rows belong to (map_keys)
 
 
 def extract_keys(
@@ -153,15 +154,23 @@ def extract_keys(
         yield KeyRows.concat([dirty.rows(), *held]), KeyRows.concat(clean)
 
 
-def map_keys(tasks: list[KeyTask], buckets: int) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
+def map_keys(
+    tasks: list[KeyTask], buckets: int, tables: int = 1
+) -> Iterator[tuple[int, KeyBlock | NullKeys]]:
     """Map side over a few segments: (bucket, block of key rows) per non-empty bucket, and the
-    null-key counts routed to the bucket of their group (counts pass through to the rewrite)."""
+    null-key counts routed to the bucket of their group (counts pass through to the rewrite).
+
+    Each bucket's keys are split further by hash over `tables` key tables, which its reduce task
+    fills one after another (reduce_keys): an insert into a table larger than the CPU's caches waits
+    on memory for every new key. The split is part of the one pass that orders rows by bucket:
+    fine bucket f is bucket f % buckets, table f // buckets."""
     null_keys: dict[int, int] = {}
+    fine = buckets * tables
     for dirty, clean in extract_keys(tasks, null_keys):
-        for b, rows in dirty.bucketed(buckets):
-            yield b, KeyBlock(rows, dirty=True)
-        for b, rows in clean.bucketed(buckets):
-            yield b, KeyBlock(rows, dirty=False)
+        for f, rows in dirty.bucketed(fine):
+            yield f % buckets, KeyBlock(rows, dirty=True, table=f // buckets)
+        for f, rows in clean.bucketed(fine):
+            yield f % buckets, KeyBlock(rows, dirty=False, table=f // buckets)
     for gid, count in sorted(null_keys.items()):
         yield gid % buckets, NullKeys(gid, count)
 
@@ -184,6 +193,7 @@ def reduce_keys(
     bounds: GroupBounds,
     announce: list[int],
     later: Callable[[KeyRows], Iterable[KeyRows]] | None = None,
+    tables: int = 1,
 ) -> Iterator[tuple[int, np.ndarray | Tombstones | NullKeys | None]]:
     """Reduce side for one bucket: winning offsets per output group, relative to the group's base
     offset as int32 (half the memory of absolute offsets), those of them that are tombstones, and
@@ -191,34 +201,53 @@ def reduce_keys(
     reaches its rewrite task.
 
     `later(winners)`, given the latest dirty offset of each key here, gives the dirty keys of the
-    log after these records (a range of a partition: ranged.py), which supersede any of them."""
+    log after these records (a range of a partition: ranged.py), which supersede any of them.
+    `tables`: the key tables map_keys split the bucket's keys over."""
     for gid in announce:
         yield gid, None
-    dirty = LatestOffsets()
-    clean: list[KeyRows] = []
+    one = LatestOffsets() if tables == 1 else None  # filled as blocks come: no dirty block held
+    dirty: dict[int, list[KeyRows]] = {}
+    clean: dict[int, list[KeyRows]] = {}
     for _, item in items:
         if isinstance(item, NullKeys):
             yield item.gid, item
-        elif item.dirty:
-            dirty.add(item.rows)
+        elif item.dirty and one is not None:
+            one.add(item.rows)
         else:
-            clean.append(item.rows)
-    winners = dirty.rows()
-    rows = KeyRows.concat(clean)
-    superseded = np.zeros(len(winners), dtype=np.bool_)
-    gone = dirty.contains(rows)  # a clean record survives only if its key has no dirty record
+            (dirty if item.dirty else clean).setdefault(item.table, []).append(item.rows)
+    # With several tables (map_keys; all of a key's rows are in one), each is filled in one go
+    # from its blocks: they arrive in no order, and tables filled a block at a time in turn would
+    # be no smaller for the caches than one table for the whole bucket.
+    filled = []
+    for t in [0] if one is not None else sorted({*dirty, *clean}):
+        table = one if one is not None else _filled(dirty.pop(t, []))
+        filled.append((table, KeyRows.concat(clean.pop(t, []))))
+    winners = [table.rows() for table, _ in filled]
+    superseded = [np.zeros(len(w), dtype=np.bool_) for w in winners]
+    # A clean record survives only if its key has no dirty record.
+    gone = [table.contains(rows) for table, rows in filled]
     if later is not None:
-        clean_keys = LatestOffsets()
-        clean_entry = clean_keys.add(rows)
-        clean_gone = np.zeros(len(clean_keys), dtype=np.bool_)
-        for keys in later(winners):
-            for table, marks in ((dirty, superseded), (clean_keys, clean_gone)):
-                entries = table.entries(keys)
-                marks[entries[entries != EMPTY]] = True
-        gone |= clean_gone[clean_entry]
-    tps = np.concatenate([winners.tp[~superseded], rows.tp[~gone]])
-    tagged = np.concatenate([winners.offset[~superseded], rows.offset[~gone]])
+        clean_keys = [LatestOffsets() for _ in filled]
+        clean_entry = [keys.add(rows) for keys, (_, rows) in zip(clean_keys, filled, strict=True)]
+        clean_gone = [np.zeros(len(keys), dtype=np.bool_) for keys in clean_keys]
+        for keys in later(KeyRows.concat(winners)):
+            for i, (table, _) in enumerate(filled):  # a key is in one table at most
+                for seen, marks in ((table, superseded[i]), (clean_keys[i], clean_gone[i])):
+                    entries = seen.entries(keys)
+                    marks[entries[entries != EMPTY]] = True
+        gone = [g | c[e] for g, c, e in zip(gone, clean_gone, clean_entry, strict=True)]
+    kept = [(w.tp[~s], w.offset[~s]) for w, s in zip(winners, superseded, strict=True)]
+    kept += [(rows.tp[~g], rows.offset[~g]) for (_, rows), g in zip(filled, gone, strict=True)]
+    tps = np.concatenate([tp for tp, _ in kept]) if kept else np.zeros(0, dtype=np.int32)
+    tagged = np.concatenate([offset for _, offset in kept]) if kept else np.zeros(0, dtype=np.int64)
     yield from group_winners(tps, tagged, bounds)
+
+
+def _filled(blocks: list[KeyRows]) -> LatestOffsets:
+    table = LatestOffsets()
+    for rows in blocks:
+        table.add(rows)
+    return table
 
 
 def group_winners(
