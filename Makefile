@@ -22,8 +22,8 @@ demo: venv
 
 # Two test files at a time (pytest-xdist; a file's tests stay together, with the servers its
 # fixtures start), the slowest files first (tests/conftest.py): measured 15.2-20.8 min for the
-# whole suite (717-732 tests) on 2 cores, the cores 91 % busy; three at a time gained nothing
-# before, as the two cores are the limit.
+# whole suite (717-735 tests) on 2 cores; three at a time gained nothing (16.1 min against
+# 16.2-16.5 the same day): the two cores are the limit, idle under 1 % of a run.
 test: venv
 	.venv/bin/python -m pytest -q -n 2 --dist loadfile
 
