@@ -217,7 +217,8 @@ def reduce_keys(
             (dirty if item.dirty else clean).setdefault(item.table, []).append(item.rows)
     # With several tables (map_keys; all of a key's rows are in one), each is filled in one go
     # from its blocks: they arrive in no order, and tables filled a block at a time in turn would
-    # be no smaller for the caches than one table for the whole bucket.
+    # be no smaller for the caches than one table for the whole bucket. The blocks held meanwhile
+    # are at most the bucket's rows, which the bucket count bounds (job.BUCKET_ROWS).
     filled = []
     for t in [0] if one is not None else sorted({*dirty, *clean}):
         table = one if one is not None else _filled(dirty.pop(t, []))
