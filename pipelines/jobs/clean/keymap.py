@@ -215,30 +215,22 @@ def reduce_keys(
             one.add(item.rows)
         else:
             (dirty if item.dirty else clean).setdefault(item.table, []).append(item.rows)
-    # With several tables (map_keys; all of a key's rows are in one), each is filled in one go
-    # from its blocks: they arrive in no order, and tables filled a block at a time in turn would
-    # be no smaller for the caches than one table for the whole bucket. The blocks held meanwhile
-    # are at most the bucket's rows, which the bucket count bounds (job.BUCKET_ROWS).
-    filled = []
-    for t in [0] if one is not None else sorted({*dirty, *clean}):
-        table = one if one is not None else _filled(dirty.pop(t, []))
-        filled.append((table, KeyRows.concat(clean.pop(t, []))))
-    winners = [table.rows() for table, _ in filled]
-    superseded = [np.zeros(len(w), dtype=np.bool_) for w in winners]
-    # A clean record survives only if its key has no dirty record.
-    gone = [table.contains(rows) for table, rows in filled]
+    if one is not None:  # every clean row is judged against the one table, whatever it says
+        found = [_Survival(one, KeyRows.concat([r for rows in clean.values() for r in rows]))]
+    else:
+        # Several tables (map_keys; all of a key's rows are in one), each filled in one go from
+        # its blocks: they arrive in no order, and tables filled a block at a time in turn would
+        # be no smaller for the caches than one table for the whole bucket. The blocks held
+        # meanwhile are at most the bucket's rows, which the bucket count bounds (job.BUCKET_ROWS).
+        found = [
+            _Survival(_filled(dirty.pop(t, [])), KeyRows.concat(clean.pop(t, [])))
+            for t in sorted({*dirty, *clean})
+        ]
     if later is not None:
-        clean_keys = [LatestOffsets() for _ in filled]
-        clean_entry = [keys.add(rows) for keys, (_, rows) in zip(clean_keys, filled, strict=True)]
-        clean_gone = [np.zeros(len(keys), dtype=np.bool_) for keys in clean_keys]
-        for keys in later(KeyRows.concat(winners)):
-            for i, (table, _) in enumerate(filled):  # a key is in one table at most
-                for seen, marks in ((table, superseded[i]), (clean_keys[i], clean_gone[i])):
-                    entries = seen.entries(keys)
-                    marks[entries[entries != EMPTY]] = True
-        gone = [g | c[e] for g, c, e in zip(gone, clean_gone, clean_entry, strict=True)]
-    kept = [(w.tp[~s], w.offset[~s]) for w, s in zip(winners, superseded, strict=True)]
-    kept += [(rows.tp[~g], rows.offset[~g]) for (_, rows), g in zip(filled, gone, strict=True)]
+        for keys in later(KeyRows.concat([f.winners for f in found])):
+            for survival in found:  # a key is in one table at most
+                survival.supersede(keys)
+    kept = [pair for f in found for pair in f.kept()]
     tps = np.concatenate([tp for tp, _ in kept]) if kept else np.zeros(0, dtype=np.int32)
     tagged = np.concatenate([offset for _, offset in kept]) if kept else np.zeros(0, dtype=np.int64)
     yield from group_winners(tps, tagged, bounds)
@@ -249,6 +241,41 @@ def _filled(blocks: list[KeyRows]) -> LatestOffsets:
     for rows in blocks:
         table.add(rows)
     return table
+
+
+class _Survival:
+    """One key table's records and which of them survive: the latest dirty record of each key
+    (the winners), and the clean-section records, each only while no dirty record has its key."""
+
+    def __init__(self, table: LatestOffsets, clean: KeyRows) -> None:
+        self.table, self.clean = table, clean
+        self.winners = table.rows()
+        self.superseded = np.zeros(len(self.winners), dtype=np.bool_)
+        self.gone = table.contains(clean)
+        self._clean_keys: LatestOffsets | None = None  # made when later keys come
+        self._clean_entry = np.zeros(0, dtype=np.int64)
+
+    def supersede(self, keys: KeyRows) -> None:
+        """`keys` are dirty later in the log: any record of theirs here goes."""
+        if self._clean_keys is None:
+            self._clean_keys = LatestOffsets()
+            self._clean_entry = self._clean_keys.add(self.clean)
+        _mark(self.table.entries(keys), self.superseded)
+        gone_keys = np.zeros(len(self._clean_keys), dtype=np.bool_)
+        _mark(self._clean_keys.entries(keys), gone_keys)
+        self.gone |= gone_keys[self._clean_entry]
+
+    def kept(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(partitions, tagged offsets) of the winners, then of the clean records, that survive."""
+        win, rows = ~self.superseded, ~self.gone
+        return [
+            (self.winners.tp[win], self.winners.offset[win]),
+            (self.clean.tp[rows], self.clean.offset[rows]),
+        ]
+
+
+def _mark(entries: np.ndarray, marks: np.ndarray) -> None:
+    marks[entries[entries != EMPTY]] = True
 
 
 def group_winners(
