@@ -527,7 +527,7 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
 
 
 def test_a_range_that_fails_does_not_leave_the_others_waiting(tmp_path: Path) -> None:
-    """A partition compacted in ranges of its groups, in the driver's processes, whose last range
+    """A partition compacted in ranges of its segments, in the driver's processes, whose last range
     holds (in its last cleaned segment) a batch with a valid checksum but records that cannot be
     framed (the scan passes it; the key pass finds it). The first range waits for the last one's
     keys, which never come: the run still ends, with the typed error naming the file and byte,
