@@ -16,8 +16,10 @@ from segment_io.format.batch import build_v2_batch
 from segment_io.format.compression import compress
 from segment_io.format.constants import Codec
 from segment_io.format.record_columns import RecordColumns
+from tests import command_server
+from tests.command_server import kill_group
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = command_server.REPO
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
@@ -144,22 +146,16 @@ def read_batches(root: Path, partition_dir: str) -> list[tuple[int, bytes]]:
 def run_segpipe(
     *args: str, env: dict[str, str] | None = None, fault: str | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """The command line as an operator runs it: a subprocess of its own process group, from the
-    repository's root; `fault` arms a SEGPIPE_FAULT kill point. Nothing of it outlives the call."""
+    """The command line as an operator runs it (`python -m pipelines.cli ARGS`): a process of its
+    own process group, from the repository's root, forked from an interpreter that has imported
+    segpipe already (tests.command_server); `fault` arms a SEGPIPE_FAULT kill point. Nothing of it
+    outlives the call."""
     full = {k: v for k, v in os.environ.items() if k != "SEGPIPE_FAULT"}
     full.update(env or {})
     full["PYSPARK_PYTHON"] = sys.executable
     if fault:
         full["SEGPIPE_FAULT"] = fault
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=REPO, env=full, start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        kill_group(proc.pid)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return command_server.run(list(args), full, timeout)
 
 
 def sigterm_once_staged(*args: str, where: Path) -> subprocess.CompletedProcess[str]:
@@ -178,12 +174,6 @@ def sigterm_once_staged(*args: str, where: Path) -> subprocess.CompletedProcess[
     finally:
         kill_group(proc.pid)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def kill_group(pid: int) -> None:
-    """Nothing of a run may outlive its test: its whole process group goes."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def flip_byte(path: Path, at: int, mask: int = 0x55) -> None:
