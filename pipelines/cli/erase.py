@@ -157,9 +157,11 @@ def run(args: argparse.Namespace) -> int:
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)
     storage = src.storage
-    size = sum(p.size for p in list_log_dir(storage, src.path).partitions) if storage.near else 0
+    # In place, SRC is a remote tier (not a log directory), whatever its storage.
+    near_log = storage.near and not args.in_place
+    size = sum(p.size for p in list_log_dir(storage, src.path).partitions) if near_log else 0
     # An erase rewrites segments, as a compaction does; in place, it works over a remote tier.
-    needed, local = placement(storage.near and not args.in_place, size, True, local_master_cores(args))
+    needed, local = placement(near_log, size, True, local_master_cores(args))
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
     # to stop, start first and warm up while the driver reads it.
     keys = None if local else checked_key_list(args.keys, args.key_format, console.say)

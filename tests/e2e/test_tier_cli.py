@@ -91,3 +91,31 @@ def test_an_open_transaction_that_holds_a_partition_back_is_named(sample_dir: Pa
             line = (f"segpipe: warning: {part}: an open transaction (producer id {pid}, first offset {first}) "
                     f"keeps offsets {first} and above from {what}")  # fmt: skip
             assert said.count(line) == 1, said
+
+
+def test_erase_in_place_of_a_tier_on_a_local_path(sample_dir: Path, tmp_path: Path) -> None:
+    """A remote tier on a local path is erased in place as one in a bucket is (it was refused as a
+    log directory "a tier was written into by mistake"): the listed key's records are gone, every
+    other record stays."""
+    import base64
+
+    from tests.helpers import dumped
+
+    log, tier = tmp_path / "log", tmp_path / "tier"
+    shutil.copytree(sample_dir, log)
+    tiered = run_segpipe("tier", str(log), str(tier), "--set", "retention.ms=-1", "--now-ms", "1700700000000")
+    assert tiered.returncode == ExitCode.OK, tiered.stderr
+    key = base64.b64encode(b"k0000000001").decode()
+    before = dumped(tier)
+    (tmp_path / "keys.txt").write_text("k0000000001\n")
+    erased = run_segpipe("erase", str(tier), "--in-place", "--keys", str(tmp_path / "keys.txt"))
+    assert erased.returncode == ExitCode.OK, erased.stderr
+    after = dumped(tier)
+
+    def records(rows: list[dict[str, object]]) -> list[tuple[object, ...]]:  # what a consumer reads
+        return [tuple(r[f] for f in ("offset", "timestamp", "key", "value", "headers")) for r in rows]
+
+    assert sum(r["key"] == key for rows in before.values() for r in rows) > 0
+    assert {p: records([r for r in rows if r["key"] != key]) for p, rows in before.items()} == {
+        p: records(rows) for p, rows in after.items()
+    }
