@@ -126,8 +126,10 @@ def serve(path: str) -> None:
     selector.register(listener, selectors.EVENT_READ, "request")
     selector.register(wake_r, selectors.EVENT_READ, "child")
     selector.register(sys.stdin, selectors.EVENT_READ, "owner")
-    single = _threads() == 1
-    print("ready" if single else "threads", flush=True)
+    if _threads() != 1:  # forking is only safe from a single thread: the client starts fresh ones
+        print("threads", flush=True)
+        return
+    print("ready", flush=True)
     while True:
         for key, _ in selector.select():
             if key.data == "owner":
@@ -146,14 +148,20 @@ def serve(path: str) -> None:
                     _child(json.loads(message), *fds)
                 for fd in fds:
                     os.close(fd)
-                conn.sendall(f"{pid}\n".encode())
+                _reply(conn, pid)
                 waiting[pid] = conn
             for pid in list(waiting):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
                     conn = waiting.pop(pid)
-                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                    _reply(conn, os.waitstatus_to_exitcode(status))
                     conn.close()
+
+
+def _reply(conn: socket.socket, number: int) -> None:
+    """A line to the caller, who may be gone (its call timed out): the server serves on."""
+    with contextlib.suppress(OSError):
+        conn.sendall(f"{number}\n".encode())
 
 
 # --- the client: one server per test process ------------------------------------------------

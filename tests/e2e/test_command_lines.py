@@ -74,3 +74,20 @@ def test_what_is_read_while_importing_is_never_forked() -> None:
     assert command_server._forkable({**server.env, "SEGPIPE_FAULT": "x", "AWS_ENDPOINT_URL": "y"}, server)
     for name in ("NUMBA_OPT", "PYTHONHASHSEED", "ARROW_IO_THREADS", "GX_ANALYTICS_ENABLED"):
         assert not command_server._forkable({**server.env, name: "changed"}, server), name
+
+
+def test_a_call_that_times_out_leaves_the_server_serving(sample_dir: Path, tmp_path: Path) -> None:
+    """A run paused at a kill point outlives its call's timeout: the call raises, the run's group
+    is killed, and the server, whose reply then finds nobody, serves the next call."""
+    import subprocess
+
+    import pytest
+
+    args = ["clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", NOW]
+    with pytest.raises(subprocess.TimeoutExpired):
+        command_server.run(args, environment(SEGPIPE_FAULT="before-publish:SIGSTOP"), 10)
+    assert not (tmp_path / "out").exists()
+    done = command_server.run(["config", "describe", "--json"], environment(), 120)
+    assert done.returncode == ExitCode.OK, done.stderr
+    server = command_server._started()
+    assert server is not None and server.proc.poll() is None
