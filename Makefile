@@ -24,7 +24,7 @@ demo: venv
 # fixtures start), the slowest files first (tests/conftest.py). --no-loadscope-reorder keeps that
 # order: by default xdist hands out the files with the most tests first, which left the slowest
 # (a broker's one 90 s test, the Airflow and Connect files) to the end, one core idle meanwhile.
-# Measured on 2 cores, 735-739 tests: 15.3-16.5 min reordered by xdist, 13.9-14.9 min in this order.
+# Measured on 2 cores, 735-740 tests: 15.3-16.5 min reordered by xdist, 13.9-15.4 min in this order.
 test: venv
 	.venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
