@@ -46,10 +46,6 @@ COMMAND = [sys.executable, "-m", "pipelines.cli"]
 _READ_AT_IMPORT = ("PYTHON", "NUMBA_", "ARROW_", "JE_ARROW", "OPENBLAS", "OMP_", "FSSPEC", "GX_", "LD_")
 
 
-def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
 # --- the server ---------------------------------------------------------------------------
 
 
@@ -98,7 +94,7 @@ def _child(request: dict[str, object], out: int, err: int) -> None:
 
 def serve(path: str) -> None:
     """Accept requests on the Unix socket `path` until stdin closes; fork one command line each."""
-    from pipelines.runtime.worker_daemon import hold_to_one_thread
+    from pipelines.runtime.worker_daemon import hold_to_one_thread, thread_count
 
     hold_to_one_thread()  # the server's own: each fork's environment is its request's
     # What most runs import later: great-expectations (every validating run: 3-4 s of CPU),
@@ -126,7 +122,7 @@ def serve(path: str) -> None:
     selector.register(listener, selectors.EVENT_READ, "request")
     selector.register(wake_r, selectors.EVENT_READ, "child")
     selector.register(sys.stdin, selectors.EVENT_READ, "owner")
-    if _threads() != 1:  # forking is only safe from a single thread: the client starts fresh ones
+    if thread_count() != 1:  # forking is only safe from a single thread: the client starts fresh ones
         print("threads", flush=True)
         return
     print("ready", flush=True)

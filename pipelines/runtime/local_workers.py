@@ -2,9 +2,12 @@
 
 A local master runs its tasks on this machine's cores anyway; for work over files on a local
 disk, processes of the driver's own do the same work without what Spark costs before its first
-task (the JVM, the SQL engine, Python workers: about 5 s, measured on the 4 GB bench set). The
-processes fork from a server that has the job's modules loaded (multiprocessing's forkserver:
-forking from the driver itself, which has threads, is not safe), one per core of the master.
+task (the JVM, the SQL engine, Python workers: about 5 s, measured on the 4 GB bench set). One
+process per core of the master, forked from the driver itself where it runs a single thread when
+they start (the command line holds numpy and pyarrow to the calling thread for this): they begin
+with everything the driver has loaded, at no cost. Forking is not safe from a process with other
+threads (a lock one of them holds stays held in the fork), so otherwise they fork from a server
+that imports the job's modules first (multiprocessing's forkserver: about a second of CPU).
 
 A work function travels pickled by PySpark's cloudpickle, as it would to a Spark task; results
 and typed errors come back pickled. A stop (SIGINT, SIGTERM) kills the processes and waits for
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -35,7 +39,7 @@ import numpy as np
 
 from pipelines.config.tuning import MASTER, tuned
 from pipelines.errors import SegpipeError
-from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread
+from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread, thread_count
 from segment_io.exit_codes import ExitCode
 
 T = TypeVar("T")
@@ -61,8 +65,11 @@ def local_cores(master: str | None, settings: dict[str, str], remote: str | None
 
 
 def _ignore_interrupts() -> None:
-    """In a worker: Ctrl-C reaches the whole process group; the driver alone decides to stop."""
+    """In a worker: Ctrl-C reaches the whole process group; the driver alone decides to stop. A
+    SIGTERM ends the worker, as it would any process (a worker forked from the driver would
+    otherwise run the driver's own handler)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _call(work: bytes, item: bytes) -> bytes:
@@ -79,19 +86,21 @@ class WorkerLost(SegpipeError):
 
 
 class LocalWorkers:
-    """A pool of `cores` processes forked from a server that imported `modules`; started at first
-    use or by `start` (early: the server imports while the driver scans)."""
+    """A pool of `cores` processes, forked from the driver or from a server that imported
+    `modules`; started by `start` (early: at the run's start) or at first use."""
 
     def __init__(self, cores: int, modules: Sequence[str]) -> None:
         self.cores = cores
         self._modules = list(modules)
         self._pool: ProcessPoolExecutor | None = None
         self._starting: threading.Thread | None = None
+        self.forked_from_driver = False  # how the running processes were started
 
     def start(self) -> None:
-        """Start the server and the processes in a background thread: the server's imports take
-        about a second, which the caller spends on its own work (the scan)."""
-        if self._pool is None and self._starting is None:
+        """Start the processes: forked from here at once where this process runs one thread (the
+        run's start, before any flow or Spark), else from a server started in a background thread,
+        whose imports (about a second) the caller spends on its own work (the scan)."""
+        if self._pool is None and self._starting is None and not self._fork_here():
             self._starting = threading.Thread(
                 target=self._try_start, name="segpipe-local-workers", daemon=True
             )
@@ -102,13 +111,33 @@ class LocalWorkers:
         with contextlib.suppress(Exception):
             self._start()
 
+    def _fork_here(self) -> bool:
+        """Fork the processes from this process if it runs one thread, after importing what a
+        server would (numba's back end: about a third of a second where the driver had not loaded
+        it). False, and nothing started, where another thread runs."""
+        if thread_count() != 1:
+            return False
+        try:
+            for name in [*self._modules, BACKEND_MODULE]:
+                importlib.import_module(name)
+        except Exception:  # the server's start raises it again, at the first map
+            return False
+        if thread_count() != 1:  # an import started a thread
+            return False
+        context = multiprocessing.get_context("fork")
+        pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
+        # With fork, the first submit forks every process before the executor starts its thread.
+        pool.submit(os.getpid).result()
+        self._pool, self.forked_from_driver = pool, True
+        return True
+
     def _start(self) -> None:
         hold_to_one_thread()  # the server forks the processes: it must hold one thread
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([*self._modules, BACKEND_MODULE])
         pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
         pool.submit(os.getpid).result()  # the server and the processes run from here on
-        self._pool = pool
+        self._pool, self.forked_from_driver = pool, False
 
     def _started(self) -> ProcessPoolExecutor:
         self._join_start()
@@ -125,20 +154,23 @@ class LocalWorkers:
 
         pool = self._started()
         pickled = cloudpickle.dumps(work)  # once: a closure may carry a plan or a key list
-        futures: list[Future[bytes]] = [pool.submit(_call, pickled, cloudpickle.dumps(i)) for i in items]
+        futures: list[Future[bytes]] = []
         try:
+            # A process that died between two maps (idle, killed) fails the submit itself.
+            futures += (pool.submit(_call, pickled, cloudpickle.dumps(i)) for i in items)
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for future in futures:
                 error = future.exception() if future in done else None
-                if isinstance(error, BrokenProcessPool):
-                    raise WorkerLost(
-                        "a worker process of the driver ended without an answer (killed, or out of "
-                        "memory); nothing was published. SEGPIPE_DRIVER_WORK=off or a cluster's "
-                        "--master sends the work to Spark"
-                    ) from None
                 if error is not None:
                     raise error
             return [cloudpickle.loads(f.result()) for f in futures]
+        except BrokenProcessPool:
+            self.kill()
+            raise WorkerLost(
+                "a worker process of the driver ended without an answer (killed, or out of "
+                "memory); nothing was published. SEGPIPE_DRIVER_WORK=off or a cluster's "
+                "--master sends the work to Spark"
+            ) from None
         except BaseException:
             for future in futures:
                 future.cancel()

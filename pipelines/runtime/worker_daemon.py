@@ -22,7 +22,7 @@ PRELOAD_ENV = "SEGPIPE_WORKER_PRELOAD"  # comma-separated module names
 BACKEND_MODULE = "pipelines.runtime.numba_backend"
 
 
-def _threads() -> int | None:
+def thread_count() -> int | None:
     """Threads of this process (Linux), None where they cannot be counted."""
     try:
         return len(os.listdir("/proc/self/task"))
@@ -74,9 +74,9 @@ def hold_to_one_thread() -> None:
 def main() -> None:
     hold_to_one_thread()
     modules = [m for m in os.environ.get(PRELOAD_ENV, "").split(",") if m]
-    if _threads() == 1:
+    if thread_count() == 1:
         _preload(modules)
-        if _threads() != 1:  # something started a thread: fork from a clean process instead
+        if thread_count() != 1:  # something started a thread: fork from a clean process instead
             os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     from pyspark import daemon
 

@@ -202,3 +202,58 @@ def test_a_process_that_dies_fails_the_map_with_a_typed_error(workers: LocalWork
         workers.map(die, list(range(4)))
     assert caught.value.exit_code == ExitCode.INTERNAL
     assert workers.map(lambda i: i + 1, [1, 2]) == [2, 3]
+
+
+# A command line's driver as it starts: one thread (the command line's package holds numpy and
+# pyarrow to it), a SIGTERM handler of its own, then the workers.
+FORKED_DRIVER = """
+import json, os, select, signal, sys, threading
+import pipelines.cli
+from pipelines.runtime.local_workers import LocalWorkers, WorkerLost
+
+handled = []
+signal.signal(signal.SIGTERM, lambda *_: handled.append(os.getpid()))
+workers = LocalWorkers(2, ["segment_io.errors"])
+if sys.argv[1] == "thread":  # another thread runs as the workers start
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+workers.start()
+offset = 1000
+results = workers.map(lambda i: (i + offset, os.getpid(), os.getppid()), list(range(6)))
+victim = os.pidfd_open(results[0][1])
+os.kill(results[0][1], signal.SIGTERM)  # a worker that ran the driver's handler would live on
+ended = bool(select.select([victim], [], [], 60)[0])  # readable once the process has ended
+try:  # whether the pool has noticed yet or not: right results or the typed error, nothing else
+    after = "same" if workers.map(lambda i: i, list(range(4))) == list(range(4)) else "wrong"
+except WorkerLost:
+    after = "lost"
+print(json.dumps({"forked": workers.forked_from_driver, "driver": os.getpid(), "results": results,
+                  "handled": handled, "ended": ended, "after": after}))
+workers.close()
+"""
+
+
+@pytest.mark.parametrize("others", ["none", "thread"])
+def test_a_driver_on_one_thread_forks_its_workers_itself(others: str) -> None:
+    """From a driver that runs one thread the workers fork from it (their parent is the driver;
+    nothing is imported again); with another thread running they fork from a server. Either way
+    the results are the same, and a SIGTERM ends a worker as it ends any process (the driver's
+    own handler stays the driver's); the next map then gives its results or WorkerLost."""
+    proc = subprocess.run([sys.executable, "-c", FORKED_DRIVER, others], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json_line(proc.stdout)
+    assert [r[0] for r in seen["results"]] == list(range(1000, 1006))
+    parents = {r[2] for r in seen["results"]}
+    assert seen["driver"] not in {r[1] for r in seen["results"]}
+    if others == "none":
+        assert seen["forked"] is True and parents == {seen["driver"]}
+    else:
+        assert seen["forked"] is False and seen["driver"] not in parents
+    assert seen["ended"] is True and seen["handled"] == [] and seen["after"] in ("same", "lost")
+
+
+def json_line(stdout: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    return json.loads(stdout.strip().splitlines()[-1])
