@@ -6,9 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
-from segpipe_steps import APPLICATION, clean_arguments
+from segpipe_steps import APPLICATION, SegpipeSubmit, clean_arguments
 
 with DAG(
     dag_id="segpipe_on_demand",
@@ -35,7 +34,7 @@ with DAG(
     def arguments(params: dict[str, Any] | None = None) -> list[str]:
         return clean_arguments(params or {})
 
-    arguments() >> SparkSubmitOperator(
+    arguments() >> SegpipeSubmit(
         task_id="clean",
         conn_id="spark_default",
         application=APPLICATION,

@@ -10,6 +10,7 @@ import os
 import subprocess
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -51,7 +52,19 @@ def stop_driver(submit_pid: int, grace_s: float = STOP_GRACE_S) -> int:
     return len(gone)
 
 
-class SegpipeStep(SparkSubmitOperator):
+class SegpipeSubmit(SparkSubmitOperator):
+    """spark-submit of segpipe's command line, its driver JVM started with the options segpipe
+    starts one with itself (the quick compiler, the class archive: about half the JVM's start-up
+    CPU), unless the task's conf sets spark.driver.extraJavaOptions."""
+
+    def _get_hook(self) -> SparkSubmitHook:
+        from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
+
+        self.conf = {DRIVER_JAVA_OPTIONS: driver_java_options(), **(self.conf or {})}
+        return super()._get_hook()
+
+
+class SegpipeStep(SegpipeSubmit):
     """`segpipe run JOB --step STEP --run <logical date>` through spark-submit. Its return value
     (XCom) is what the step recorded in the run's state file; a step whose data failed its
     checks (a validation) fails at once, without retries (a retry would find the same data)."""

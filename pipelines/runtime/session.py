@@ -59,6 +59,15 @@ def _run_dir(log_level: str) -> str:
     return run_dir
 
 
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def driver_java_options(*more: str) -> str:
+    """The options segpipe starts a driver JVM with (its own, or spark-submit's for a scheduler's
+    task): the quick compiler, and the class archive where this install has one."""
+    return " ".join(filter(None, [QUICK_JIT, java_options(), *more]))
+
+
 def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: str = "warn") -> Any:
     """The SparkConf segpipe runs with: loopback only, no UI, reused Python workers."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -89,9 +98,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
         run_dir = _run_dir(log_level)
         defaults["spark.python.unix.domain.socket.dir"] = run_dir
         log_config = f"-Dlog4j2.configurationFile={os.path.join(run_dir, 'log4j2.properties')}"
-        defaults["spark.driver.extraJavaOptions"] = " ".join(
-            filter(None, [QUICK_JIT, java_options(), log_config])
-        )
+        defaults[DRIVER_JAVA_OPTIONS] = driver_java_options(log_config)
     defaults.update({k: str(v) for k, v in conf.items()})
     for key, value in defaults.items():
         if not spark_conf.contains(key):
@@ -101,7 +108,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
 
 # Settings read only when the driver JVM starts: under spark-submit it already runs.
 JVM_START_SETTINGS = (
-    "spark.driver.memory", "spark.driver.extraJavaOptions", "spark.driver.extraClassPath",
+    "spark.driver.memory", DRIVER_JAVA_OPTIONS, "spark.driver.extraClassPath",
     "spark.driver.extraLibraryPath", "spark.jars", "spark.jars.packages",
 )  # fmt: skip
 

@@ -4,8 +4,8 @@ environment when first imported): import the DAGs, and `dag.test()` one of them.
     python tests/airflow/dag_runner.py import
     python tests/airflow/dag_runner.py test DAG_ID LOGICAL_DATE [PARAMS_JSON]
 
-Prints one JSON line: the import errors and DAG ids, or the run's state and each task's state
-and return value."""
+Prints one JSON line: the import errors, the DAGs' tasks and their spark-submit command lines,
+or the run's state and each task's state and return value."""
 
 from __future__ import annotations
 
@@ -24,7 +24,13 @@ def main(argv: list[str]) -> None:
     if argv[0] == "import":
         errors = {k: str(v) for k, v in bag.import_errors.items()}
         tasks = {d: [t.task_id for t in bag.dags[d].tasks] for d in bag.dag_ids}
-        print(json.dumps({"errors": errors, "dags": tasks}))
+        # The spark-submit command line of every spark-submit task (its templates not rendered).
+        commands = {
+            d: {t.task_id: t._get_hook()._build_spark_submit_command(t.application)
+                for t in bag.dags[d].tasks if hasattr(t, "application")}
+            for d in bag.dag_ids
+        }  # fmt: skip
+        print(json.dumps({"errors": errors, "dags": tasks, "commands": commands}))
         return
     dag = bag.get_dag(argv[1])
     logical = datetime.fromisoformat(argv[2])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import open_storage
 
@@ -69,7 +70,15 @@ def _runner(env: dict[str, str], *args: str, fault: str | None = None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _java_options(command: list[str]) -> str | None:
+    """The driver JVM options a spark-submit command line sets, if any."""
+    found = [c.split("=", 1)[1] for c in command if c.startswith(f"{DRIVER_JAVA_OPTIONS}=")]
+    return found[-1] if found else None
+
+
 def test_every_dag_imports(airflow_env: dict[str, str]) -> None:
+    """Every DAG imports, and every spark-submit task starts segpipe's driver JVM as segpipe
+    starts one itself (the quick compiler, this install's class archive)."""
     bag = _runner(airflow_env, "import")
     assert bag["errors"] == {}
     steps = ["retention_compact", "validate", "tier", "expire"]
@@ -78,6 +87,11 @@ def test_every_dag_imports(airflow_env: dict[str, str]) -> None:
         "segpipe_good": steps,
         "segpipe_on_demand": ["arguments", "clean"],
     }
+    submits = [(d, t, c) for d, tasks in bag["commands"].items() for t, c in tasks.items()]
+    assert len(submits) == 9
+    assert "-XX:SharedArchiveFile=" in driver_java_options()  # the install's archive exists
+    for dag, task, command in submits:
+        assert _java_options(command) == driver_java_options(), (dag, task, command)
 
 
 def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
@@ -89,6 +103,8 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
     (jobs / "typo.yaml").write_text(_job("typo", sample_dir, jobs).replace("steps:", "stepz:"))
     # An object-store source is not looked at while the file is parsed (no store answers here).
     remote = _job("remote", sample_dir, jobs).replace(f"source: {sample_dir}", "source: s3://nowhere/logs")
+    # A job's own driver JVM options are its steps' (segpipe's are not added to them).
+    remote = remote.replace("conf: {spark.task.maxFailures: 2}", f"conf: {{{DRIVER_JAVA_OPTIONS}: -Xss4m}}")
     (jobs / "remote.yaml").write_text(remote)
     env = {**airflow_env, "SEGPIPE_JOBS_DIR": str(jobs), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
     bag = _runner(env, "import")
@@ -97,6 +113,8 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
         "retention_compact", "validate", "tier", "expire"
     ]  # fmt: skip
     assert bag["dags"]["segpipe_typo"] == ["job_file_refused"]
+    assert {_java_options(c) for c in bag["commands"]["segpipe_remote"].values()} == {"-Xss4m"}
+    assert {_java_options(c) for c in bag["commands"]["segpipe_good"].values()} == {driver_java_options()}
     result = _runner(env, "test", "segpipe_typo", LOGICAL_DATE)
     assert result["state"] == "failed" and result["tasks"] == {"job_file_refused": "failed"}
 
