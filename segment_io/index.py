@@ -7,7 +7,6 @@ import struct
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from segment_io.errors import CorruptIndex
 from segment_io.format.constants import (
@@ -18,6 +17,7 @@ from segment_io.format.constants import (
     TIME_ENTRY,
     TXN_ENTRY,
 )
+from segment_io.kernel import njit
 
 _TXN = struct.Struct(">hqqqq")
 

@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+
+from segment_io.kernel import njit
 
 DIGEST = "hmac-sha256"
 DIGEST_BYTES = 32

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from segment_io.buffers import grow
 from segment_io.format.records import gather
+from segment_io.kernel import njit
 
 EMPTY = -1
 ITEM_ROWS = 8192  # rows per shuffle item (KeyRows.bucketed)

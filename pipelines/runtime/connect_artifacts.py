@@ -2,8 +2,9 @@
 can install into), or holds another version of it: the `pipelines` and `segment_io` packages,
 zipped once per process and added to the session as a Python artifact, which Spark Connect puts
 on the session's workers' path ahead of what the server has installed. A server whose workers
-import the very same sources (compared by digest) is sent nothing: its installed copy keeps its
-compiled-kernel cache, which a shipped copy, at a new path every session, cannot reuse.
+import the very same sources (compared by digest) is sent nothing. A shipped copy, at a new path
+every session, still finds the kernels compiled for its version (segment_io.kernel caches them by
+module and sources, not by path).
 
 The third-party packages cannot travel that way (numba, pyarrow, the codecs: compiled code for the
 server's platform): `check_workers` imports a job's task modules on one of the server's workers

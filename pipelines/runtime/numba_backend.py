@@ -4,7 +4,8 @@ that processes forked after the import find it loaded (runtime.worker_daemon, lo
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from segment_io.kernel import njit
 
 
 def _sum(values: np.ndarray) -> int:

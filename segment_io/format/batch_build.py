@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import crc32c
 import numpy as np
-from numba import njit
 
 from segment_io.format.checksums import NATIVE_CRC32C, crc32c_native
 from segment_io.format.constants import (
@@ -18,6 +17,7 @@ from segment_io.format.constants import (
     V2_EMPTY_BATCH_LENGTH,
     V2_HEADER_SIZE,
 )
+from segment_io.kernel import njit
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import crc32c
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from segment_io.format.constants import ATTRIBUTES_OFFSET
 from segment_io.format.native import native, package_library
+from segment_io.kernel import njit
 
 _c_crc32c, _present = native(
     package_library("crc32c", "_crc32c*.so"),

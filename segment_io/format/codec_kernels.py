@@ -16,10 +16,11 @@ import threading
 from typing import Any
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from segment_io.format.constants import CODEC_MASK, V2_HEADER_SIZE
 from segment_io.format.native import native, package_library
+from segment_io.kernel import njit
 
 NONE, LZ4, ZSTD = 0, 3, 4
 # size_t results of zstd above this are error codes (ZSTD_isError: code > -ZSTD_error_maxCode).

@@ -6,15 +6,12 @@ column arrays; Arrow arrays are then assembled from those buffers without copyin
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "segpipe-numba"))
-
-from numba import njit
+from segment_io.kernel import njit
 
 # Kernel status codes (0 = ok); the caller turns them into CorruptBatch messages.
 ERR_MESSAGES = {

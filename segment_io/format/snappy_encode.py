@@ -22,7 +22,8 @@ for step so that a batch segpipe rewrites is the batch Kafka would write, byte f
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from segment_io.kernel import njit
 
 BLOCK_SIZE = 1 << 16
 _MIN_TABLE, _MAX_TABLE = 1 << 8, 1 << 14

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+
+from segment_io.kernel import njit
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)

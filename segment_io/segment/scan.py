@@ -12,7 +12,6 @@ from typing import Any
 import crc32c
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from segment_io.errors import (
     BadLength,
@@ -35,6 +34,7 @@ from segment_io.format.constants import (
     TRANSACTIONAL_MASK,
     V2_EMPTY_BATCH_LENGTH,
 )
+from segment_io.kernel import njit
 
 _END, _PARTIAL, _BAD_LENGTH, _BAD_MAGIC = 0, 1, 2, 3
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
 
 from pipelines.log.keytable import EMPTY, KeyRows, LatestOffsets, hash_keys
 from segment_io.buffers import grow
+from segment_io.kernel import njit
 from segment_io.layout import SegmentFiles
 from segment_io.segment.framing import chunk_batches
 from segment_io.segment.reader import SegmentReader
