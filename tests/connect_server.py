@@ -66,6 +66,8 @@ def connect_server(log_path: Path | None = None, without_segpipe: bool = False) 
     """A running server's URL (sc://127.0.0.1:PORT); its log goes to `log_path` (or a temp file)."""
     import pyspark
 
+    from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
+
     home = Path(pyspark.__file__).parent
     port = _free_port()
     workdir = Path(tempfile.mkdtemp(prefix="segpipe-connect-"))
@@ -85,6 +87,8 @@ def connect_server(log_path: Path | None = None, without_segpipe: bool = False) 
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.python.worker.reuse": "true",
+        # The quick compiler and the install's class archive, as segpipe starts a driver itself.
+        DRIVER_JAVA_OPTIONS: driver_java_options(),
     }
     command = [str(home / "bin" / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
     for key, value in settings.items():

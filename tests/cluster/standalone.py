@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pyspark
 
+from pipelines.runtime.session import driver_java_options
+
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 90.0  # a cold JVM on 2 busy cores registers in a few seconds
 STOP_TIMEOUT_S = 20.0
@@ -94,8 +96,9 @@ def standalone(workers: int = 2, cores: int = 1, memory: str = "2g") -> Iterator
         SPARK_HOME=str(SPARK_HOME),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOG_DIR=str(root / "logs"),
-        # The daemons only schedule; the quick compiler starts them sooner.
-        SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1",
+        # The daemons only schedule: the quick compiler, and the install's class archive (the
+        # Spark classes they share with a driver), start them sooner.
+        SPARK_DAEMON_JAVA_OPTS=driver_java_options(),
     )
     port = _free_port()
     master_log = root / "master.log"
