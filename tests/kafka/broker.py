@@ -1,8 +1,7 @@
 """Apache Kafka's own broker for tests: one combined broker+controller JVM (KRaft) on 127.0.0.1 with
 free ports, its log directory wherever the test says. The jars come from Maven Central through
 `tests/kafka/pom.xml` into a cache outside the repository (`$SEGPIPE_CACHE_DIR`, by default
-`~/.cache/segpipe`), fetched once per pom; beside them, a class-data archive the first broker
-to stop cleanly writes, which later brokers start with.
+`~/.cache/segpipe`), fetched once per pom.
 
     .venv/bin/python -m tests.kafka.broker      # fetch the jars; print how to run a broker by hand
 """
@@ -21,7 +20,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.runtime.class_archive import QUIET
 from segment_io.exit_codes import ExitCode
 
 POM = Path(__file__).with_name("pom.xml")  # the current release
@@ -31,7 +29,6 @@ STOP_TIMEOUT_S = 30.0  # a clean shutdown flushes and checkpoints; killed after 
 FETCH_TIMEOUT_S = 600.0
 START_ATTEMPTS = 3  # fresh ports after a start that could not bind its own
 BIND_FAILED = "Address already in use"
-BROKER_MAIN = "kafka.Kafka"
 
 
 class BrokerUnavailable(RuntimeError):
@@ -72,11 +69,6 @@ def jars(pom: Path = POM) -> Path:
     return libs
 
 
-def class_archive(pom: Path = POM) -> Path:
-    """Where the release's class-data archive is kept, beside its jars."""
-    return cache_dir(pom) / "broker.jsa"
-
-
 def cluster_id() -> str:
     """A random cluster id as Kafka makes one: a UUID in URL-safe base64 that does not start with
     "-" (the storage tool would read it as an option)."""
@@ -115,7 +107,6 @@ class Broker:
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
-    _dumping: Path | None = field(default=None, init=False, repr=False)  # the archive it writes at exit
 
     @property
     def log_dir(self) -> Path:
@@ -156,20 +147,8 @@ class Broker:
     def _java(self, main: str, *args: str) -> list[str]:
         log4j = self.home / "log4j2.properties"
         log4j.write_text(LOG4J2.format(log=self.server_log))
-        return ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", *self._class_archive(main),
-                f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{jars(self.pom)}/*", main, *args]  # fmt: skip
-
-    def _class_archive(self, main: str) -> list[str]:
-        """The release's class-data archive (the classes a broker loads, mapped instead of loaded
-        and verified again: about 40 % of a start's CPU), or, where there is none yet, a broker's
-        options to write one when it stops cleanly (`stop` publishes it)."""
-        archive = class_archive(self.pom)
-        if archive.exists():
-            return [f"-XX:SharedArchiveFile={archive}", *QUIET.split()]
-        if main != BROKER_MAIN:
-            return []
-        self._dumping = archive.with_name(f"{archive.name}.partial-{os.getpid()}-{id(self)}")
-        return [f"-XX:ArchiveClassesAtExit={self._dumping}", *QUIET.split()]
+        return ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}",
+                "-cp", f"{jars(self.pom)}/*", main, *args]  # fmt: skip
 
     def start(self) -> Broker:
         """Start the broker and wait until it answers as itself. Its ports were free when picked,
@@ -185,7 +164,7 @@ class Broker:
                                           str(properties)), check=True, capture_output=True, timeout=120)  # fmt: skip
             seen = len(self.log_lines(BIND_FAILED))
             self.proc = subprocess.Popen(
-                self._java(BROKER_MAIN, str(properties)),
+                self._java("kafka.Kafka", str(properties)),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             if self._wait_ready(time.monotonic() + START_TIMEOUT_S):
@@ -241,9 +220,6 @@ class Broker:
             raise RuntimeError(
                 f"Kafka's broker did not stop in {STOP_TIMEOUT_S:.0f} s and was killed"
             ) from None
-        dumped, self._dumping = self._dumping, None
-        if dumped is not None and dumped.exists():  # written whole at the JVM's exit: published
-            dumped.replace(class_archive(self.pom))
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
