@@ -29,6 +29,11 @@ STOP_TIMEOUT_S = 30.0  # a clean shutdown flushes and checkpoints; killed after 
 FETCH_TIMEOUT_S = 600.0
 START_ATTEMPTS = 3  # fresh ports after a start that could not bind its own
 BIND_FAILED = "Address already in use"
+# For a broker serving a log a test put in its log directory (restored, cut) and compares with
+# segpipe's view of it: neither the cleaner nor retention and the other scheduled log tasks may
+# change it meanwhile (on a busy machine the cleaner's first pass, 15 s after the start, came in
+# the middle of such a comparison).
+AS_PLACED = {"log.cleaner.enable": "false", "log.initial.task.delay.ms": str(3_600_000)}
 
 
 class BrokerUnavailable(RuntimeError):

@@ -18,7 +18,7 @@ from segment_io.exit_codes import ExitCode
 from segment_io.layout import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT
 from segment_io.producer_snapshot import ENTRY
 from tests.helpers import dumped, run_segpipe
-from tests.kafka.broker import Broker
+from tests.kafka.broker import AS_PLACED, Broker
 from tests.kafka.test_restore import aborted, consumed, create_topics, expected, offsets
 
 pytestmark = pytest.mark.kafka
@@ -88,7 +88,7 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
         p["partition"]: p for p in json.loads((out / "_segpipe" / "report.json").read_text())["partitions"]
     }
     assert report["orders-0"]["open_transactions"], "the cut leaves a transaction open"
-    broker = Broker(tmp_path / "kafka")
+    broker = Broker(tmp_path / "kafka", settings=AS_PLACED)
     try:
         broker.start()
         create_topics(broker, ALL_TOPICS)

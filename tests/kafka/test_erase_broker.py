@@ -13,7 +13,7 @@ import pytest
 
 from segment_io.exit_codes import ExitCode
 from tests.helpers import dumped, run_segpipe
-from tests.kafka.broker import Broker
+from tests.kafka.broker import AS_PLACED, Broker
 from tests.kafka.test_restore import aborted, consumed, create_topics, expected, offsets
 
 pytestmark = pytest.mark.kafka
@@ -32,7 +32,7 @@ def test_kafka_serves_a_restored_erased_log(kafka_jars: Path, sample_dir: Path, 
     source = dumped(sample_dir)
     names = sorted(f"{t}-{p}" for t, n in TOPICS.items() for p in range(n))
     listed = {base64.b64encode(k).decode() for k in KEYS}
-    broker = Broker(tmp_path / "kafka")
+    broker = Broker(tmp_path / "kafka", settings=AS_PLACED)
     try:
         broker.start()
         create_topics(broker, TOPICS)

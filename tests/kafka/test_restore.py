@@ -15,7 +15,7 @@ import yaml
 
 from segment_io.exit_codes import ExitCode
 from tests.helpers import dumped, run_segpipe
-from tests.kafka.broker import Broker
+from tests.kafka.broker import AS_PLACED, Broker
 
 pytestmark = pytest.mark.kafka
 
@@ -132,7 +132,7 @@ def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path
         topic, _, number = name.rpartition("-")
         topics[topic] = max(topics.get(topic, 0), int(number) + 1)
 
-    broker = Broker(tmp_path / "kafka")
+    broker = Broker(tmp_path / "kafka", settings=AS_PLACED)
     try:
         broker.start()
         create_topics(broker, topics)
