@@ -104,8 +104,8 @@ def _writable(located: L) -> L | None:
 
 
 class ModuleCacheLocator(caching.UserProvidedCacheLocator):
-    """A segpipe kernel in a source file: cached under its module's name, stamped with the file's
-    digest."""
+    """A segpipe kernel in a source file: cached under its module's name, stamped with the digest
+    of its copy's kernel sources."""
 
     def __init__(self, py_func: Any, py_file: str, root: str = "") -> None:
         super().__init__(py_func, py_file)

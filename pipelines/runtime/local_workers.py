@@ -94,7 +94,7 @@ class LocalWorkers:
         self._modules = list(modules)
         self._pool: ProcessPoolExecutor | None = None
         self._starting: threading.Thread | None = None
-        self.forked_from_driver = False  # how the running processes were started
+        self.forked_from_driver = False  # how the last processes started were started
 
     def start(self) -> None:
         """Start the processes: forked from here at once where this process runs one thread (the
@@ -126,9 +126,13 @@ class LocalWorkers:
             return False
         context = multiprocessing.get_context("fork")
         pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
-        # With fork, the first submit forks every process before the executor starts its thread.
-        pool.submit(os.getpid).result()
-        self._pool, self.forked_from_driver = pool, True
+        self._pool, self.forked_from_driver = pool, True  # a stop while they start: kill() finds them
+        try:
+            # With fork, the first submit forks every process before the executor starts its thread.
+            pool.submit(os.getpid).result()
+        except Exception:  # not forked (no memory for a process, say): a server starts them instead
+            self.kill()
+            return False
         return True
 
     def _start(self) -> None:
