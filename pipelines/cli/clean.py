@@ -90,7 +90,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="print every topic's effective config and where each value came from, then stop",
     )
-    add_spark_arguments(p)
+    add_spark_arguments(p, "pipelines.jobs.clean")
     p.set_defaults(func=run)
 
 

@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
         help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit "
         f"{ExitCode.SKIPPED}",
     )
-    add_spark_arguments(p)
+    add_spark_arguments(p, "pipelines.jobs.cut.job")
     p.set_defaults(func=run)
 
 

@@ -110,7 +110,7 @@ def add_parser(sub: Any) -> None:
         help="prove the staged output is SRC minus exactly the listed keys' records before publishing it "
         f"(as validate --erased); a failure publishes nothing and exits {ExitCode.VALIDATION}",
     )
-    add_spark_arguments(p)
+    add_spark_arguments(p, "pipelines.jobs.erase.job")
     p.set_defaults(func=run)
 
 

@@ -24,6 +24,7 @@ from pipelines.cli import (
     tier,
     validate,
 )
+from pipelines.cli.spark_args import workers_forked_early
 from pipelines.errors import SegpipeError, Terminated
 from pipelines.runtime import faults
 from segment_io.exit_codes import MEANINGS, ExitCode
@@ -125,7 +126,8 @@ def _stopped(terminated: bool) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return int(args.func(args))
+        with workers_forked_early(args):
+            return int(args.func(args))
     except SegpipeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -149,8 +151,9 @@ def _run(args: argparse.Namespace) -> int:
 def _missing_bucket(args: argparse.Namespace) -> str | None:
     """The bucket of an object-store URL among the command's arguments that does not exist: some
     stores answer a request into a missing bucket with an internal error that names nothing."""
-    urls = [v for v in vars(args).values() for v in (v if isinstance(v, list) else [v])]
-    for url in (u for u in urls if isinstance(u, str) and "://" in u and not u.startswith("file://")):
+    from pipelines.cli.source_args import object_store_urls
+
+    for url in object_store_urls(args):
         scheme, _, rest = url.partition("://")
         bucket = rest.split("/", 1)[0]
         try:

@@ -1,4 +1,5 @@
-"""The option every command that reads a log takes to read a broker's Kafka remote tier with it."""
+"""What the commands' arguments say of where they read: the option every command that reads a log
+takes to read a broker's Kafka remote tier with it, and the object stores the arguments name."""
 
 from __future__ import annotations
 
@@ -38,3 +39,10 @@ def kafka_tier_of(args: argparse.Namespace) -> KafkaTierSource | None:
             )
         return None
     return KafkaTierSource(args.kafka_tier, args.bootstrap_server)
+
+
+def object_store_urls(args: argparse.Namespace) -> list[str]:
+    """The arguments' values that name a place on an object store (a URL of a scheme other than
+    `file://`), in the order the parser keeps them."""
+    values = [v for v in vars(args).values() for v in (v if isinstance(v, list) else [v])]
+    return [v for v in values if isinstance(v, str) and "://" in v and not v.startswith("file://")]

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from typing import Any
+from contextlib import ExitStack, contextmanager, suppress
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
+from pipelines.cli.source_args import object_store_urls
+from pipelines.errors import SegpipeError
+
+if TYPE_CHECKING:
+    from pipelines.runtime.local_workers import LocalWorkers
 
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,7 +51,10 @@ def add_now_argument(p: argparse.ArgumentParser, rules: str, default: str = CLOC
     )
 
 
-def add_spark_arguments(p: argparse.ArgumentParser) -> None:
+def add_spark_arguments(p: argparse.ArgumentParser, job_module: str | None = None) -> None:
+    """The Spark options; `job_module`: the module whose work the command's local worker processes
+    run, for workers_forked_early to preload."""
+    p.set_defaults(job_module=job_module)
     p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
     p.add_argument(
         "--spark-remote",
@@ -103,6 +111,54 @@ def local_master_cores(args: argparse.Namespace) -> int | None:
     return cores if driver_work() else None
 
 
+# The run's worker processes, where workers_forked_early forked them, for spark_on_demand to take.
+_forked_early: list[LocalWorkers] = []
+
+
+@contextmanager
+def workers_forked_early(args: argparse.Namespace) -> Iterator[None]:
+    """With a local master, a run that names an object store gets its worker processes forked
+    before anything else: the store's client starts an I/O thread with its first request (the
+    refusals' listing), and a process with a second thread forks them from a server that imports
+    segpipe again (runtime.local_workers: about 2 s of CPU). spark_on_demand takes them; a run
+    that ends before (refused) kills them. Anything the check raises is raised by the run itself."""
+    module: str | None = getattr(args, "job_module", None)
+    try:
+        cores = local_master_cores(args) if module and object_store_urls(args) else None
+    except SegpipeError:  # the run refuses its settings itself, with nothing started
+        cores = None
+    if module is None or cores is None:
+        yield
+        return
+    from pipelines.runtime.local_workers import LocalWorkers
+    from segment_io.storage import load_client
+
+    for url in object_store_urls(args):
+        with suppress(Exception):  # a scheme no client serves: the run names it in its refusal
+            load_client(url)  # once here rather than in every process (s3fs: about a second)
+    local = LocalWorkers(cores, [module])
+    _forked_early.append(local)
+    try:
+        if not local.fork_here():  # another thread already: spark_on_demand starts them as usual
+            _forked_early.clear()
+        yield
+    finally:
+        _forked_early.clear()
+        local.kill()  # nothing where the run took them (it closed them)
+
+
+def _workers(cores: int | None, job_modules: tuple[str, ...]) -> LocalWorkers | None:
+    """The run's worker processes: those forked early, else new ones (started later)."""
+    from pipelines.runtime.local_workers import LocalWorkers
+
+    if cores is None:
+        return None
+    if _forked_early:
+        return _forked_early.pop()
+    # The processes preload the job's own module (the first named): its tasks' modules come with it.
+    return LocalWorkers(cores, job_modules[:1])
+
+
 @contextmanager
 def spark_on_demand(
     args: argparse.Namespace, needed: bool, *job_modules: str, local_likely: bool = False
@@ -113,15 +169,13 @@ def spark_on_demand(
     the run will likely use them (`local_likely`). The master and Spark settings are checked
     before anything starts either way, and Ctrl-C and SIGTERM stop the run from the start."""
     from pipelines.runtime.faults import fault_point
-    from pipelines.runtime.local_workers import LocalWorkers
     from pipelines.runtime.session import LazySpark, check_master
     from pipelines.runtime.stop import interrupt_cancels_jobs
 
     fault_point("before-spark")  # refusals done, nothing written, no Spark and no run handlers yet
     cores = local_master_cores(args)
     check_master(args.master)
-    # The processes preload the job's own module (the first named): its tasks' modules come with it.
-    local = LocalWorkers(cores, job_modules[:1]) if cores else None
+    local = _workers(cores, job_modules)
     with ExitStack() as stack:
         if local is not None:
             stack.callback(local.close)

@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
         help="instead: delete the remote objects and manifest versions no longer referenced, once "
         "segpipe.remote.orphan.grace.ms has passed on the wall clock (no Spark)",
     )
-    add_spark_arguments(p)
+    add_spark_arguments(p, "pipelines.jobs.tier")
     p.set_defaults(func=run)
 
     r = sub.add_parser(
@@ -68,7 +68,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--key-format", choices=KEY_FORMATS, default="utf8", help="how a key is written in a text list"
     )
-    add_spark_arguments(r)
+    add_spark_arguments(r, "pipelines.jobs.tier.restore")
     r.set_defaults(func=run_restore)
 
 

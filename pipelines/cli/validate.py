@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> None:
         help="write the great-expectations Data Docs (HTML) here (default: PATH/_segpipe/validation/ "
         "for a local segpipe output)",
     )
-    add_spark_arguments(p)
+    add_spark_arguments(p, VALIDATION_MODULES[0])
     p.set_defaults(func=run)
 
 

@@ -12,7 +12,8 @@ that imports the job's modules first (multiprocessing's forkserver: about a seco
 A work function travels pickled by PySpark's cloudpickle, as it would to a Spark task; results
 and typed errors come back pickled. A stop (SIGINT, SIGTERM) kills the processes and waits for
 them before it propagates, so nothing they write lands after the run removes its staging; a
-process that dies (killed, out of memory) fails the run (BrokenProcessPool) instead of hanging.
+process that dies (killed, out of memory) fails the run (WorkerLost) instead of hanging, and a
+driver that dies takes its processes with it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import select
 import shutil
 import signal
 import tempfile
@@ -64,12 +66,33 @@ def local_cores(master: str | None, settings: dict[str, str], remote: str | None
     return (os.cpu_count() or 1) if cores == "*" else max(1, int(cores))
 
 
-def _ignore_interrupts() -> None:
+def _worker_start(driver: int) -> None:
     """In a worker: Ctrl-C reaches the whole process group; the driver alone decides to stop. A
     SIGTERM ends the worker, as it would any process (a worker forked from the driver would
-    otherwise run the driver's own handler)."""
+    otherwise run the driver's own handler). The worker ends with the `driver` (its pid)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _end_with(driver)
+
+
+def _end_with(driver: int) -> None:
+    """Kill this worker when the driver ends. A driver killed outright (SIGKILL, out of memory)
+    runs no shutdown, and its idle workers would wait for work forever: a worker holds the write
+    end of its own task pipe (and one forked from a server keeps that server alive), so it never
+    reads the end of it. A thread of the worker waits on the driver's pidfd; without pidfds (not
+    Linux, a kernel before 5.3) nothing watches."""
+    try:
+        handle = os.pidfd_open(driver)
+    except ProcessLookupError:  # ended already
+        os._exit(1)
+    except (AttributeError, OSError):
+        return
+
+    def watch() -> None:
+        select.select([handle], [], [])  # readable once the driver has ended
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="segpipe-driver-watch", daemon=True).start()
 
 
 def _call(work: bytes, item: bytes) -> bytes:
@@ -100,7 +123,7 @@ class LocalWorkers:
         """Start the processes: forked from here at once where this process runs one thread (the
         run's start, before any flow or Spark), else from a server started in a background thread,
         whose imports (about a second) the caller spends on its own work (the scan)."""
-        if self._pool is None and self._starting is None and not self._fork_here():
+        if self._pool is None and self._starting is None and not self.fork_here():
             self._starting = threading.Thread(
                 target=self._try_start, name="segpipe-local-workers", daemon=True
             )
@@ -111,10 +134,12 @@ class LocalWorkers:
         with contextlib.suppress(Exception):
             self._start()
 
-    def _fork_here(self) -> bool:
+    def fork_here(self) -> bool:
         """Fork the processes from this process if it runs one thread, after importing what a
         server would (numba's back end: about a third of a second where the driver had not loaded
-        it). False, and nothing started, where another thread runs."""
+        it). False, and nothing started, where another thread runs. True where they run already."""
+        if self._pool is not None:
+            return True
         if thread_count() != 1:
             return False
         try:
@@ -125,7 +150,7 @@ class LocalWorkers:
         if thread_count() != 1:  # an import started a thread
             return False
         context = multiprocessing.get_context("fork")
-        pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
+        pool = self._pool_of(context)
         self._pool, self.forked_from_driver = pool, True  # a stop while they start: kill() finds them
         try:
             # With fork, the first submit forks every process before the executor starts its thread.
@@ -139,9 +164,15 @@ class LocalWorkers:
         hold_to_one_thread()  # the server forks the processes: it must hold one thread
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([*self._modules, BACKEND_MODULE])
-        pool = ProcessPoolExecutor(self.cores, mp_context=context, initializer=_ignore_interrupts)
+        pool = self._pool_of(context)
         pool.submit(os.getpid).result()  # the server and the processes run from here on
         self._pool, self.forked_from_driver = pool, False
+
+    def _pool_of(self, context: Any) -> ProcessPoolExecutor:
+        """The executor of `cores` processes of `context` (fork, or forkserver), not started."""
+        return ProcessPoolExecutor(
+            self.cores, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+        )
 
     def _started(self) -> ProcessPoolExecutor:
         self._join_start()

@@ -22,6 +22,7 @@ __all__ = [
     "Place",
     "Storage",
     "open_storage",
+    "load_client",
     "transfer",
 ]
 
@@ -49,6 +50,17 @@ def open_storage(url: str, **options: Any) -> tuple[Storage, str]:
 
     fs, path = fsspec.core.url_to_fs(url, **options)
     return ObjectStorage(fs), path.rstrip("/") or "/"
+
+
+def load_client(url: str) -> None:
+    """Import the client of the object store `url` names (s3fs for `s3://`) without opening it: no
+    connection, no thread. A process that forks workers before its first request (to a store
+    whose client then starts an I/O thread) gives them the client already imported."""
+    import fsspec
+
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme != "file" and scheme.isidentifier():
+        fsspec.get_filesystem_class(scheme)
 
 
 def transfer(src: Storage, src_path: str, dst: Storage, dst_path: str, mtime_ms: int | None = None) -> None:

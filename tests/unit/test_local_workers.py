@@ -257,3 +257,96 @@ def json_line(stdout: str) -> dict:  # type: ignore[type-arg]
     import json
 
     return json.loads(stdout.strip().splitlines()[-1])
+
+
+EARLY = """
+import json, multiprocessing, os, sys, threading
+import pipelines.cli
+from pipelines.cli.main import build_parser
+from pipelines.cli.spark_args import spark_on_demand, workers_forked_early
+from pipelines.errors import ConfigError
+
+refused, argv = sys.argv[1] == "refused", sys.argv[2:]
+args = build_parser().parse_args(argv)
+seen = {"driver": os.getpid()}
+try:
+    with workers_forked_early(args):
+        seen["early"] = len(multiprocessing.active_children())
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True).start()  # the store client's I/O thread
+        if refused:
+            raise ConfigError("refused after its first listing")
+        with spark_on_demand(args, False, args.job_module, local_likely=True) as lazy:
+            seen["pids"] = lazy.local.map(lambda _: (os.getpid(), os.getppid()), list(range(4)))
+            seen["forked"] = lazy.local.forked_from_driver
+except ConfigError:
+    pass
+seen["after"] = len(multiprocessing.active_children())
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize(
+    ("dst", "refused", "forked"),
+    [("memory://bucket/tier", False, True), ("tier", False, False), ("memory://bucket/tier", True, None)],
+    ids=["object-store", "local-disk", "refused"],
+)
+def test_a_run_that_names_an_object_store_forks_its_workers_before_its_first_request(
+    tmp_path: Path, dst: str, refused: bool, forked: bool | None
+) -> None:
+    """An object store's client starts an I/O thread with its first request, before the run's
+    workers would start: where a run names one, they fork from the driver at once (their parent
+    is the driver) and the run takes them; a run refused meanwhile leaves none behind. A run on
+    local disks starts them later as before (here, with another thread running: from a server)."""
+    target = dst if "://" in dst else str(tmp_path / dst)
+    argv = ["tier", str(tmp_path / "log"), target, "--master", "local[2]"]
+    proc = subprocess.run([sys.executable, "-c", EARLY, "refused" if refused else "run", *argv],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json_line(proc.stdout)
+    assert seen["early"] == (2 if "://" in dst else 0)
+    assert seen["after"] == 0
+    if forked is None:
+        assert "pids" not in seen
+        return
+    assert seen["forked"] is forked
+    parents = {parent for _, parent in seen["pids"]}
+    assert (parents == {seen["driver"]}) is forked
+
+
+KILLED_DRIVER = """
+import os, signal, sys, threading
+import pipelines.cli
+from pipelines.runtime.local_workers import LocalWorkers
+
+if sys.argv[1] == "thread":
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+workers = LocalWorkers(2, ["segment_io.errors"])
+workers.start()
+pids = workers.map(lambda _: os.getpid(), [0, 1, 2, 3])
+print(" ".join(map(str, sorted(set(pids)))), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no handler, no shutdown: as the OOM killer ends a driver
+"""
+
+
+@pytest.mark.parametrize("others", ["none", "thread"])
+def test_workers_end_with_a_driver_killed_outright(others: str) -> None:
+    """A driver killed with SIGKILL runs no cleanup: its workers, forked from it or from a server,
+    end with it instead of waiting for work forever."""
+    import select
+
+    proc = subprocess.run([sys.executable, "-c", KILLED_DRIVER, others], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) >= 1
+    for pid in pids:
+        try:
+            handle = os.pidfd_open(pid)
+        except ProcessLookupError:  # already gone
+            continue
+        try:  # readable once the process has ended
+            ended = bool(select.select([handle], [], [], 30)[0])
+        finally:
+            os.close(handle)
+        assert ended, f"worker {pid} outlived its killed driver"
