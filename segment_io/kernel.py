@@ -17,21 +17,29 @@ are the same, wherever it lies; a change to any of them compiles every kernel ag
 NUMBA_CACHE_DIR defaults to ~/.cache/segpipe-numba; numba reads it once, when it is first
 imported. Every kernel module imports `njit` from here, so these locators are numba's first choice
 before any kernel is declared; functions of other packages are cached as numba always does.
+
+Processes that find no entry for a kernel at once (a local master's workers, the test suite's
+processes, a cold cache) would each compile it, tens of seconds of CPU each: a kernel is
+compiled by one process at a time (a lock file beside its cache entry), and a process that
+waited loads what the other one saved.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any, TypeVar
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "segpipe-numba")
 os.environ.setdefault("NUMBA_CACHE_DIR", DEFAULT_CACHE_DIR)
 
-from numba import njit  # noqa: E402  # re-exported; numba reads NUMBA_CACHE_DIR as it loads
+import numba  # noqa: E402  # numba reads NUMBA_CACHE_DIR as it loads
 from numba.core import caching, config  # noqa: E402
 
 __all__ = ["ModuleCacheLocator", "ModuleZipCacheLocator", "kernel_sources_digest", "njit"]
@@ -144,3 +152,73 @@ class ModuleZipCacheLocator(caching.ZipCacheLocator):
 _LOCATORS = caching.CacheImpl._locator_classes
 if ModuleCacheLocator not in _LOCATORS:
     _LOCATORS[:0] = [ModuleCacheLocator, ModuleZipCacheLocator]
+
+
+# A process waits this long for another one's compilation of a kernel, then compiles it itself.
+COMPILE_WAIT_S = 300.0
+_held: dict[str, int] = {}  # the compile locks this process holds: lock file -> nesting depth
+
+
+@contextlib.contextmanager
+def _compile_lock(path: str) -> Iterator[None]:
+    """Hold the lock file `path` (re-entrant: numba compiles a kernel again inside its own
+    compilation for literal arguments). Kernels that call kernels take the callees' locks inside
+    the callers', always along the call graph, which has no cycles: no two processes can wait on
+    each other. A lock that cannot be had (a read-only cache, a compilation that hangs) is given
+    up after COMPILE_WAIT_S: the worst case is a kernel compiled twice, as it was without it."""
+    if path in _held:
+        _held[path] += 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + COMPILE_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)  # bounded by the deadline
+        _held[path] = 1
+        try:
+            yield
+        finally:
+            del _held[path]
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _compiled_once(dispatcher: Any) -> Any:
+    """A kernel whose compilations (a cache miss) run under its lock file, so that a process
+    that finds no entry waits for one that is compiling it, then loads the entry it saved."""
+    # numba's FunctionCache keeps its index file's path here (None: caching off, or no locator).
+    index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)
+    if not (index and _ours(dispatcher.py_func)):
+        return dispatcher
+    lock = index + ".lock"
+    compile_any = dispatcher.compile
+
+    def compile_locked(sig: Any) -> Any:
+        with _compile_lock(lock):
+            return compile_any(sig)
+
+    dispatcher.compile = compile_locked
+    return dispatcher
+
+
+def njit(*args: Any, **options: Any) -> Any:
+    """numba's `njit` (as `@njit(...)` or `@njit`) for segpipe's kernels, each compiled by one
+    process at a time."""
+    if len(args) == 1 and callable(args[0]) and not options:
+        return _compiled_once(numba.njit(args[0]))
+    decorate: Callable[[Any], Any] = numba.njit(*args, **options)
+    return lambda function: _compiled_once(decorate(function))

@@ -94,3 +94,41 @@ def test_a_module_of_pipelines_that_declares_kernels_imports_only_kernel_modules
                     else module / "__init__.py"
                 )
                 assert imported in kernels, f"{path.relative_to(REPO)} imports {node.module}"
+
+
+RACE = """
+import json, os, sys, time
+import numpy as np
+import segment_io.format.checksums as c
+go = sys.argv[1]
+deadline = time.monotonic() + 60
+while not os.path.exists(go) and time.monotonic() < deadline:  # both call the kernel at once
+    time.sleep(0.005)
+empty = np.zeros(0, np.int64)
+result = c.first_bad_v2_crc(np.zeros(8, np.uint8), empty, empty, empty, empty)
+stats = c.first_bad_v2_crc.stats
+print(json.dumps({"result": int(result), "hits": sum(stats.cache_hits.values()),
+                  "misses": sum(stats.cache_misses.values())}))
+"""
+
+
+def test_processes_that_miss_a_kernel_at_once_compile_it_once(tmp_path: Path) -> None:
+    """Two processes call a kernel no cache holds yet at the same moment: one compiles it, the
+    other waits for it and loads what the first saved (each would otherwise compile it)."""
+    env = {"PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    go = tmp_path / "go"
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    command = [sys.executable, "-c", RACE, str(go)]
+    procs = [subprocess.Popen(command, env=env, cwd=tmp_path, text=True, **pipes) for _ in range(2)]
+    try:
+        go.touch()
+        seen = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
+            seen.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert [s["result"] for s in seen] == [-1, -1]
+    assert sorted((s["misses"], s["hits"]) for s in seen) == [(0, 1), (1, 0)], seen
