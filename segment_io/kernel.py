@@ -41,6 +41,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", DEFAULT_CACHE_DIR)
 
 import numba  # noqa: E402  # numba reads NUMBA_CACHE_DIR as it loads
 from numba.core import caching, config  # noqa: E402
+from numba.core.compiler_lock import global_compiler_lock  # noqa: E402
 
 __all__ = ["ModuleCacheLocator", "ModuleZipCacheLocator", "kernel_sources_digest", "njit"]
 
@@ -156,7 +157,8 @@ if ModuleCacheLocator not in _LOCATORS:
 
 # A process waits this long for another one's compilation of a kernel, then compiles it itself.
 COMPILE_WAIT_S = 300.0
-_held: dict[str, int] = {}  # the compile locks this process holds: lock file -> nesting depth
+# The compile locks this process holds (lock file -> nesting depth), under numba's compiler lock.
+_held: dict[str, int] = {}
 
 
 @contextlib.contextmanager
@@ -210,7 +212,9 @@ def _compiled_once(dispatcher: Any) -> Any:
     compile_any = dispatcher.compile
 
     def compile_locked(sig: Any) -> Any:
-        with _compile_lock(lock):
+        # numba's own lock first (as its compile takes it): one thread of this process at a time
+        # gets here, so a lock this process holds is held by the calling thread.
+        with global_compiler_lock, _compile_lock(lock):
             return compile_any(sig)
 
     dispatcher.compile = compile_locked
