@@ -137,10 +137,9 @@ def workers_forked_early(args: argparse.Namespace) -> Iterator[None]:
         with suppress(Exception):  # a scheme no client serves: the run names it in its refusal
             load_client(url)  # once here rather than in every process (s3fs: about a second)
     local = LocalWorkers(cores, [module])
-    _forked_early.append(local)
     try:
-        if not local.fork_here():  # another thread already: spark_on_demand starts them as usual
-            _forked_early.clear()
+        if local.fork_here():  # else another thread runs already: spark_on_demand starts them later
+            _forked_early.append(local)
         yield
     finally:
         _forked_early.clear()
