@@ -10,9 +10,10 @@ directories, `orders-0,orders-1`), `remote` (the log's remote tier, read with it
 `kafkaTier` (the path is a Kafka broker's log directory, read with its topics' KIP-405 remote tier:
 the option names the broker's tiered-storage settings, as `--kafka-tier` does; `bootstrapServers`
 reads its remote log metadata from the live cluster, as `--bootstrap-server` does).
-Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA); each segment
-is one input partition and is read in Arrow batches, so memory stays bounded by the chunk size. A
-log with no segment reads as an empty DataFrame.
+Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA). Consecutive
+segments are packed into input partitions as Spark packs small files (`maxPartitionBytes`, below);
+each is read in Arrow batches, so memory stays bounded by the chunk size. A log with no segment
+reads as an empty DataFrame.
 
 Options `fromOffset`, `toOffset`, `fromTime`, `toTime` (inclusive; times in epoch ms or ISO-8601)
 choose segments and, through their `.index` and `.timeindex`, the byte window of each that can hold
@@ -29,6 +30,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -44,6 +46,13 @@ RANGE_OPTIONS = {
     "fromTime": "from_time",
     "toTime": "to_time",
 }
+# Segments are packed into a read's input partitions as Spark's own file sources pack files, with
+# their defaults (spark.sql.files.maxPartitionBytes and openCostInBytes): consecutive segments up
+# to MAX_PARTITION_BYTES, each weighing OPEN_COST_BYTES more than its bytes. A task costs tens of
+# milliseconds whatever it reads, so a log of many small segments reads in a few tasks; a segment
+# of Kafka's default 1 GiB stays a task of its own. Option `maxPartitionBytes` sets the bound.
+MAX_PARTITION_BYTES = 128 * 2**20
+OPEN_COST_BYTES = 4 * 2**20
 
 
 def spark_schema() -> Any:
@@ -55,25 +64,45 @@ def spark_schema() -> Any:
     return from_arrow_schema(RECORD_SCHEMA)
 
 
-class SegmentPartition(InputPartition):
-    """One segment file: the unit of parallelism of a read (`path` None: no segment at all)."""
+@dataclass(frozen=True)
+class SegmentRead:
+    """One segment file and the bytes of it a read needs (`window`)."""
 
-    def __init__(
-        self,
-        url: str,
-        path: str | None,
-        base_offset: int,
-        topic: str,
-        partition: int,
-        window: Window | None = None,
-    ) -> None:
-        super().__init__(path)
+    path: str
+    base_offset: int
+    topic: str
+    partition: int
+    window: Window
+
+    @property
+    def cost(self) -> int:
+        """What reading it weighs when segments are packed: its bytes and the cost of an open."""
+        return self.window.end - self.window.start + OPEN_COST_BYTES
+
+
+class SegmentPartition(InputPartition):
+    """Segments read one after the other by one task: the unit of parallelism of a read (no
+    segment at all where the log holds none)."""
+
+    def __init__(self, url: str, reads: tuple[SegmentRead, ...] = ()) -> None:
+        super().__init__([r.path for r in reads])
         self.url = url
-        self.path = path
-        self.base_offset = base_offset
-        self.topic = topic
-        self.partition = partition
-        self.window = window  # the bytes that can hold the range asked for (None: all)
+        self.reads = reads
+
+
+def packed(reads: list[SegmentRead], max_bytes: int) -> list[tuple[SegmentRead, ...]]:
+    """`reads` in their order, cut into runs of at most `max_bytes` of cost each (a segment that
+    weighs more alone is a run of its own)."""
+    runs: list[tuple[SegmentRead, ...]] = []
+    run: list[SegmentRead] = []
+    weight = 0
+    for read in reads:
+        if run and weight + read.cost > max_bytes:
+            runs.append(tuple(run))
+            run, weight = [], 0
+        run.append(read)
+        weight += read.cost
+    return [*runs, tuple(run)] if run else runs
 
 
 class KafkaSegmentsReader(DataSourceReader):
@@ -99,6 +128,7 @@ class KafkaSegmentsReader(DataSourceReader):
         # Set once from the options, never by a query: the read is the same for every query of the
         # DataFrame (see the module's docstring).
         self.want = range_option(options)
+        self.max_partition_bytes = _bytes(options, "maxPartitionBytes", MAX_PARTITION_BYTES)
 
     def partitions(self) -> list[SegmentPartition]:
         from segment_io.layout import list_log_dir
@@ -121,7 +151,7 @@ class KafkaSegmentsReader(DataSourceReader):
             for part in chosen
             for i, files in enumerate(part.segments)
         ]
-        out = []
+        reads = []
         if not self.want.empty:
             windows = _windows(storage, segments, self.want)
             notes = [w.note for w in windows if w is not None and w.note]
@@ -131,29 +161,30 @@ class KafkaSegmentsReader(DataSourceReader):
                     f"({notes[0]})",
                     file=sys.stderr,
                 )
-            out = [
-                SegmentPartition(
-                    self.url, files.log.path, files.base_offset, part.tp.topic, part.tp.partition, w
-                )
+            reads = [
+                SegmentRead(files.log.path, files.base_offset, part.tp.topic, part.tp.partition, w)
                 for (part, files, _), w in zip(segments, windows, strict=True)
                 if w is not None
             ]
-        # Spark needs at least one input partition; this one reads nothing.
-        return out or [SegmentPartition(self.url, None, 0, "", 0)]
+        # Spark needs at least one input partition; an empty one reads nothing.
+        return [SegmentPartition(self.url, run) for run in packed(reads, self.max_partition_bytes)] or [
+            SegmentPartition(self.url)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from segment_io.segment.reader import SegmentReader
         from segment_io.storage import open_storage
 
         assert isinstance(partition, SegmentPartition)
-        if partition.path is None:
+        if not partition.reads:
             return
         storage, _ = open_storage(partition.url)
-        reader = SegmentReader(storage, partition.path, partition.base_offset, partition.window)
-        if self.verify_crc:
-            reader.verify_crcs()
         want = None if self.want.unbounded else self.want
-        yield from reader.record_batches(partition.topic, partition.partition, want=want)
+        for read in partition.reads:
+            reader = SegmentReader(storage, read.path, read.base_offset, read.window)
+            if self.verify_crc:
+                reader.verify_crcs()
+            yield from reader.record_batches(read.topic, read.partition, want=want)
 
 
 def range_option(options: dict[str, str]) -> RecordRange:
@@ -188,6 +219,15 @@ def _windows(
         return [Window(0, files.size, files.size) for _, files, _ in segments]
     with ThreadPoolExecutor(max_workers=16) as pool:
         return list(pool.map(lambda s: segment_window(storage, s[1], s[2], want), segments))
+
+
+def _bytes(options: dict[str, str], name: str, default: int) -> int:
+    value = options.get(name, options.get(name.lower()))
+    if value is None:
+        return default
+    if not value.strip().isdigit() or int(value) <= 0:
+        raise ValueError(f"kafka-segments: option {name}={value!r} must be a number of bytes above 0")
+    return int(value)
 
 
 def _flag(options: dict[str, str], name: str, default: bool) -> bool:
