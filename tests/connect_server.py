@@ -1,5 +1,6 @@
 """A Spark Connect server for tests, from PySpark's own distribution: one local[2] JVM on
-127.0.0.1 with a free port, its Python workers running this interpreter (which sees segpipe), or,
+127.0.0.1 with a free port, its Python workers running this interpreter (which sees segpipe) and
+forked from segpipe's worker daemon with every job's modules loaded (README: Spark Connect), or,
 `without_segpipe`, this interpreter with every third-party package but segpipe itself (as on a
 server nobody installed segpipe on: each client sends its own). It stops when the `with` block
 ends (killed after STOP_TIMEOUT_S).
@@ -61,12 +62,25 @@ def python_without_segpipe(directory: Path) -> Path:
     return script
 
 
+def server_preload() -> list[str]:
+    """The modules every job's tasks run, which the server's workers load before they fork."""
+    from pipelines.jobs.clean.job import WORKER_MODULES as CLEAN
+    from pipelines.jobs.cut.job import WORKER_MODULES as CUT
+    from pipelines.jobs.erase.job import WORKER_MODULES as ERASE
+    from pipelines.jobs.tier.job import WORKER_MODULES as TIER
+    from pipelines.jobs.tier.restore import WORKER_MODULES as RESTORE
+    from pipelines.jobs.validate.job import WORKER_MODULES as VALIDATE
+
+    return sorted({*CLEAN, *CUT, *ERASE, *TIER, *RESTORE, *VALIDATE, "pipelines.sources.kafka_segments"})
+
+
 @contextmanager
 def connect_server(log_path: Path | None = None, without_segpipe: bool = False) -> Iterator[str]:
     """A running server's URL (sc://127.0.0.1:PORT); its log goes to `log_path` (or a temp file)."""
     import pyspark
 
     from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
+    from pipelines.runtime.worker_daemon import PRELOAD_ENV
 
     home = Path(pyspark.__file__).parent
     port = _free_port()
@@ -77,6 +91,8 @@ def connect_server(log_path: Path | None = None, without_segpipe: bool = False) 
         "PYSPARK_PYTHON": str(python_without_segpipe(workdir)) if without_segpipe else sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
+    if not without_segpipe:  # a server with segpipe installed forks its workers as segpipe does
+        env[PRELOAD_ENV] = ",".join(server_preload())
     env.pop("SPARK_REMOTE", None)
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     settings = {
@@ -90,6 +106,8 @@ def connect_server(log_path: Path | None = None, without_segpipe: bool = False) 
         # The quick compiler and the install's class archive, as segpipe starts a driver itself.
         DRIVER_JAVA_OPTIONS: driver_java_options(),
     }
+    if not without_segpipe:
+        settings["spark.python.daemon.module"] = "pipelines.runtime.worker_daemon"
     command = [str(home / "bin" / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]

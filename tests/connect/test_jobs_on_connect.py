@@ -168,6 +168,38 @@ def test_the_data_source_on_connect(spark, remote: str, sample_dir: Path) -> Non
     assert json.loads(proc.stdout.splitlines()[-1]) == sorted([r[0], r[1], r[2], r[3]] for r in rows)
 
 
+PRELOADED = """
+import json, os, sys
+from pyspark.sql import SparkSession
+
+def loaded(batches):
+    import pyarrow as pa
+    for _ in batches:
+        pass
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+        parent = handle.read().replace(b"\\0", b" ").decode()
+    yield pa.RecordBatch.from_pylist([{"modules": sorted(m for m in sys.modules if m.startswith("pipelines.")),
+                                       "parent": parent}])
+
+spark = SparkSession.builder.remote(sys.argv[1]).create()
+row = spark.range(1).mapInArrow(loaded, "modules array<string>, parent string").collect()[0]
+print(json.dumps({"modules": row["modules"], "parent": row["parent"]}))
+"""
+
+
+def test_a_server_with_segpipe_forks_its_workers_with_every_jobs_modules_loaded(remote: str) -> None:
+    """The server's workers fork from segpipe's worker daemon, the jobs' modules already imported
+    (README: Spark Connect): a plain session's task, which imports nothing of segpipe, finds them."""
+    from tests.connect_server import server_preload
+
+    proc = subprocess.run([sys.executable, "-c", PRELOADED, remote], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert "-m pipelines.runtime.worker_daemon" in found["parent"], found["parent"]
+    assert set(server_preload()) <= set(found["modules"]), found["modules"]
+
+
 def test_sigterm_stops_a_connect_run_and_publishes_nothing(
     remote: str, sample_dir: Path, tmp_path: Path
 ) -> None:
