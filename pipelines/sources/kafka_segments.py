@@ -11,9 +11,9 @@ directories, `orders-0,orders-1`), `remote` (the log's remote tier, read with it
 the option names the broker's tiered-storage settings, as `--kafka-tier` does; `bootstrapServers`
 reads its remote log metadata from the live cluster, as `--bootstrap-server` does).
 Columns are those of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA). Consecutive
-segments are packed into input partitions as Spark packs small files (`maxPartitionBytes`, below);
-each is read in Arrow batches, so memory stays bounded by the chunk size. A log with no segment
-reads as an empty DataFrame.
+segments are packed into input partitions as Spark packs small files: option `maxPartitionBytes`
+(default MAX_PARTITION_BYTES) bounds what one task reads. Each segment is read in Arrow batches,
+so memory stays bounded by the chunk size. A log with no segment reads as an empty DataFrame.
 
 Options `fromOffset`, `toOffset`, `fromTime`, `toTime` (inclusive; times in epoch ms or ISO-8601)
 choose segments and, through their `.index` and `.timeindex`, the byte window of each that can hold
