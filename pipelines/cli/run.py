@@ -84,11 +84,10 @@ def _job_settings(job: JobFile) -> dict[str, str]:
     """The job's Spark settings for this process. Under spark-submit the driver JVM already runs:
     the settings it reads at its start were spark-submit's to apply (the DAG's tasks pass the
     job's settings to its --conf), so they are left out here rather than refused."""
-    import os
-
     from pipelines.runtime.session import JVM_START_SETTINGS
+    from pipelines.runtime.submitted import under_spark_submit
 
-    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+    if not under_spark_submit():
         return dict(job.spark.conf)
     return {k: v for k, v in job.spark.conf.items() if k not in JVM_START_SETTINGS}
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from pipelines.config.tuning import MASTER, tuned
 from pipelines.errors import SegpipeError
+from pipelines.runtime.submitted import submitted_master, under_spark_submit
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread, thread_count
 from segment_io.exit_codes import ExitCode
 
@@ -53,10 +54,14 @@ _LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\])?")
 
 def local_cores(master: str | None, settings: dict[str, str], remote: str | None) -> int | None:
     """The cores of the run's master if it is local (this machine), else None: a Spark Connect
-    server, a cluster, or a driver spark-submit launched (its master is the submitter's)."""
-    if remote or os.environ.get("PYSPARK_GATEWAY_PORT"):
+    server or a cluster. A driver spark-submit launched has the master it was submitted to,
+    unless the run names its own."""
+    if remote:
         return None
-    chosen = master or settings.get("spark.master") or tuned(MASTER)
+    chosen = master or settings.get("spark.master")
+    chosen = chosen or (submitted_master() if under_spark_submit() else tuned(MASTER))
+    if chosen is None:  # submitted, and the submitter's JVM did not say where
+        return None
     match = _LOCAL_MASTER.fullmatch(chosen.strip())
     if match is None:
         return None

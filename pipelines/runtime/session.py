@@ -23,6 +23,7 @@ from pipelines.errors import ConfigError
 from pipelines.runtime.class_archive import java_options
 from pipelines.runtime.connect import connect, is_connect, remote_url
 from pipelines.runtime.local_workers import LocalWorkers
+from pipelines.runtime.submitted import under_spark_submit
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 
 # segpipe's JVM only moves bytes between Python workers and shuffle files: code from the quick
@@ -78,7 +79,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
     spark_conf = SparkConf().setAppName(app_name)
     if master:
         spark_conf.setMaster(master)
-    elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set when spark-submit launched this driver
+    elif not under_spark_submit():  # else the master is the submitter's
         spark_conf.setMaster(tuned(MASTER))
     defaults = {
         "spark.ui.enabled": "false",
@@ -94,7 +95,7 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
         "spark.driver.host": "127.0.0.1",
         "spark.sql.adaptive.enabled": "true",
     }
-    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the driver JVM is not started yet
+    if not under_spark_submit():  # the driver JVM is not started yet
         run_dir = _run_dir(log_level)
         defaults["spark.python.unix.domain.socket.dir"] = run_dir
         log_config = f"-Dlog4j2.configurationFile={os.path.join(run_dir, 'log4j2.properties')}"
@@ -141,7 +142,7 @@ def spark_settings(pairs: list[str]) -> dict[str, str]:
             raise ConfigError(f"--conf {pair!r}: expected NAME=VALUE")
         if not name.startswith("spark."):
             raise ConfigError(f"--conf {pair!r}: not a Spark setting (their names start with 'spark.')")
-        if name in JVM_START_SETTINGS and os.environ.get("PYSPARK_GATEWAY_PORT"):
+        if name in JVM_START_SETTINGS and under_spark_submit():
             raise ConfigError(
                 f"--conf {name}: read only when the driver JVM starts, and under spark-submit it already "
                 "runs; pass it to spark-submit's own --conf"

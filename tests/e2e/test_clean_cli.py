@@ -175,15 +175,24 @@ def test_corrupt_source_exits_65_with_file_and_position(tmp_path: Path, sample_d
 
 
 def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Path) -> None:
+    """Submitted to a local master, a run works in the driver's own processes as a local run
+    does (made to here by SEGPIPE_DRIVER_WORK=processes), without starting Spark in the
+    submitter's JVM (where it could not start: a task there would need 2 of local[1]'s 1 core);
+    its bytes are a direct run's. Spark under spark-submit: tests/cluster."""
     submit = Path(sys.executable).parent / "spark-submit"
+    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW)]
     proc = subprocess.run(
-        [str(submit), "--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir), str(tmp_path / "out"),
-         "--config", "conf/samples.yaml", "--now-ms", str(NOW)],
+        [str(submit), "--master", "local[1]", "--conf", "spark.task.cpus=2", "pipelines/cli/__main__.py",
+         "clean", str(sample_dir), str(tmp_path / "out"), *flags],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+             DRIVER_WORK.env: "processes"},
     )  # fmt: skip
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
+    direct = run_segpipe("clean", str(sample_dir), str(tmp_path / "direct"), *flags)
+    assert direct.returncode == ExitCode.OK, direct.stderr[-3000:]
+    assert files_of(tmp_path / "out") == files_of(tmp_path / "direct")
     assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
     inspect = run_segpipe("inspect", str(tmp_path / "out"))
     assert (

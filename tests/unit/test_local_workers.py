@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from pipelines.runtime.local_workers import (
     local_cores,
     sweep_dead_flows,
 )
+from pipelines.runtime.submitted import GATEWAY_PORT, submitted_master
 from segment_io.errors import CrcMismatch
 from segment_io.exit_codes import ExitCode
 from tests.helpers import REPO
@@ -59,14 +61,25 @@ def test_only_a_local_master_is_stood_in_for(
     cores: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv(GATEWAY_PORT, raising=False)
     monkeypatch.delenv("SEGPIPE_MASTER", raising=False)
     assert local_cores(master, settings, remote) == cores
 
 
-def test_a_driver_spark_submit_launched_keeps_its_master(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")  # what spark-submit sets for its driver
-    assert local_cores("local[2]", {}, None) is None
+def test_a_submitted_driver_whose_jvm_does_not_answer_is_not_taken_for_local(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under spark-submit the master is the submitter's (its JVM says which: a real submitter in
+    tests/e2e/test_clean_cli.py); unanswered, the run goes to Spark rather than guess local. A
+    master the run names itself is the run's, as its session is started with it."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed on leaving: nothing listens there
+    monkeypatch.setenv(GATEWAY_PORT, str(port))  # what spark-submit sets for its driver
+    monkeypatch.setenv("SEGPIPE_MASTER", "local[2]")  # read only where nothing was submitted
+    assert submitted_master() is None
+    assert local_cores(None, {}, None) is None
+    assert local_cores("local[3]", {}, None) == 3
 
 
 def test_results_come_back_in_item_order_from_other_processes(workers: LocalWorkers) -> None:
