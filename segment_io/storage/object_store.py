@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import tempfile
+import weakref
 from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Any
@@ -90,6 +91,11 @@ class _HeldPending(PendingFile):
         self.spool.close()
 
 
+# Per S3 client (fsspec hands out one per store and options), the buckets known to exist. Weak: a
+# client dropped (another endpoint's) takes its buckets with it.
+_BUCKETS_MADE: weakref.WeakKeyDictionary[fsspec.AbstractFileSystem, set[str]] = weakref.WeakKeyDictionary()
+
+
 class ObjectStorage(Storage):
     def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
         self.fs = fs
@@ -107,11 +113,13 @@ class ObjectStorage(Storage):
 
     def list(self, path: str) -> list[FileInfo]:
         self._fresh(path)
-        if not self.fs.exists(path):
+        try:  # one listing; asking first whether the folder exists cost two more requests on S3
+            infos = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
             return []
         out = []
         own = path.rstrip("/")
-        for info in self.fs.ls(path, detail=True):
+        for info in infos:
             full = info["name"].rstrip("/")
             if full == own:  # a folder's own marker object (`key/`, as SeaweedFS keeps folders)
                 continue
@@ -151,8 +159,18 @@ class ObjectStorage(Storage):
         return _HeldPending(self.fs, path)
 
     def makedirs(self, path: str) -> None:
-        if path:
+        """On S3 a folder is only a prefix: s3fs asks whether the bucket exists (and creates it
+        where not), which needs asking once per bucket and client, not before every write."""
+        if not path:
+            return
+        if self.protocol not in ("s3", "s3a"):
             self.fs.makedirs(path, exist_ok=True)
+            return
+        bucket = path.lstrip("/").partition("/")[0]
+        known = _BUCKETS_MADE.setdefault(self.fs, set())
+        if bucket not in known:
+            self.fs.makedirs(path, exist_ok=True)
+            known.add(bucket)
 
     def write_atomic(self, path: str, data: bytes | memoryview, mtime_ms: int | None = None) -> None:
         del mtime_ms

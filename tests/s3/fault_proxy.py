@@ -1,5 +1,6 @@
 """A small HTTP proxy in front of an S3 endpoint that injects the faults object stores show:
-throttling (503 SlowDown), server errors (500), dropped connections and stalls. Bound to
+throttling (503 SlowDown), server errors (500), dropped connections and stalls; it records every
+request it passed on or answered. Bound to
 127.0.0.1, one thread per connection, stopped by `stop()` (or the `with` block)."""
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Fault:
 class FaultProxy:
     upstream: str  # http://host:port of the real endpoint
     faults: list[Fault] = field(default_factory=list)
+    seen: list[tuple[str, str]] = field(default_factory=list)  # every request: (method, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     thread: threading.Thread | None = None
@@ -62,6 +64,7 @@ class FaultProxy:
 
     def take(self, method: str, path: str) -> Fault | None:
         with self.lock:
+            self.seen.append((method, path))
             for fault in self.faults:
                 if fault.matches(method, path):
                     fault.hits += 1
