@@ -91,9 +91,18 @@ class _HeldPending(PendingFile):
         self.spool.close()
 
 
-# Per S3 client (fsspec hands out one per store and options), the buckets known to exist. Weak: a
-# client dropped (another endpoint's) takes its buckets with it.
-_BUCKETS_MADE: weakref.WeakKeyDictionary[fsspec.AbstractFileSystem, set[str]] = weakref.WeakKeyDictionary()
+# Per S3 client (fsspec hands out one per store and options), by identity: the buckets known to
+# exist. Clients equal in their options may still reach different endpoints (AWS_ENDPOINT_URL is
+# read from the environment), so each has its own; a client's entry goes when the client does.
+_BUCKETS_MADE: dict[int, set[str]] = {}
+
+
+def _buckets_made(fs: fsspec.AbstractFileSystem) -> set[str]:
+    made = _BUCKETS_MADE.get(id(fs))
+    if made is None:
+        made = _BUCKETS_MADE[id(fs)] = set()
+        weakref.finalize(fs, _BUCKETS_MADE.pop, id(fs), None)
+    return made
 
 
 class ObjectStorage(Storage):
@@ -167,7 +176,7 @@ class ObjectStorage(Storage):
             self.fs.makedirs(path, exist_ok=True)
             return
         bucket = path.lstrip("/").partition("/")[0]
-        known = _BUCKETS_MADE.setdefault(self.fs, set())
+        known = _buckets_made(self.fs)
         if bucket not in known:
             self.fs.makedirs(path, exist_ok=True)
             known.add(bucket)

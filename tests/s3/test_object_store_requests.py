@@ -20,12 +20,17 @@ pytestmark = pytest.mark.s3
 
 @pytest.fixture
 def proxied(s3_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[FaultProxy, Storage, str]]:
-    """A storage whose client reaches moto through the proxy (a client of its own: the first
-    opened for the proxy's address), and a fresh prefix in the test bucket."""
+    """A storage whose client reaches moto through the proxy, and a fresh prefix in the test
+    bucket. A client with the same options but moto's own address has written to the bucket
+    first, and is still held: what one client learnt is not taken for another's."""
     root = bucket(s3_env, f"requests-{tmp_path.name}").removeprefix("s3://")
+    direct, _ = open_storage(f"s3://{root}")
+    direct.write_atomic(f"{root}-direct/written", b"direct")
     with FaultProxy(s3_env["AWS_ENDPOINT_URL"]) as proxy, aws_endpoint(proxy.url):
         storage, _ = open_storage(f"s3://{root}")
+        assert not storage.same_store(direct)
         yield proxy, storage, root
+    del direct
 
 
 def test_a_folder_is_listed_in_one_request(proxied: tuple[FaultProxy, Storage, str]) -> None:
