@@ -16,6 +16,7 @@ from pipelines.cli.spark_args import (
 from pipelines.config.job_schema import CLEAN_STEPS, STEPS
 from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError
+from pipelines.runtime.submitted import under_spark_submit
 from segment_io.exit_codes import ExitCode
 
 
@@ -65,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
         console.say("segpipe: every step of this run is done; nothing to run")
         return _finish(args, {unit_name(u): state.steps[u[0]] for u in units})
     _refuse_before_spark(job)
-    # A Spark Connect server named on the command line takes the place of the job's master.
-    args.master = args.master or (None if args.spark_remote else job.spark.master)
+    # A Spark Connect server named on the command line, or the master spark-submit was given (the
+    # job file's key says so), takes the place of the job's master.
+    args.master = args.master or (None if args.spark_remote or under_spark_submit() else job.spark.master)
     args.conf = [f"{k}={v}" for k, v in _job_settings(job).items()] + list(args.conf)
     if args.dry_run:
         return _dry_run(args, job, state.now_ms, pending[0])
@@ -83,13 +85,13 @@ def run(args: argparse.Namespace) -> int:
 def _job_settings(job: JobFile) -> dict[str, str]:
     """The job's Spark settings for this process. Under spark-submit the driver JVM already runs:
     the settings it reads at its start were spark-submit's to apply (the DAG's tasks pass the
-    job's settings to its --conf), so they are left out here rather than refused."""
+    job's settings to its --conf), so they are left out here rather than refused, and so is a
+    master (spark-submit's own wins)."""
     from pipelines.runtime.session import JVM_START_SETTINGS
-    from pipelines.runtime.submitted import under_spark_submit
 
     if not under_spark_submit():
         return dict(job.spark.conf)
-    return {k: v for k, v in job.spark.conf.items() if k not in JVM_START_SETTINGS}
+    return {k: v for k, v in job.spark.conf.items() if k not in (*JVM_START_SETTINGS, "spark.master")}
 
 
 def _refuse_before_spark(job: JobFile) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.config.tuning import DRIVER_WORK
 from segment_io.exit_codes import ExitCode
-from tests.helpers import files_of, read_log, run_segpipe
+from tests.helpers import files_of, read_log, run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,6 +211,30 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
         and "pass it to spark-submit's own --conf" in late.stdout + late.stderr
     )
     assert not (tmp_path / "out2").exists()
+
+
+def test_a_submitted_job_file_runs_on_the_master_spark_submit_was_given(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    """spark-submit's master wins over the job file's (a master nobody answers at, which a run
+    on it would refuse at once), and a local one works in the driver's processes, no Spark."""
+    nowhere = "spark://127.0.0.1:9"
+    job = samples_job(
+        tmp_path,
+        f"name: submitted\nsource: {sample_dir}\noutput: {tmp_path}/out/{{run}}\n"
+        f"steps: [retention, compact]\nnow: {NOW}\nspark: {{master: '{nowhere}', conf: {{spark.master: '{nowhere}'}}}}\n",
+    )
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--conf", "spark.task.cpus=2",
+         "pipelines/cli/__main__.py", "run", str(job), "--run", "r1"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+             DRIVER_WORK.env: "processes"},
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    state = json.loads((tmp_path / "out" / "r1.run.json").read_text())
+    assert state["steps"]["compact"]["state"] == "done"
+    assert (tmp_path / "out" / "r1" / "_segpipe" / "manifest.json").exists()
 
 
 def test_a_segment_without_a_time_index_is_said_to_age_by_its_file_time(
