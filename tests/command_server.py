@@ -203,8 +203,14 @@ def _stop(server: _Server) -> None:
 
 
 def _forkable(env: dict[str, str], server: _Server) -> bool:
-    names = set(env) | set(server.env)
-    return all(env.get(n) == server.env.get(n) for n in names if n.startswith(_READ_AT_IMPORT))
+    """Whether a fork of the server sees what a fresh interpreter given `env` would. Both hold to
+    one thread as they start (the command line's first import): a caller that has imported the
+    command line since the server started differs from it there only on paper."""
+    from pipelines.runtime.worker_daemon import ONE_THREAD_ENV
+
+    asked, served = {**ONE_THREAD_ENV, **env}, {**ONE_THREAD_ENV, **server.env}
+    names = set(asked) | set(served)
+    return all(asked.get(n) == served.get(n) for n in names if n.startswith(_READ_AT_IMPORT))
 
 
 def _text(data: bytes) -> str:

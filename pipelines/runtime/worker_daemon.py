@@ -65,10 +65,15 @@ def quiet_on_hang_up(worker: _Worker) -> _Worker:
     return run
 
 
+# What holds a process that imports numpy and pyarrow to one thread: no BLAS threads, no
+# allocator thread (a process that forks must run one thread).
+ONE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+
+
 def hold_to_one_thread() -> None:
-    """Before anything imports numpy or pyarrow: no BLAS threads, no allocator thread."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+    """Before anything imports numpy or pyarrow: ONE_THREAD_ENV, where not set otherwise."""
+    for name, value in ONE_THREAD_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 def main() -> None:
