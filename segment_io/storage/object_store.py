@@ -47,7 +47,8 @@ def _precondition_failed(exc: BaseException) -> bool:
 # Object stores whose writers publish nothing until close (a PUT, or a completed multipart
 # upload): their writers stream. Other fsspec file systems (memory://, ...) may show a file as
 # soon as it is opened, so their writes are held back and written whole on commit.
-PUBLISH_ON_CLOSE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az"})
+S3_PROTOCOLS = frozenset({"s3", "s3a"})  # s3fs's: conditional writes, and folders that are only prefixes
+PUBLISH_ON_CLOSE = S3_PROTOCOLS | {"gs", "gcs", "abfs", "az"}
 
 
 class _StreamingPending(PendingFile):
@@ -172,7 +173,7 @@ class ObjectStorage(Storage):
         where not), which needs asking once per bucket and client, not before every write."""
         if not path:
             return
-        if self.protocol not in ("s3", "s3a"):
+        if self.protocol not in S3_PROTOCOLS:
             self.fs.makedirs(path, exist_ok=True)
             return
         bucket = path.lstrip("/").partition("/")[0]
@@ -190,7 +191,7 @@ class ObjectStorage(Storage):
         """On S3 a conditional PUT (If-None-Match: *): the store refuses it when the key exists.
         Other fsspec file systems get a check before the write (one process at a time)."""
         self.makedirs(posixpath.dirname(path))
-        if self.protocol in ("s3", "s3a"):
+        if self.protocol in S3_PROTOCOLS:
             try:
                 self.fs.pipe_file(path, data, mode="create")
             except FileExistsError:
