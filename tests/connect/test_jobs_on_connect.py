@@ -131,7 +131,20 @@ def test_tier_restore_and_in_place_clean_on_connect(
     assert files_of(tmp_path / "after") != files_of(tmp_path / "restored")  # the clean changed it
 
 
-def test_a_job_file_runs_on_connect(remote: str, sample_dir: Path, tmp_path: Path) -> None:
+def classic_run(spark, job_path: Path, run: str) -> None:  # type: ignore[no-untyped-def]
+    """The steps `segpipe run JOB --run RUN` runs, in this process on the classic session (a
+    command of its own would start a JVM of its own for the same bytes)."""
+    from pipelines.config.jobfile import load_job_file
+    from pipelines.run.runner import chosen_units, run_units
+    from pipelines.run.state import open_state
+
+    job = load_job_file(str(job_path)).for_run(run)
+    assert job.now_ms is not None
+    state = open_state(job.state, job.name, job.digest, run, job.now_ms)
+    run_units(spark, job, state, chosen_units(job, state, None), quiet)
+
+
+def test_a_job_file_runs_on_connect(spark, remote: str, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     samples = (REPO / "conf" / "samples.yaml").read_text()
     for name in ("classic", "connect"):
         (tmp_path / f"{name}.yaml").write_text(
@@ -140,7 +153,7 @@ def test_a_job_file_runs_on_connect(remote: str, sample_dir: Path, tmp_path: Pat
             f"now: {NOW}\nspark: {{master: 'local[2]'}}\nconfigs:\n"
             + "".join(f"  {line}\n" for line in samples.splitlines())
         )
-    segpipe_ok("run", str(tmp_path / "classic.yaml"), "--run", "r1")
+    classic_run(spark, tmp_path / "classic.yaml", "r1")
     segpipe_ok("run", str(tmp_path / "connect.yaml"), "--run", "r1", "--spark-remote", remote)
     assert files_of(tmp_path / "connect" / "r1") == files_of(tmp_path / "classic" / "r1")
     state = json.loads((tmp_path / "connect" / "r1.run.json").read_text())
