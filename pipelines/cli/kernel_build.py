@@ -54,6 +54,8 @@ def build(root: Path) -> list[str]:
                 code = segpipe(["--quiet", *argv])
         except SystemExit as exc:  # the parser's refusal
             code = exc.code
+        if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):  # a stop ends the build, not a step of it
+            raise KeyboardInterrupt
         if code != ExitCode.OK:
             failed.append(" ".join(argv))
     return failed
@@ -61,8 +63,12 @@ def build(root: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     del argv
-    with tempfile.TemporaryDirectory(prefix="segpipe-kernels-") as tmp:
-        failed = build(Path(tmp))
+    try:
+        with tempfile.TemporaryDirectory(prefix="segpipe-kernels-") as tmp:
+            failed = build(Path(tmp))
+    except KeyboardInterrupt:
+        print("kernel build stopped; the rest compile where first called", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     where = os.environ.get("NUMBA_CACHE_DIR", "")  # segment_io.kernel sets it where unset
     print(f"kernels compiled into {where}" + (f"; these failed: {failed}" if failed else ""))
     return 0
