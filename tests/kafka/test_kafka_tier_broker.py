@@ -89,6 +89,20 @@ def wait_until(check: Any, what: str) -> None:
         time.sleep(0.25)  # bounded by the deadline
 
 
+# What Kafka's remote log metadata manager logs once it has replayed the metadata topic for every
+# partition this broker leads. Before that line a fetch of a remote offset fails (the client gets an
+# unknown server error, not a retriable one), so a restarted tiered broker is ready only after it.
+METADATA_REPLAYED = "Initialized for all the"
+
+
+def restart(broker: Broker) -> None:
+    """Stop a tiered broker cleanly, start it, and wait until it serves its remote tier again."""
+    seen = len(broker.log_lines(METADATA_REPLAYED))  # the log is appended to across starts
+    broker.stop()
+    broker.start()
+    wait_until(lambda: len(broker.log_lines(METADATA_REPLAYED)) > seen, "replay its remote log metadata")
+
+
 def only_active_local(broker: Broker) -> bool:
     """Every partition holds one local segment: all the others were tiered and released."""
     return all(len(list((broker.log_dir / name).glob("*.log"))) == 1 for name in NAMES)
@@ -119,8 +133,7 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(
             produce(broker, codec, codec=codec)
         produce(broker, "txn", codec="zstd", transactions=(True, False, True))
         wait_until(lambda: only_active_local(broker), "tier every inactive segment")
-        broker.stop()
-        broker.start()  # a new leader epoch for every partition
+        restart(broker)  # a new leader epoch for every partition
         produce(broker, "after", codec="lz4", count=600)
         produce(broker, "txn2", transactions=(False, True))
         wait_until(lambda: only_active_local(broker), "tier the new segments")

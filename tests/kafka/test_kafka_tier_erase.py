@@ -29,6 +29,7 @@ from tests.kafka.test_kafka_tier_broker import (
     create_tiered_topic,
     only_active_local,
     produce,
+    restart,
     tiered_broker,
     wait_until,
 )
@@ -217,8 +218,7 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
         [n for n in files_after if any(s["by"] in n for s in swapped)]
     )
     epoch = leader_epoch(broker, swapped[0]["topic_id"])
-    broker.stop()
-    broker.start()  # the metadata replayed from the topic
+    restart(broker)  # the metadata replayed from the topic
     after_ok(broker)
     assert leader_epoch(broker, swapped[0]["topic_id"]) > epoch  # what a swap checks did move
 
