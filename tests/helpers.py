@@ -20,6 +20,17 @@ from tests import command_server
 from tests.command_server import kill_group
 
 REPO = command_server.REPO
+
+
+def spark_submit(*args: str) -> list[str]:
+    """spark-submit's command line with `args`, its driver JVM started as segpipe starts its own
+    (the quick compiler, the install's class archive): the tests' submissions are short runs."""
+    from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
+
+    submit = str(Path(sys.executable).parent / "spark-submit")
+    return [submit, "--conf", f"{DRIVER_JAVA_OPTIONS}={driver_java_options()}", *args]
+
+
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 

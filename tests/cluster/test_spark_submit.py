@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
+from pipelines.runtime.session import driver_java_options
 from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import default_specs, scaled
 from segment_io.storage import open_storage
 from tests.cluster.standalone import Cluster
-from tests.helpers import kill_group, run_segpipe
+from tests.helpers import kill_group, run_segpipe, spark_submit
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,24 +35,22 @@ def submit(
     cluster: Cluster, archive: Path, executor_python: str, env: dict[str, str], *args: str
 ) -> subprocess.Popen[str]:
     """`spark-submit` of the segpipe command line, as README "Running on a cluster" has it."""
-    submit = Path(sys.executable).parent / "spark-submit"
     executor_env = [f"spark.executorEnv.{k}={v}" for k, v in sorted(env.items()) if k.startswith("AWS_")]
-    command = [
-        str(submit), "--master", cluster.master_url,
+    command = spark_submit(
+        "--master", cluster.master_url,
         "--archives", f"{archive}#segpipe",
         "--conf", "spark.executorEnv.PYTHONPATH=segpipe",
         "--conf", f"spark.pyspark.python={executor_python}",
         "--conf", f"spark.pyspark.driver.python={sys.executable}",
         "--conf", "spark.executor.memory=1g",
         "--conf", "spark.task.maxFailures=4",
-        # The quick compiler and the install's class archive in the driver's and the executors'
-        # JVMs, as the daemons have them: short runs, where the optimising compiler's threads cost
-        # more than they save (measured: the file's CPU 155 -> 89 s, its time 120 -> 77 s).
-        "--conf", f"{DRIVER_JAVA_OPTIONS}={driver_java_options()}",
+        # The executors' JVMs started as the driver's (spark_submit) and the daemons': short runs,
+        # where the optimising compiler's threads cost more than they save (measured: the file's
+        # CPU 155 -> 89 s, its time 120 -> 77 s).
         "--conf", f"{EXECUTOR_JAVA_OPTIONS}={driver_java_options()}",
         *[item for pair in executor_env for item in ("--conf", pair)],
         str(ROOT / "pipelines" / "cli" / "__main__.py"), *args,
-    ]  # fmt: skip
+    )  # fmt: skip
     full = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SEGPIPE_FAULT"))}
     full.update(env, PYSPARK_DRIVER_PYTHON=sys.executable)  # how spark-submit finds its Spark
     return subprocess.Popen(

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.config.tuning import DRIVER_WORK
 from segment_io.exit_codes import ExitCode
-from tests.helpers import files_of, read_log, run_segpipe, samples_job
+from tests.helpers import files_of, read_log, run_segpipe, samples_job, spark_submit
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,11 +179,10 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     does (made to here by SEGPIPE_DRIVER_WORK=processes), without starting Spark in the
     submitter's JVM (where it could not start: a task there would need 2 of local[1]'s 1 core);
     its bytes are a direct run's. Spark under spark-submit: tests/cluster."""
-    submit = Path(sys.executable).parent / "spark-submit"
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW)]
     proc = subprocess.run(
-        [str(submit), "--master", "local[1]", "--conf", "spark.task.cpus=2", "pipelines/cli/__main__.py",
-         "clean", str(sample_dir), str(tmp_path / "out"), *flags],
+        spark_submit("--master", "local[1]", "--conf", "spark.task.cpus=2", "pipelines/cli/__main__.py",
+                     "clean", str(sample_dir), str(tmp_path / "out"), *flags),
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
              DRIVER_WORK.env: "processes"},
@@ -200,8 +199,8 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     )
     # A setting the driver JVM reads at its start is refused there: the JVM already runs.
     late = subprocess.run(
-        [str(submit), "--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir), str(tmp_path / "out2"),
-         "--conf", "spark.driver.memory=2g"],
+        spark_submit("--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir),
+                     str(tmp_path / "out2"), "--conf", "spark.driver.memory=2g"),
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
@@ -225,8 +224,8 @@ def test_a_submitted_job_file_runs_on_the_master_spark_submit_was_given(
         f"steps: [retention, compact]\nnow: {NOW}\nspark: {{master: '{nowhere}', conf: {{spark.master: '{nowhere}'}}}}\n",
     )
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--conf", "spark.task.cpus=2",
-         "pipelines/cli/__main__.py", "run", str(job), "--run", "r1"],
+        spark_submit("--master", "local[1]", "--conf", "spark.task.cpus=2",
+                     "pipelines/cli/__main__.py", "run", str(job), "--run", "r1"),
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
              DRIVER_WORK.env: "processes"},
