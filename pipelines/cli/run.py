@@ -16,7 +16,7 @@ from pipelines.cli.spark_args import (
 from pipelines.config.job_schema import CLEAN_STEPS, STEPS
 from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError
-from pipelines.runtime.submitted import under_spark_submit
+from pipelines.runtime.submitted import SPARK_MASTER, under_spark_submit
 from segment_io.exit_codes import ExitCode
 
 
@@ -91,7 +91,7 @@ def _job_settings(job: JobFile) -> dict[str, str]:
 
     if not under_spark_submit():
         return dict(job.spark.conf)
-    return {k: v for k, v in job.spark.conf.items() if k not in (*JVM_START_SETTINGS, "spark.master")}
+    return {k: v for k, v in job.spark.conf.items() if k not in (*JVM_START_SETTINGS, SPARK_MASTER)}
 
 
 def _refuse_before_spark(job: JobFile) -> None:

@@ -41,7 +41,7 @@ import numpy as np
 
 from pipelines.config.tuning import MASTER, tuned
 from pipelines.errors import SegpipeError
-from pipelines.runtime.submitted import submitted_master, under_spark_submit
+from pipelines.runtime.submitted import SPARK_MASTER, submitted_master, under_spark_submit
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread, thread_count
 from segment_io.exit_codes import ExitCode
 
@@ -58,7 +58,7 @@ def local_cores(master: str | None, settings: dict[str, str], remote: str | None
     unless the run names its own."""
     if remote:
         return None
-    chosen = master or settings.get("spark.master")
+    chosen = master or settings.get(SPARK_MASTER)
     chosen = chosen or (submitted_master() if under_spark_submit() else tuned(MASTER))
     if chosen is None:  # submitted, and the submitter's JVM did not say where
         return None

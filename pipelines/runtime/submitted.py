@@ -10,6 +10,7 @@ from functools import cache
 # What spark-submit sets in the environment of the Python driver it launches.
 GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"
 GATEWAY_SECRET = "PYSPARK_GATEWAY_SECRET"
+SPARK_MASTER = "spark.master"  # Spark's setting (and JVM property) naming the master
 ANSWER_TIMEOUT_S = 10.0  # the submitter's JVM answers in milliseconds; this bounds a stuck one
 
 
@@ -44,7 +45,7 @@ def _master_of(port: str, secret: str) -> str | None:
     except ValueError:  # not a port
         return None
     try:
-        master = gateway.jvm.java.lang.System.getProperty("spark.master")
+        master = gateway.jvm.java.lang.System.getProperty(SPARK_MASTER)
     except (Py4JError, OSError):  # refused, reset or timed out: no answer
         return None
     finally:
