@@ -31,6 +31,10 @@ FETCH_TIMEOUT_S = 600.0
 START_ATTEMPTS = 3  # fresh ports after a start that could not bind its own
 BIND_FAILED = "Address already in use"
 BROKER_MAIN = "kafka.Kafka"
+# The one error a healthy broker+controller logs: as it restarts on a busy machine, its broker side
+# may ask to register before its controller side has become the active controller; the controller
+# answers "not controller" (logged at ERROR with the request) and the broker asks again.
+REGISTRATION_RETRY = ("apiKey=CONTROLLER_REGISTRATION", "NotControllerException")
 # For a broker serving a log a test put in its log directory (restored, cut) and compares with
 # segpipe's view of it: neither the cleaner nor retention and the other scheduled log tasks may
 # change it meanwhile (on a busy machine the cleaner's first pass, 15 s after the start, came in
@@ -275,6 +279,21 @@ class Broker:
         """Lines of the broker's log that contain any of `needles`."""
         text = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
         return [line for line in text.splitlines() if any(n in line for n in needles)]
+
+    def errors(self) -> list[str]:
+        """The errors the broker logged (each with the lines after it: its exception), but the
+        registration a restarting broker retries (REGISTRATION_RETRY)."""
+        text = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
+        entries: list[str] = []
+        for line in text.splitlines():
+            if line.startswith("[") or not entries:  # each entry begins with its time
+                entries.append(line)
+            else:
+                entries[-1] += "\n" + line
+        return [
+            e for e in entries
+            if " ERROR " in e.partition("\n")[0] and not all(mark in e for mark in REGISTRATION_RETRY)
+        ]  # fmt: skip
 
 
 def main() -> None:
