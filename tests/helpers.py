@@ -20,17 +20,6 @@ from tests import command_server
 from tests.command_server import kill_group
 
 REPO = command_server.REPO
-
-
-def spark_submit(*args: str) -> list[str]:
-    """spark-submit's command line with `args`, its driver JVM started as segpipe starts its own
-    (the quick compiler, the install's class archive): the tests' submissions are short runs."""
-    from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
-
-    submit = str(Path(sys.executable).parent / "spark-submit")
-    return [submit, "--conf", f"{DRIVER_JAVA_OPTIONS}={driver_java_options()}", *args]
-
-
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
@@ -152,6 +141,15 @@ def read_batches(root: Path, partition_dir: str) -> list[tuple[int, bytes]]:
         reader = SegmentReader(storage, seg.log.path, seg.base_offset)
         out += [(seg.base_offset, bytes(reader.batch_bytes(i))) for i in range(len(reader.scan().table))]
     return out
+
+
+def spark_submit(*args: str) -> list[str]:
+    """spark-submit's command line with `args`, its driver JVM started as segpipe starts its own
+    (the quick compiler, the install's class archive): the tests' submissions are short runs."""
+    from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
+
+    submit = str(Path(sys.executable).parent / "spark-submit")
+    return [submit, "--conf", f"{DRIVER_JAVA_OPTIONS}={driver_java_options()}", *args]
 
 
 def run_segpipe(

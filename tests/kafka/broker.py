@@ -275,17 +275,18 @@ class Broker:
             self.proc.wait(timeout=30)
         self._keep_class_archive(clean_exit=False)
 
+    def _log_text(self) -> str:
+        return self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
+
     def log_lines(self, *needles: str) -> list[str]:
         """Lines of the broker's log that contain any of `needles`."""
-        text = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
-        return [line for line in text.splitlines() if any(n in line for n in needles)]
+        return [line for line in self._log_text().splitlines() if any(n in line for n in needles)]
 
     def errors(self) -> list[str]:
         """The errors the broker logged (each with the lines after it: its exception), but the
         registration a restarting broker retries (REGISTRATION_RETRY)."""
-        text = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
         entries: list[str] = []
-        for line in text.splitlines():
+        for line in self._log_text().splitlines():
             if line.startswith("[") or not entries:  # each entry begins with its time
                 entries.append(line)
             else:
