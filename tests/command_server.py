@@ -98,8 +98,11 @@ def serve(path: str) -> None:
 
     hold_to_one_thread()  # the server's own: each fork's environment is its request's
     # What most runs import later: great-expectations (every validating run: 3-4 s of CPU),
-    # the object-store client and the jobs (about half a second together).
+    # PySpark's test helpers and pandas with them (a second: PySpark's first call to its JVM
+    # imports them, as does its Connect client), the object-store client and the jobs (about
+    # half a second together).
     import great_expectations  # noqa: F401
+    import pyspark.testing.utils  # noqa: F401
     import s3fs  # noqa: F401
 
     import pipelines.cli.main

@@ -25,6 +25,7 @@ from pipelines.runtime.connect import connect, is_connect, remote_url
 from pipelines.runtime.local_workers import LocalWorkers
 from pipelines.runtime.submitted import under_spark_submit
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
+from segment_io.storage import loaded_clients
 
 # segpipe's JVM only moves bytes between Python workers and shuffle files: code from the quick
 # compiler is fast enough, and the optimising compiler's threads would take cores from the
@@ -295,13 +296,14 @@ def preload_in_workers(spark: Any, modules: Sequence[str]) -> None:
     its tasks run; see runtime.worker_daemon). Workers of one preload list share one daemon. On
     Spark Connect the server's workers are its own: they import what a task needs as it runs, and
     are first asked to import the job's modules once, so that a dependency the server's Python
-    lacks is named before any work."""
+    lacks is named before any work. Workers of a classic session also preload the object-store
+    clients the driver has loaded: its tasks open the same stores."""
     if is_connect(spark):
         from pipelines.runtime.connect_artifacts import check_workers
 
         check_workers(spark, modules)
     else:
-        spark.sparkContext.environment[PRELOAD_ENV] = ",".join(modules)
+        spark.sparkContext.environment[PRELOAD_ENV] = ",".join([*modules, *loaded_clients()])
 
 
 # A failed task reaches the driver as an exception that carries the worker's whole message; the

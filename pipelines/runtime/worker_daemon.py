@@ -37,6 +37,11 @@ def _preload(modules: list[str]) -> None:
 
     for name in [*modules, BACKEND_MODULE]:  # numba's back end too, once for all
         importlib.import_module(name)
+    import pyarrow as pa
+
+    # Every task hands its results back as Arrow arrays, and pyarrow's first conversion loads
+    # its pandas support (pandas itself where installed: about half a second per worker).
+    pa.array([0])
     # PySpark's worker loop runs a full gc.collect() after every task; with numba and pyarrow
     # loaded that walks a few hundred thousand objects (tens of ms per task). What is loaded
     # here lives as long as the process: frozen, the collector no longer walks it.

@@ -13,6 +13,7 @@ from pipelines.runtime.harness import job_run, staged_output
 from pipelines.runtime.session import LazySpark
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 from segment_io.errors import CorruptBatch
+from segment_io.storage import loaded_clients
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +50,11 @@ def test_now_comes_from_the_clock_once_and_spark_starts_only_when_asked(tmp_path
             pass
         run.spark.session()
     assert len(started) == 1
-    assert started[0].sparkContext.environment[PRELOAD_ENV] == "pipelines.output.copy"
+    # the job's modules, then the object-store clients this process has loaded (its tasks open the same stores)
+    assert started[0].sparkContext.environment[PRELOAD_ENV].split(",") == [
+        "pipelines.output.copy",
+        *loaded_clients(),
+    ]
     with job_run(LazySpark(start), [], now_ms=5) as run:
         assert run.now == 5 and len(started) == 1 and set(run.timer.seconds) == set()
 

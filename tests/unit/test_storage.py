@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from segment_io.storage import LocalStorage, ObjectStorage, Storage, open_storage, transfer
+from segment_io.storage import (
+    LocalStorage,
+    ObjectStorage,
+    Storage,
+    load_client,
+    loaded_clients,
+    open_storage,
+    transfer,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -25,6 +33,16 @@ def test_urls_choose_the_storage() -> None:
     memory, mpath = open_storage("memory://bucket/x/")
     assert isinstance(memory, ObjectStorage) and memory.protocol == "memory" and mpath == "/bucket/x"
     assert open_storage(memory.url(mpath))[1] == mpath
+
+
+def test_the_clients_loaded_are_the_object_stores_opened_beyond_fsspecs_own() -> None:
+    """What a driver's Spark workers preload: the clients of the stores it has reached (s3fs), not
+    the disk or memory, which fsspec serves itself."""
+    open_storage("memory://bucket/x")
+    open_storage("relative/dir")
+    assert not any(m.startswith("fsspec.") for m in loaded_clients())
+    load_client("s3://bucket/prefix")
+    assert "s3fs.core" in loaded_clients()
 
 
 def test_a_pending_file_appears_whole_on_commit(root: tuple[Storage, str]) -> None:

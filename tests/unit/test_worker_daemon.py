@@ -17,10 +17,10 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_preloading_the_clean_jobs_worker_modules_leaves_one_thread() -> None:
+def test_preloading_the_clean_jobs_worker_modules_and_a_store_client_leaves_one_thread() -> None:
     code = (
         "import pipelines.runtime.worker_daemon as w; w.hold_to_one_thread(); "
-        f"w._preload({list(WORKER_MODULES)!r}); print(w.thread_count())"
+        f"w._preload({[*WORKER_MODULES, 's3fs.core']!r}); print(w.thread_count())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == ExitCode.OK, out.stderr
