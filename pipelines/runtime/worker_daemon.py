@@ -42,9 +42,24 @@ def _preload(modules: list[str]) -> None:
     # Every task hands its results back as Arrow arrays, and pyarrow's first conversion loads
     # its pandas support (pandas itself where installed: about half a second per worker).
     pa.array([0])
-    # PySpark's worker loop runs a full gc.collect() after every task; with numba and pyarrow
-    # loaded that walks a few hundred thousand objects (tens of ms per task). What is loaded
-    # here lives as long as the process: frozen, the collector no longer walks it.
+    freeze_loaded()
+
+
+# Set by Spark in the environment of every Python worker it starts (tasks' and the planner's).
+SPARK_RUNTIME_ENV = "SPARK_PYTHON_RUNTIME"
+
+
+def in_spark_worker() -> bool:
+    """Whether this process is a Python worker Spark started."""
+    return os.environ.get(SPARK_RUNTIME_ENV) == "PYTHON_WORKER"
+
+
+def freeze_loaded() -> None:
+    """Leave what is loaded now out of every later garbage collection. PySpark's daemons run a
+    full gc.collect() after every call a reused worker serves (a task, or the planner asking a
+    data source for its schema or partitions); with numba and pyarrow loaded that walks a few
+    hundred thousand objects, tens of ms per call. Modules live as long as the process: frozen,
+    the collector no longer walks them."""
     gc.collect()
     gc.freeze()
 

@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from pipelines.runtime.worker_daemon import freeze_loaded, in_spark_worker
 from segment_io.segment.ranges import RecordRange, Window
 
 NAME = "kafka-segments"
@@ -265,3 +266,9 @@ class KafkaSegmentsDataSource(DataSource):
 def register(spark: Any) -> None:
     """Register the source on `spark`."""
     spark.dataSource.register(KafkaSegmentsDataSource)
+
+
+# The planner's calls (schema, partitions) are served by PySpark's own daemon, which preloads
+# nothing: the worker that imports this module freezes what it then holds (runtime.worker_daemon).
+if in_spark_worker():
+    freeze_loaded()

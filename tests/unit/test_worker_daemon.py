@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.jobs.clean import WORKER_MODULES
-from pipelines.runtime.worker_daemon import quiet_on_hang_up
+from pipelines.runtime.worker_daemon import SPARK_RUNTIME_ENV, quiet_on_hang_up
 from segment_io.exit_codes import ExitCode
 
 pytestmark = pytest.mark.unit
@@ -58,3 +59,20 @@ def test_a_connected_worker_keeps_its_code_and_other_errors() -> None:
 
     with pytest.raises(ValueError):
         quiet_on_hang_up(fails)(worker, True)
+
+
+@pytest.mark.parametrize("runtime", ["PYTHON_WORKER", None], ids=["spark-worker", "driver"])
+def test_the_data_source_freezes_what_it_loads_only_in_a_spark_worker(runtime: str | None) -> None:
+    """PySpark's plain daemon serves the planner's calls from reused workers and collects garbage
+    after each: there the source's module leaves its imports frozen; anywhere else it changes
+    nothing of the collector."""
+    env = {k: v for k, v in os.environ.items() if k != SPARK_RUNTIME_ENV}
+    if runtime:
+        env[SPARK_RUNTIME_ENV] = runtime
+    code = "import gc, pipelines.sources.kafka_segments; print(gc.get_freeze_count(), len(gc.get_objects()))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+    assert out.returncode == ExitCode.OK, out.stderr
+    frozen, walked = map(int, out.stdout.split())
+    assert frozen > 10 * walked if runtime else frozen == 0  # what a collection still walks
