@@ -36,7 +36,10 @@ def _preload(modules: list[str]) -> None:
     import pyspark.worker  # noqa: F401
 
     for name in [*modules, BACKEND_MODULE]:  # numba's back end too, once for all
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # the task that needs it fails on it, naming it, as without a preload
+            continue
     import pyarrow as pa
 
     # Every task hands its results back as Arrow arrays, and pyarrow's first conversion loads
