@@ -44,6 +44,7 @@ from pipelines.errors import SegpipeError
 from pipelines.runtime.submitted import SPARK_MASTER, submitted_master, under_spark_submit
 from pipelines.runtime.worker_daemon import BACKEND_MODULE, hold_to_one_thread, thread_count
 from segment_io.exit_codes import ExitCode
+from segment_io.storage import loaded_clients
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -168,7 +169,8 @@ class LocalWorkers:
     def _start(self) -> None:
         hold_to_one_thread()  # the server forks the processes: it must hold one thread
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([*self._modules, BACKEND_MODULE])
+        # as Spark's workers (session.preload_in_workers): with the driver's store clients too
+        context.set_forkserver_preload([*self._modules, *loaded_clients(), BACKEND_MODULE])
         pool = self._pool_of(context)
         pool.submit(os.getpid).result()  # the server and the processes run from here on
         self._pool, self.forked_from_driver = pool, False

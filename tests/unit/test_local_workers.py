@@ -266,6 +266,30 @@ def test_a_driver_on_one_thread_forks_its_workers_itself(others: str) -> None:
     assert seen["ended"] is True and seen["handled"] == [] and seen["after"] in ("same", "lost")
 
 
+SERVED_CLIENT = """
+import json, sys, threading
+from pipelines.runtime.local_workers import LocalWorkers
+from segment_io.storage import load_client
+
+load_client("s3://bucket/prefix")
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # the store client's I/O thread
+workers = LocalWorkers(2, ["segment_io.errors"])
+loaded = workers.map(lambda _: "s3fs.core" in sys.modules, [0, 1, 2, 3])
+print(json.dumps({"forked": workers.forked_from_driver, "loaded": loaded}))
+workers.close()
+"""
+
+
+def test_workers_forked_from_a_server_start_with_the_drivers_store_clients() -> None:
+    """A driver already running another thread has its workers forked from a server: the server
+    loads the store clients the driver loaded, as Spark's worker daemon does, so no item imports
+    one."""
+    proc = subprocess.run([sys.executable, "-c", SERVED_CLIENT], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json_line(proc.stdout) == {"forked": False, "loaded": [True] * 4}
+
+
 def json_line(stdout: str) -> dict:  # type: ignore[type-arg]
     import json
 
