@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from pipelines.config.tuning import DRIVER_WORK, tuned
 from pipelines.runtime import dataflow, progress
+from pipelines.runtime.driver_threads import driver_threads, in_driver_threads
 from pipelines.runtime.session import LazySpark, session_of
 from pipelines.runtime.spark_handle import Spark
 
@@ -110,11 +109,6 @@ def placement(near: bool, size: int, rewrites: bool, local_cores: int | None) ->
     return heavy and not local, heavy and local
 
 
-def driver_threads() -> int:
-    """Threads for work run in the driver: one per core, at most 8."""
-    return max(1, min(8, os.cpu_count() or 1))
-
-
 def run_packed(
     spark: Spark,
     items: Sequence[T],
@@ -132,10 +126,8 @@ def run_packed(
         return []
     if driver_threads_work() and near and sum(sizes) <= driver_bytes:
         progress.add_bytes(sum(sizes))
-        threads = driver_threads()
-        with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
-            done = pool.map(lambda pack: list(work(pack)), _packed(items, sizes, threads * 2))
-            return [r for results in done for r in results]
+        done = in_driver_threads(lambda pack: list(work(pack)), _packed(items, sizes, driver_threads() * 2))
+        return [r for results in done for r in results]
 
     lazy = LazySpark.of(spark)
     return on_workers(lazy, spark_packs(lazy, items, sizes, tasks_per_core), work)
@@ -193,11 +185,8 @@ def one_task_each(
     (`spark`: a session or a LazySpark). Spark sizes such a frame by its input (a few rows): joins
     with it must not be left to broadcast it."""
     if sizes is not None and fits_driver(near, sum(sizes)):
-        threads = driver_threads()
-        with ThreadPoolExecutor(threads, thread_name_prefix="segpipe-driver") as pool:
-            batches = [
-                b for done in pool.map(lambda item: list(produce(item)), items) for b in done if b.num_rows
-            ]
+        made = in_driver_threads(lambda item: list(produce(item)), items)
+        batches = [b for done in made for b in done if b.num_rows]
         # No empty batch, one chunk: a DataFrame made of an Arrow table whose batches include an empty
         # one holds only the rows before it (pyspark 4.3; measured: 3 rows of 3 + 0 + 4).
         schema = arrow_schema(ddl)

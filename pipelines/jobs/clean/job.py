@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -33,12 +32,13 @@ from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import REPORT, Staging
 from pipelines.runtime import progress
 from pipelines.runtime.dataflow import Flow, flow_of
+from pipelines.runtime.driver_threads import in_driver_threads
 from pipelines.runtime.faults import is_armed
 from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.runtime.session import LazySpark
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
-from pipelines.runtime.tasks import driver_threads, fits_driver_compaction, packs, run_packed
+from pipelines.runtime.tasks import fits_driver_compaction, packs, run_packed
 from segment_io.layout import META_DIR
 from segment_io.storage import Location, Place
 
@@ -318,12 +318,8 @@ def _compact_in_driver(
     """A small compaction of near files, each partition inside one of the driver's threads (the
     work of one Spark task, clean.alone), largest first."""
     works = sorted(works, key=lambda w: -w.size)
-    with ThreadPoolExecutor(driver_threads(), thread_name_prefix="segpipe-driver") as pool:
-        return [
-            s
-            for stats in pool.map(lambda w: list(compact_alone(w, groups, bounds, ctx)), works)
-            for s in stats
-        ]
+    done = in_driver_threads(lambda w: list(compact_alone(w, groups, bounds, ctx)), works)
+    return [s for stats in done for s in stats]
 
 
 def _key_map(
