@@ -9,6 +9,7 @@ free ports, its log directory wherever the test says. The jars come from Maven C
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import os
 import shutil
@@ -59,13 +60,26 @@ def class_archive(pom: Path = POM) -> Path:
 
 def jars(pom: Path = POM) -> Path:
     """The directory of the jars `pom` names, fetched through Maven on first use (atomically: a
-    fetch that stops half way leaves nothing that looks complete)."""
+    fetch that stops half way leaves nothing that looks complete). One process fetches at a time
+    (a lock file beside them): the two test workers start their first brokers together on a new
+    machine, and a second fetch that replaced the first's directory would pull the jars from
+    under the JVM already running on them."""
     libs = cache_dir(pom) / "libs"
     if (libs / ".complete").exists():
         return libs
     for tool in ("java", "mvn"):
         if shutil.which(tool) is None:
             raise BrokerUnavailable(f"{tool} not on PATH: Kafka's broker cannot be fetched or run")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.with_name("libs.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # bounded: the holder's fetch ends within FETCH_TIMEOUT_S
+        if (libs / ".complete").exists():  # fetched by the process this one waited for
+            return libs
+        return _fetch(pom, libs)
+
+
+def _fetch(pom: Path, libs: Path) -> Path:
+    """Maven's copy of `pom`'s jars made `libs`, whole or not at all (the caller holds the lock)."""
     partial = libs.with_name(f"libs.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     try:
