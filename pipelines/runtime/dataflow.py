@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
-from pipelines.runtime.local_workers import LocalFlow
+from pipelines.runtime.local_flow import LocalFlow
 from pipelines.runtime.session import LazySpark
 from pipelines.runtime.spark_handle import Spark
 
@@ -179,7 +179,7 @@ class Flow(Protocol):
 
 class SparkFlow:
     """The operations above over one session, as the object a job's flow is written against
-    (runtime.local_workers.LocalFlow runs the same flow in the driver's own processes)."""
+    (runtime.local_flow.LocalFlow runs the same flow in the driver's own processes)."""
 
     def __init__(self, spark: Spark) -> None:
         self.spark = spark

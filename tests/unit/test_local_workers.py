@@ -15,15 +15,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.errors import Terminated
-from pipelines.runtime.local_workers import (
-    FLOW_OWNER,
-    FLOW_PREFIX,
-    LocalFlow,
-    LocalWorkers,
-    WorkerLost,
-    local_cores,
-    sweep_dead_flows,
-)
+from pipelines.runtime.local_flow import FLOW_OWNER, FLOW_PREFIX, LocalFlow, sweep_dead_flows
+from pipelines.runtime.local_workers import LocalWorkers, WorkerLost, local_cores
 from pipelines.runtime.submitted import GATEWAY_PORT, submitted_master
 from segment_io.errors import CrcMismatch
 from segment_io.exit_codes import ExitCode
@@ -184,7 +177,7 @@ def test_a_flow_sweeps_the_spill_of_flows_whose_process_died(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     script = (
         "import os, signal, sys\n"
-        "from pipelines.runtime import local_workers as lw\n"
+        "from pipelines.runtime import local_flow as lw\n"
         "d = sys.argv[1] + '/' + lw.FLOW_PREFIX + 'killed'\n"
         "os.mkdir(d)\n"
         "lw._own(d)\n"
@@ -274,8 +267,11 @@ from segment_io.storage import load_client
 load_client("s3://bucket/prefix")
 threading.Thread(target=threading.Event().wait, daemon=True).start()  # the store client's I/O thread
 workers = LocalWorkers(2, ["segment_io.errors"])
+workers.start()
+workers._join_start()
+started = len(workers._pool._processes)  # before any item: none is spawned in the middle of a map
 loaded = workers.map(lambda _: "s3fs.core" in sys.modules, [0, 1, 2, 3])
-print(json.dumps({"forked": workers.forked_from_driver, "loaded": loaded}))
+print(json.dumps({"forked": workers.forked_from_driver, "started": started, "loaded": loaded}))
 workers.close()
 """
 
@@ -283,11 +279,12 @@ workers.close()
 def test_workers_forked_from_a_server_start_with_the_drivers_store_clients() -> None:
     """A driver already running another thread has its workers forked from a server: the server
     loads the store clients the driver loaded, as Spark's worker daemon does, so no item imports
-    one."""
+    one; every process starts with the server, none in the middle of a map (where a stop could
+    cut one off from the pool's record)."""
     proc = subprocess.run([sys.executable, "-c", SERVED_CLIENT], capture_output=True, text=True,
                           cwd=REPO, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json_line(proc.stdout) == {"forked": False, "loaded": [True] * 4}
+    assert json_line(proc.stdout) == {"forked": False, "started": 2, "loaded": [True] * 4}
 
 
 def json_line(stdout: str) -> dict:  # type: ignore[type-arg]
