@@ -152,3 +152,64 @@ def test_large_local_writes_are_handed_to_writeback_as_they_go(
     assert (tmp_path / "b.log").read_bytes() == data
     assert [o for o, _ in handed] == list(range(0, len(data), 1 << 20))
     assert sum(n for _, n in handed) == len(data)
+
+
+class Stop(BaseException):
+    """What a stop signal raises in the main thread."""
+
+
+@pytest.mark.parametrize("change", ["write", "commit", "copy", "remove"])
+def test_a_change_to_a_store_interrupted_in_the_main_thread_has_landed_when_the_stop_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """An fsspec client sends a request from its own thread while the caller waits: a stop signal
+    that lands during the wait is raised only once the change is made, so it cannot land after
+    the stopped run has removed what it wrote. (The request here signals the main thread, then
+    waits until the stop was raised there, before it makes its change.)"""
+    import os
+    import signal
+    import threading
+
+    storage, root = open_storage(f"memory://segpipe-stop-{tmp_path.name}")
+    assert isinstance(storage, ObjectStorage)
+    storage.write_atomic(f"{root}/old", b"old")
+    raised = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        raised.set()
+        raise Stop()
+
+    def signalled(method: str) -> None:
+        original = getattr(storage.fs, method)
+
+        def request(*args: object, **kwargs: object) -> object:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert raised.wait(30)  # the main thread took the stop before the change was made
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(storage.fs, method, request)
+
+    previous = signal.signal(signal.SIGUSR1, stop)
+    try:
+        with pytest.raises(Stop):
+            if change == "write":
+                signalled("pipe_file")
+                storage.write_atomic(f"{root}/new", b"new")
+            elif change == "commit":
+                signalled("open")
+                pending = storage.open_write(f"{root}/new")
+                pending.write(b"new")
+                pending.commit()
+            elif change == "copy":
+                signalled("copy")
+                storage.copy(f"{root}/old", f"{root}/new")
+            else:
+                signalled("rm")
+                storage.remove(f"{root}/old")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert raised.is_set()
+    if change == "remove":
+        assert not storage.exists(f"{root}/old")
+    else:
+        assert storage.read(f"{root}/new") == (b"old" if change == "copy" else b"new")
