@@ -8,59 +8,18 @@ from __future__ import annotations
 
 import posixpath
 import tempfile
-import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from functools import partial
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import fsspec
 
 from segment_io.storage.base import FileInfo, PendingFile, Storage
+from segment_io.threads import request_to_its_end
 
 CHUNK_BYTES = 8 * 1024 * 1024
-# How long an interrupted thread waits for its request to the store to end before it lets the
-# interruption go on (a request the store never answers must not hold a stop forever).
-SETTLE_S = 120.0
-
-R = TypeVar("R")
-
-
-def _whole(request: Callable[[], R]) -> R:
-    """`request()`, which changes the store, run to its end even where the calling thread is
-    interrupted meanwhile (a stop signal: Python raises it in the main thread only). An fsspec
-    client sends a request from its own I/O thread while the caller waits, so an interrupted wait
-    would leave the request in flight, to land after the stopped run had removed what it wrote.
-    From the main thread the request runs on a thread of its own, and an interruption is raised
-    once the request has ended (bounded by SETTLE_S)."""
-    if threading.current_thread() is not threading.main_thread():
-        return request()
-    value: list[R] = []
-    error: list[BaseException] = []
-    ended = threading.Event()
-
-    def run() -> None:
-        try:
-            value.append(request())
-        except BaseException as exc:  # handed to the caller, which raises it
-            error.append(exc)
-        finally:
-            ended.set()
-
-    worker = threading.Thread(target=run, name="segpipe-store-request", daemon=True)
-    try:
-        worker.start()
-        ended.wait()
-    except BaseException:
-        # A thread the interruption kept from starting never ends the wait: it is let go after
-        # the moment a started one takes to show as alive.
-        if not ended.wait(1.0) and worker.is_alive():
-            ended.wait(SETTLE_S)
-        raise
-    if error:
-        raise error[0]
-    return value[0]
 
 
 def _mtime_ms(info: dict[str, Any]) -> int:
@@ -105,7 +64,7 @@ class _StreamingPending(PendingFile):
 
     def commit(self, mtime_ms: int | None = None) -> None:
         del mtime_ms  # an object's time is when it was written
-        _whole(self.handle.close)
+        request_to_its_end(self.handle.close)
 
     def discard(self) -> None:
         self.handle.discard()  # aborts a multipart upload under way; nothing was published
@@ -125,7 +84,7 @@ class _HeldPending(PendingFile):
 
     def commit(self, mtime_ms: int | None = None) -> None:
         del mtime_ms
-        _whole(self._write_whole)
+        request_to_its_end(self._write_whole)
         self.spool.close()
 
     def _write_whole(self) -> None:
@@ -231,7 +190,7 @@ class ObjectStorage(Storage):
     def write_atomic(self, path: str, data: bytes | memoryview, mtime_ms: int | None = None) -> None:
         del mtime_ms
         self.makedirs(posixpath.dirname(path))
-        _whole(lambda: self.fs.pipe_file(path, bytes(data)))
+        request_to_its_end(lambda: self.fs.pipe_file(path, bytes(data)))
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         """On S3 a conditional PUT (If-None-Match: *): the store refuses it when the key exists.
@@ -239,7 +198,7 @@ class ObjectStorage(Storage):
         self.makedirs(posixpath.dirname(path))
         if self.protocol in S3_PROTOCOLS:
             try:
-                _whole(lambda: self.fs.pipe_file(path, data, mode="create"))
+                request_to_its_end(lambda: self.fs.pipe_file(path, data, mode="create"))
             except FileExistsError:
                 raise
             except OSError as exc:
@@ -249,16 +208,16 @@ class ObjectStorage(Storage):
             return
         if self.fs.exists(path):
             raise FileExistsError(path)
-        _whole(lambda: self.fs.pipe_file(path, data))
+        request_to_its_end(lambda: self.fs.pipe_file(path, data))
 
     def rename(self, src: str, dst: str) -> None:
-        _whole(lambda: self.fs.mv(src, dst))
+        request_to_its_end(lambda: self.fs.mv(src, dst))
 
     def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
         """The store's own copy: on S3, CopyObject (UploadPartCopy past 5 GB); no bytes leave it."""
         del mtime_ms
         self.makedirs(posixpath.dirname(dst))
-        _whole(lambda: self.fs.copy(src, dst))
+        request_to_its_end(lambda: self.fs.copy(src, dst))
 
     def same_store(self, other: Storage) -> bool:
         # fsspec hands out one client per store and set of options: the same client, the same store.
@@ -272,7 +231,7 @@ class ObjectStorage(Storage):
         prefix = key.rstrip("/") + "/" if key else ""
         uploads = call("list_multipart_uploads", Bucket=bucket, Prefix=prefix).get("Uploads", [])
         for upload in uploads:
-            _whole(
+            request_to_its_end(
                 partial(
                     call,
                     "abort_multipart_upload",
@@ -285,4 +244,4 @@ class ObjectStorage(Storage):
 
     def remove(self, path: str) -> None:
         if self.fs.exists(path):
-            _whole(lambda: self.fs.rm(path, recursive=True))
+            request_to_its_end(lambda: self.fs.rm(path, recursive=True))
