@@ -79,10 +79,17 @@ def local(tmp_path: Path) -> tuple[Storage, str]:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local[2] SparkSession per test run."""
-    from pipelines.runtime.session import get_spark
+    """One local[2] SparkSession per test run. Its workers preload every job's modules and the S3
+    client from the start: the jobs the tests run in it one after another then share one worker
+    daemon (a preload list only grows, session.grown_preload), where each new list would start
+    one more (a second or more of CPU each, with PySpark's data-source planners)."""
+    from pipelines.runtime.session import get_spark, preload_in_workers
+    from segment_io.storage import load_client
+    from tests.connect_server import server_preload
 
     session = get_spark("local[2]", app_name="segpipe-tests")
+    load_client("s3://")
+    preload_in_workers(session, server_preload())
     yield session
     session.stop()
 

@@ -303,7 +303,19 @@ def preload_in_workers(spark: Any, modules: Sequence[str]) -> None:
 
         check_workers(spark, modules)
     else:
-        spark.sparkContext.environment[PRELOAD_ENV] = ",".join([*modules, *loaded_clients()])
+        environment = spark.sparkContext.environment
+        wanted = [*modules, *loaded_clients()]
+        environment[PRELOAD_ENV] = grown_preload(environment.get(PRELOAD_ENV, ""), wanted)
+
+
+def grown_preload(preloaded: str, wanted: Sequence[str]) -> str:
+    """The preload list a context's workers get: what it preloads already, then what is new.
+    Spark keeps one worker daemon per distinct worker environment, so a list that only grows
+    starts a daemon (a second or more of imports) only for a job that needs a module none
+    before it did: jobs run one after another in one session (a job file's steps, an
+    application's calls) share one daemon once their modules are in."""
+    have = [m for m in preloaded.split(",") if m]
+    return ",".join([*have, *(m for m in dict.fromkeys(wanted) if m not in have)])
 
 
 # A failed task reaches the driver as an exception that carries the worker's whole message; the

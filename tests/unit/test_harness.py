@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pipelines.runtime.harness import job_run, staged_output
-from pipelines.runtime.session import LazySpark
+from pipelines.runtime.session import LazySpark, preload_in_workers
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 from segment_io.errors import CorruptBatch
 from segment_io.storage import loaded_clients
@@ -57,6 +57,23 @@ def test_now_comes_from_the_clock_once_and_spark_starts_only_when_asked(tmp_path
     ]
     with job_run(LazySpark(start), [], now_ms=5) as run:
         assert run.now == 5 and len(started) == 1 and set(run.timer.seconds) == set()
+
+
+def test_a_sessions_preload_list_only_grows_so_jobs_that_follow_share_its_workers() -> None:
+    """Spark keeps a worker daemon per worker environment: a job whose modules are preloaded
+    already leaves the list as it is (the same daemon); one with a new module appends it."""
+    session = Session()
+    clients = loaded_clients()
+    preload_in_workers(session, ["pipelines.log.scan", "pipelines.output.copy"])
+    first = session.sparkContext.environment[PRELOAD_ENV]
+    assert first.split(",") == ["pipelines.log.scan", "pipelines.output.copy", *clients]
+    preload_in_workers(session, ["pipelines.output.copy"])
+    assert session.sparkContext.environment[PRELOAD_ENV] == first
+    preload_in_workers(session, ["pipelines.jobs.validate.checks", "pipelines.log.scan"])
+    assert session.sparkContext.environment[PRELOAD_ENV].split(",") == [
+        *first.split(","),
+        "pipelines.jobs.validate.checks",
+    ]
 
 
 def test_an_error_a_spark_task_raised_leaves_as_its_typed_error() -> None:
