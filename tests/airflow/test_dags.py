@@ -62,9 +62,23 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> d
     return env
 
 
-def _runner(env: dict[str, str], *args: str, fault: str | None = None) -> dict:
-    full = {**env, **({"SEGPIPE_FAULT": fault} if fault else {})}
-    proc = subprocess.run([sys.executable, str(RUNNER), *args], env=full, capture_output=True, text=True,
+@pytest.fixture(scope="module")
+def dag_runs(airflow_env: dict[str, str], sample_dir: Path) -> dict[str, dict]:
+    """The maintenance DAG of the good job file, of the bad one (its clean step publishes an output
+    with one byte flipped: the corrupt-output fault), and the on-demand DAG with its params, run
+    one after another by one Airflow process (its start paid once): their results by DAG id."""
+    params = {"src": str(sample_dir), "dst": str(Path(airflow_env["ROOT"]) / "on-demand"), "topics": ["orders"],
+              "now": "1700700000000", "configs": {"cleanup.policy": "compact"}, "validate": False}  # fmt: skip
+    runs = [
+        {"dag": "segpipe_good", "date": LOGICAL_DATE},
+        {"dag": "segpipe_bad", "date": LOGICAL_DATE, "env": {"SEGPIPE_FAULT": "corrupt-output"}},
+        {"dag": "segpipe_on_demand", "date": LOGICAL_DATE, "params": params},
+    ]
+    return _runner(airflow_env, "runs", json.dumps(runs))
+
+
+def _runner(env: dict[str, str], *args: str) -> dict:
+    proc = subprocess.run([sys.executable, str(RUNNER), *args], env=env, capture_output=True, text=True,
                           timeout=900, cwd=env["ROOT"])  # fmt: skip
     assert proc.returncode == ExitCode.OK, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -119,8 +133,8 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
     assert result["state"] == "failed" and result["tasks"] == {"job_file_refused": "failed"}
 
 
-def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str]) -> None:
-    result = _runner(airflow_env, "test", "segpipe_good", LOGICAL_DATE)
+def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str], dag_runs: dict[str, dict]) -> None:
+    result = dag_runs["segpipe_good"]
     assert result["state"] == "success", result
     assert set(result["tasks"].values()) == {"success"}
     values = result["values"]
@@ -139,9 +153,11 @@ def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str]) -> Non
     assert (root / "remote" / RUN).is_dir()
 
 
-def test_a_failed_validation_stops_the_dag_before_tiering(airflow_env: dict[str, str]) -> None:
+def test_a_failed_validation_stops_the_dag_before_tiering(
+    airflow_env: dict[str, str], dag_runs: dict[str, dict]
+) -> None:
     # The clean step publishes an output with one byte flipped (the corrupt-output fault).
-    result = _runner(airflow_env, "test", "segpipe_bad", LOGICAL_DATE, fault="corrupt-output")
+    result = dag_runs["segpipe_bad"]
     assert result["state"] == "failed", result
     assert result["tasks"]["retention_compact"] == "success"
     assert result["tasks"]["validate"] == "failed"
@@ -152,11 +168,11 @@ def test_a_failed_validation_stops_the_dag_before_tiering(airflow_env: dict[str,
     assert state["steps"]["validate"]["state"] == "failed" and "tier" not in state["steps"]
 
 
-def test_the_on_demand_dag_cleans_with_its_params(airflow_env: dict[str, str], sample_dir: Path) -> None:
+def test_the_on_demand_dag_cleans_with_its_params(
+    airflow_env: dict[str, str], dag_runs: dict[str, dict]
+) -> None:
     dst = Path(airflow_env["ROOT"]) / "on-demand"
-    params = {"src": str(sample_dir), "dst": str(dst), "topics": ["orders"], "now": "1700700000000",
-              "configs": {"cleanup.policy": "compact"}, "validate": False}  # fmt: skip
-    result = _runner(airflow_env, "test", "segpipe_on_demand", LOGICAL_DATE, json.dumps(params))
+    result = dag_runs["segpipe_on_demand"]
     assert result["state"] == "success", result
     assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
         "orders-0",
