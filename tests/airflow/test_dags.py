@@ -64,9 +64,10 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> d
 
 @pytest.fixture(scope="module")
 def dag_runs(airflow_env: dict[str, str], sample_dir: Path) -> dict[str, dict]:
-    """The maintenance DAG of the good job file, of the bad one (its clean step publishes an output
-    with one byte flipped: the corrupt-output fault), and the on-demand DAG with its params, run
-    one after another by one Airflow process (its start paid once): their results by DAG id."""
+    """The DAGs as imported, and the runs of the maintenance DAG of the good job file, of the bad
+    one (its clean step publishes an output with one byte flipped: the corrupt-output fault) and
+    of the on-demand DAG with its params, one after another by one Airflow process (its start
+    paid once): {"imported": ..., "runs": {DAG id: result}}."""
     params = {"src": str(sample_dir), "dst": str(Path(airflow_env["ROOT"]) / "on-demand"), "topics": ["orders"],
               "now": "1700700000000", "configs": {"cleanup.policy": "compact"}, "validate": False}  # fmt: skip
     runs = [
@@ -74,11 +75,11 @@ def dag_runs(airflow_env: dict[str, str], sample_dir: Path) -> dict[str, dict]:
         {"dag": "segpipe_bad", "date": LOGICAL_DATE, "env": {"SEGPIPE_FAULT": "corrupt-output"}},
         {"dag": "segpipe_on_demand", "date": LOGICAL_DATE, "params": params},
     ]
-    return _runner(airflow_env, "runs", json.dumps(runs))
+    return _runner(airflow_env, runs)
 
 
-def _runner(env: dict[str, str], *args: str) -> dict:
-    proc = subprocess.run([sys.executable, str(RUNNER), *args], env=env, capture_output=True, text=True,
+def _runner(env: dict[str, str], runs: list[dict]) -> dict:
+    proc = subprocess.run([sys.executable, str(RUNNER), json.dumps(runs)], env=env, capture_output=True, text=True,
                           timeout=900, cwd=env["ROOT"])  # fmt: skip
     assert proc.returncode == ExitCode.OK, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -90,10 +91,10 @@ def _java_options(command: list[str]) -> str | None:
     return found[-1] if found else None
 
 
-def test_every_dag_imports(airflow_env: dict[str, str]) -> None:
+def test_every_dag_imports(dag_runs: dict[str, dict]) -> None:
     """Every DAG imports, and every spark-submit task starts segpipe's driver JVM as segpipe
     starts one itself (the quick compiler, this install's class archive)."""
-    bag = _runner(airflow_env, "import")
+    bag = dag_runs["imported"]
     assert bag["errors"] == {}
     steps = ["retention_compact", "validate", "tier", "expire"]
     assert bag["dags"] == {
@@ -121,7 +122,8 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
     remote = remote.replace("conf: {spark.task.maxFailures: 2}", f"conf: {{{DRIVER_JAVA_OPTIONS}: -Xss4m}}")
     (jobs / "remote.yaml").write_text(remote)
     env = {**airflow_env, "SEGPIPE_JOBS_DIR": str(jobs), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
-    bag = _runner(env, "import")
+    found = _runner(env, [{"dag": "segpipe_typo", "date": LOGICAL_DATE}])
+    bag = found["imported"]
     assert bag["errors"] == {}
     assert bag["dags"]["segpipe_good"] == bag["dags"]["segpipe_remote"] == [
         "retention_compact", "validate", "tier", "expire"
@@ -129,12 +131,12 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
     assert bag["dags"]["segpipe_typo"] == ["job_file_refused"]
     assert {_java_options(c) for c in bag["commands"]["segpipe_remote"].values()} == {"-Xss4m"}
     assert {_java_options(c) for c in bag["commands"]["segpipe_good"].values()} == {driver_java_options()}
-    result = _runner(env, "test", "segpipe_typo", LOGICAL_DATE)
+    result = found["runs"]["segpipe_typo"]
     assert result["state"] == "failed" and result["tasks"] == {"job_file_refused": "failed"}
 
 
 def test_the_maintenance_dag_runs_every_step(airflow_env: dict[str, str], dag_runs: dict[str, dict]) -> None:
-    result = dag_runs["segpipe_good"]
+    result = dag_runs["runs"]["segpipe_good"]
     assert result["state"] == "success", result
     assert set(result["tasks"].values()) == {"success"}
     values = result["values"]
@@ -157,7 +159,7 @@ def test_a_failed_validation_stops_the_dag_before_tiering(
     airflow_env: dict[str, str], dag_runs: dict[str, dict]
 ) -> None:
     # The clean step publishes an output with one byte flipped (the corrupt-output fault).
-    result = dag_runs["segpipe_bad"]
+    result = dag_runs["runs"]["segpipe_bad"]
     assert result["state"] == "failed", result
     assert result["tasks"]["retention_compact"] == "success"
     assert result["tasks"]["validate"] == "failed"
@@ -172,7 +174,7 @@ def test_the_on_demand_dag_cleans_with_its_params(
     airflow_env: dict[str, str], dag_runs: dict[str, dict]
 ) -> None:
     dst = Path(airflow_env["ROOT"]) / "on-demand"
-    result = dag_runs["segpipe_on_demand"]
+    result = dag_runs["runs"]["segpipe_on_demand"]
     assert result["state"] == "success", result
     assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
         "orders-0",
