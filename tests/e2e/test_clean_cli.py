@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.config.job import load_job_config
 from pipelines.config.tuning import DRIVER_WORK
+from pipelines.jobs.clean import clean
 from segment_io.exit_codes import ExitCode
 from tests.helpers import files_of, read_log, run_segpipe, samples_job, spark_submit
 
@@ -517,7 +519,7 @@ def test_a_run_without_stderr_still_runs(tmp_path: Path, sample_dir: Path) -> No
     assert proc.returncode == ExitCode.OK and proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions")
 
 
-def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
+def test_a_plan_with_nothing_for_spark_starts_no_jvm(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A JVM told to start with a 1 KB heap fails at once: a retention-only run (plain and
     --link), a --select kafka pass over a cleaned output, a small compaction (in the driver's
     threads) and one in the driver's processes (a local master's) finish with it anyway,
@@ -532,11 +534,13 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
         assert (plain.returncode, proc.returncode) == (0, 0), proc.stderr
         assert files_of(tmp_path / name) == files_of(tmp_path / f"{name}-spark")
     config = ["--config", "conf/samples.yaml"]
-    spark = {DRIVER_WORK.env: "off"}
-    compacted = run_segpipe(
-        "clean", samples, str(tmp_path / "once"), *config, "--now-ms", str(NOW), env=spark
-    )
-    assert compacted.returncode == ExitCode.OK, compacted.stderr
+    on_spark = {DRIVER_WORK.env: "off"}
+    # The compaction on Spark, every stage its tasks: in this process's session (a command of its
+    # own would start a JVM of its own for the same bytes).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(DRIVER_WORK.env, "off")
+        samples_config = load_job_config(str(ROOT / "conf" / "samples.yaml"))
+        clean(spark, samples, str(tmp_path / "once"), samples_config, now_ms=NOW, log=lambda _: None)
     again = run_segpipe(
         "clean", str(tmp_path / "once"), str(tmp_path / "again"), *config, "--select", "kafka", *bad_jvm
     )
@@ -554,7 +558,7 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(tmp_path: Path) -> None:
     )  # fmt: skip
     assert processes.returncode == ExitCode.OK, processes.stderr
     assert files_of(tmp_path / "in-processes") == files_of(tmp_path / "once")
-    refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=spark)
+    refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=on_spark)
     assert refused.returncode != ExitCode.OK and not (tmp_path / "needs-spark").exists()
 
 

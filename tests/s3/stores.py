@@ -16,6 +16,9 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 START_TIMEOUT_S = 60  # SeaweedFS answers in seconds; give up (and fail) after this
 START_ATTEMPTS = 3
@@ -127,3 +130,11 @@ def aws_endpoint(url: str) -> Iterator[dict[str, str]]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def in_session_workers(spark: Any, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variables of `env` (set for this process by aws_endpoint) in the Python workers of this
+    process's Spark session too, until the test ends: they take the context's environment with
+    every task, not this process's."""
+    for name, value in env.items():
+        monkeypatch.setitem(spark.sparkContext.environment, name, value)

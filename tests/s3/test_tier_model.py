@@ -33,6 +33,7 @@ from segment_io.segment.reader import SegmentReader
 from segment_io.storage import open_storage
 from tests.conftest import FIXED_NOW_MS
 from tests.helpers import v2_batch, write_log
+from tests.s3.stores import in_session_workers
 from tests.s3.test_tier_s3 import bucket
 
 pytestmark = pytest.mark.s3
@@ -212,10 +213,7 @@ class crash_at:
 def test_the_two_tier_log_never_loses_a_record(
     spark: Any, s3_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-        # Python workers take the context's environment with every task (the session started first).
-        monkeypatch.setitem(spark.sparkContext.environment, name, value)
+    in_session_workers(spark, s3_env, monkeypatch)
     TwoTierLog.env, TwoTierLog.spark, TwoTierLog.root = s3_env, spark, tmp_path
     machine = settings(
         max_examples=EXAMPLES,

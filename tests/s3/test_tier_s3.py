@@ -8,19 +8,28 @@ import hashlib
 import shutil
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from pipelines.config.job import load_job_config
 from pipelines.config.tuning import DRIVER_WORK
+from pipelines.jobs.clean.in_place import clean_in_place
+from pipelines.jobs.clean.request import CleanRequest
+from pipelines.jobs.erase.in_place import erase_in_place
+from pipelines.jobs.erase.request import EraseRequest
 from segment_io.errors import ManifestConflict
 from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
+from segment_io.storage import Location
 from segment_io.topic_partition import TopicPartition
 from tests.helpers import run_segpipe
+from tests.s3.stores import in_session_workers
 
 pytestmark = pytest.mark.s3
 NOW = "2023-11-26T12:00:00Z"
+NOW_MS = int(datetime.fromisoformat(NOW).timestamp() * 1000)
 RELEASE = ["--set", "retention.ms=-1", "--set", "local.retention.ms=0", "--now", NOW, "--master", "local[2]"]
 
 
@@ -176,37 +185,47 @@ def test_a_tier_run_killed_after_its_commit_is_finished_by_the_next(
 
 
 def test_a_local_masters_remote_work_starts_no_jvm(
-    s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
-) -> None:
+    spark, s3_env: dict[str, str], sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     """With a local master, tier, clean --in-place, erase --in-place and restore over S3 run in
     the driver's own processes: given a JVM that cannot start (a 1 KB heap) they finish anyway,
-    and the in-place clean and erase leave the bytes they leave on Spark, which cannot run with
-    that JVM."""
+    and the in-place clean and erase leave the bytes they leave on Spark (this process's
+    session, every stage its tasks), which cannot run with that JVM."""
     bad_jvm = ["--conf", "spark.driver.memory=1k"]
-    on_spark = {**s3_env, DRIVER_WORK.env: "off"}
-    compact = ["--set", "cleanup.policy=compact", "--set", "retention.ms=-1", "--now", NOW]
+    compact = ["cleanup.policy=compact", "retention.ms=-1"]
     keys = tmp_path / "keys.txt"
     keys.write_bytes(b"k0000000001\nk0000000042\n")
     restored = {}
-    for name, env, extra in (("processes", s3_env, bad_jvm), ("spark", on_spark, [])):
+    for name in ("processes", "spark"):
         log = tmp_path / name / "log"
         shutil.copytree(sample_dir, log)
         remote = bucket(s3_env, f"no-jvm-{name}")
         # Both tiers are written and read back the same way: in the driver's processes, without a JVM.
         tiered = run_segpipe("tier", str(log), remote, *RELEASE, *bad_jvm, env=s3_env)
         assert tiered.returncode == ExitCode.OK, tiered.stderr[-3000:]
-        for command in (
-            ("clean", remote, "--in-place", *compact),
-            ("erase", remote, "--in-place", "--keys", str(keys)),
-        ):
-            proc = run_segpipe(*command, "--master", "local[2]", *extra, env=env)
-            assert proc.returncode == ExitCode.OK, f"{name} {command[0]}: {proc.stderr[-3000:]}"
+        if name == "processes":
+            for command in (
+                ("clean", remote, "--in-place", *(f for c in compact for f in ("--set", c)), "--now", NOW),
+                ("erase", remote, "--in-place", "--keys", str(keys)),
+            ):
+                proc = run_segpipe(*command, "--master", "local[2]", *bad_jvm, env=s3_env)
+                assert proc.returncode == ExitCode.OK, f"{command[0]}: {proc.stderr[-3000:]}"
+        else:  # the same on Spark: in this process's session (a command's own JVM would cost seconds)
+            with monkeypatch.context() as patch:
+                patch.setenv(DRIVER_WORK.env, "off")
+                in_session_workers(spark, s3_env, patch)
+                config = load_job_config(None, compact)
+                clean_in_place(spark, CleanRequest(src=remote, config=config, now_ms=NOW_MS), lambda _: None)
+                erase_in_place(
+                    spark, EraseRequest(src=Location(remote), dst=None, keys=str(keys)), lambda _: None
+                )
         out = tmp_path / name / "restored"
         # The local log was not erased: a restore with it is refused (tests/s3/test_erase_s3.py).
         proc = run_segpipe("restore", remote, str(out), *bad_jvm, env=s3_env)
         assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
         restored[name] = tree(out)
     assert restored["processes"] == restored["spark"] and len(restored["spark"]) > 8
+    on_spark = {**s3_env, DRIVER_WORK.env: "off"}
     refused = run_segpipe(
         "restore", bucket(s3_env, "no-jvm-spark"), str(tmp_path / "never"), *bad_jvm, env=on_spark
     )
