@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from segment_io.exit_codes import ExitCode
 from segment_io.format.batch import build_v2_batch
@@ -239,3 +240,9 @@ def samples_job(directory: Path, head: str) -> Path:
     samples = (REPO / "conf" / "samples.yaml").read_text()
     job.write_text(head + "configs:\n" + "".join(f"  {line}\n" for line in samples.splitlines()))
     return job
+
+
+def spark_jobs_of(spark: Any, stage: str) -> int:
+    """How many Spark jobs a job's stage (`compact`, `copy`, ...) has run in this session so far:
+    a run meant to work on Spark shows it did by adding some."""
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(f"segpipe-{stage}") or [])

@@ -24,7 +24,7 @@ from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import Location
 from segment_io.topic_partition import TopicPartition
-from tests.helpers import run_segpipe
+from tests.helpers import run_segpipe, spark_jobs_of
 from tests.s3.stores import in_session_workers
 
 pytestmark = pytest.mark.s3
@@ -215,9 +215,13 @@ def test_a_local_masters_remote_work_starts_no_jvm(
                 patch.setenv(DRIVER_WORK.env, "off")
                 in_session_workers(spark, s3_env, patch)
                 config = load_job_config(None, compact)
+                before = spark_jobs_of(spark, "compact"), spark_jobs_of(spark, "erase")
                 clean_in_place(spark, CleanRequest(src=remote, config=config, now_ms=NOW_MS), lambda _: None)
                 erase_in_place(
                     spark, EraseRequest(src=Location(remote), dst=None, keys=str(keys)), lambda _: None
+                )
+                assert (
+                    spark_jobs_of(spark, "compact") > before[0] and spark_jobs_of(spark, "erase") > before[1]
                 )
         out = tmp_path / name / "restored"
         # The local log was not erased: a restore with it is refused (tests/s3/test_erase_s3.py).
