@@ -293,7 +293,7 @@ def session_of(spark: Any) -> Any:
 
 def preload_in_workers(spark: Any, modules: Sequence[str]) -> None:
     """Python workers forked after this start with `modules` imported (a job names the modules
-    its tasks run; see runtime.worker_daemon). Workers of one preload list share one daemon. On
+    its tasks run; see runtime.worker_daemon). A classic context's list only grows (grown_preload). On
     Spark Connect the server's workers are its own: they import what a task needs as it runs, and
     are first asked to import the job's modules once, so that a dependency the server's Python
     lacks is named before any work. Workers of a classic session also preload the object-store
