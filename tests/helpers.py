@@ -246,3 +246,16 @@ def spark_jobs_of(spark: Any, stage: str) -> int:
     """How many Spark jobs a job's stage (`compact`, `copy`, ...) has run in this session so far:
     a run meant to work on Spark shows it did by adding some."""
     return len(spark.sparkContext.statusTracker().getJobIdsForGroup(f"segpipe-{stage}") or [])
+
+
+def clean_in_session(
+    spark: Any, src: Path | str, dst: Path, now_ms: int, sets: list[str] | None = None
+) -> None:
+    """`segpipe clean SRC DST --config conf/samples.yaml` (or with `--set` of `sets` alone), run
+    in this process's Spark session: the reference a test compares a command's bytes with,
+    without a JVM of the command's own."""
+    from pipelines.config.job import load_job_config
+    from pipelines.jobs.clean import clean
+
+    config = load_job_config(None, sets) if sets else load_job_config(str(REPO / "conf" / "samples.yaml"))
+    clean(spark, str(src), str(dst), config, now_ms=now_ms, log=lambda _: None)

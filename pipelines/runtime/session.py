@@ -293,8 +293,8 @@ def session_of(spark: Any) -> Any:
 
 def preload_in_workers(spark: Any, modules: Sequence[str]) -> None:
     """Python workers forked after this start with `modules` imported (a job names the modules
-    its tasks run; see runtime.worker_daemon). A classic context's list only grows (grown_preload). On
-    Spark Connect the server's workers are its own: they import what a task needs as it runs, and
+    its tasks run; see runtime.worker_daemon); a classic context's list only grows (grown_preload).
+    On Spark Connect the server's workers are its own: they import what a task needs as it runs, and
     are first asked to import the job's modules once, so that a dependency the server's Python
     lacks is named before any work. Workers of a classic session also preload the object-store
     clients the driver has loaded: its tasks open the same stores."""
@@ -314,8 +314,7 @@ def grown_preload(preloaded: str, wanted: Sequence[str]) -> str:
     starts a daemon (a second or more of imports) only for a job that needs a module none
     before it did: jobs run one after another in one session (a job file's steps, an
     application's calls) share one daemon once their modules are in."""
-    have = [m for m in preloaded.split(",") if m]
-    return ",".join([*have, *(m for m in dict.fromkeys(wanted) if m not in have)])
+    return ",".join(dict.fromkeys(m for m in [*preloaded.split(","), *wanted] if m))
 
 
 # A failed task reaches the driver as an exception that carries the worker's whole message; the

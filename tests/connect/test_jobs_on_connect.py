@@ -16,14 +16,13 @@ import pytest
 
 from pipelines.config.job import load_job_config
 from pipelines.config.tuning import DRIVER_WORK
-from pipelines.jobs.clean import clean
 from pipelines.jobs.clean.in_place import clean_in_place
 from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.erase.job import erase
 from pipelines.jobs.tier.restore import restore
 from segment_io.exit_codes import ExitCode
 from tests.connect_server import connect_server
-from tests.helpers import REPO, files_of, run_segpipe, sigterm_once_staged
+from tests.helpers import REPO, clean_in_session, files_of, run_segpipe, sigterm_once_staged
 
 pytestmark = pytest.mark.connect
 NOW = "1700700000000"
@@ -61,11 +60,6 @@ def segpipe_ok(*args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def classic_clean(spark, src: Path, dst: Path, sets: list[str] | None = None) -> None:  # type: ignore[no-untyped-def]
-    config = load_job_config(None, sets) if sets else load_job_config(str(REPO / "conf" / "samples.yaml"))
-    clean(spark, str(src), str(dst), config, now_ms=int(NOW), log=quiet)
-
-
 @pytest.mark.parametrize("topics", ["all", "one"], ids=["samples", "one-partition"])
 def test_clean_on_connect_equals_classic(
     spark, remote: str, sample_dir: Path, tmp_path: Path, topics: str
@@ -77,7 +71,7 @@ def test_clean_on_connect_equals_classic(
         src, sets = tmp_path / "src", ["cleanup.policy=compact"]
         shutil.copytree(sample_dir / "orders-0", src / "orders-0")
         flags = ["--set", sets[0], "--now-ms", NOW]
-    classic_clean(spark, src, tmp_path / "classic", sets)
+    clean_in_session(spark, src, tmp_path / "classic", int(NOW), sets)
     proc = segpipe_ok("clean", str(src), str(tmp_path / "connect"), *flags, "--spark-remote", remote,
                       "--validate", "--suite", "conf/suites/orders.json")  # fmt: skip
     assert "validation passed" in proc.stdout + proc.stderr
@@ -87,7 +81,7 @@ def test_clean_on_connect_equals_classic(
 
 def test_validate_on_connect_passes_and_fails(spark, remote: str, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    classic_clean(spark, sample_dir, out)
+    clean_in_session(spark, sample_dir, out, int(NOW))
     check = [
         "--against",
         str(sample_dir),

@@ -11,11 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config.job import load_job_config
 from pipelines.config.tuning import DRIVER_WORK
-from pipelines.jobs.clean import clean
 from segment_io.exit_codes import ExitCode
-from tests.helpers import files_of, read_log, run_segpipe, samples_job, spark_jobs_of, spark_submit
+from tests.helpers import (
+    clean_in_session,
+    files_of,
+    read_log,
+    run_segpipe,
+    samples_job,
+    spark_jobs_of,
+    spark_submit,
+)
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -539,9 +545,8 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(spark, tmp_path: Path) -> N
     # own would start a JVM of its own for the same bytes).
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(DRIVER_WORK.env, "off")
-        samples_config = load_job_config(str(ROOT / "conf" / "samples.yaml"))
         before = spark_jobs_of(spark, "compact")
-        clean(spark, samples, str(tmp_path / "once"), samples_config, now_ms=NOW, log=lambda _: None)
+        clean_in_session(spark, samples, tmp_path / "once", NOW)
         assert spark_jobs_of(spark, "compact") > before
     again = run_segpipe(
         "clean", str(tmp_path / "once"), str(tmp_path / "again"), *config, "--select", "kafka", *bad_jvm
