@@ -9,19 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.s3.stores import aws_endpoint
+from tests.s3.stores import aws_endpoint, moto_server
 
 
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
     """A moto S3 server for this module only."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        with aws_endpoint(f"http://{host}:{port}") as env:
-            yield env
-    finally:
-        server.stop()
+    with moto_server() as url, aws_endpoint(url) as env:
+        yield env
