@@ -19,8 +19,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from clean_bench import DATA, generate, size_spec  # noqa: E402
 from measure import Peaks, run_measured  # noqa: E402
 
-from tests.s3.stores import seaweedfs  # noqa: E402
+from tests.s3.stores import moto_server, seaweedfs  # noqa: E402
 
 MB = 1024 * 1024
 NOW_MS = 1_800_000_000_000
@@ -51,22 +49,6 @@ def subset(partitions: int) -> Path:
 
 def files_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.name != "_complete")
-
-
-@contextmanager
-def moto_server() -> Iterator[str]:
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def plain_put(endpoint: str, src: Path, bucket: str) -> float:

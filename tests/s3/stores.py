@@ -1,5 +1,6 @@
 """Local S3 servers, started and stopped by their owner (test fixtures, benchmarks), bound to
-127.0.0.1: SeaweedFS, a real object store from PyPI (`weed`, in the virtualenv's bin)."""
+127.0.0.1: SeaweedFS, a real object store from PyPI (`weed`, in the virtualenv's bin), and
+moto's server."""
 
 from __future__ import annotations
 
