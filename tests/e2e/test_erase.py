@@ -23,7 +23,7 @@ from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import TopicSpec
 from segment_io.storage import open_storage
-from tests.helpers import files_of, lock_held, read_log, run_segpipe
+from tests.helpers import files_of, lock_held, read_log, run_segpipe, spark_jobs_of
 
 pytestmark = pytest.mark.e2e
 
@@ -319,12 +319,33 @@ def test_the_proof_passes_and_fails_where_it_must(
     )
 
 
-def test_spark_tasks_write_the_same_bytes(src: Path, erased: tuple[Path, Path], tmp_path: Path) -> None:
+def erase_in_session(
+    spark: Any, src: Path, out: Path, keys: Path, monkeypatch: pytest.MonkeyPatch, gate: Any = None,
+    **options: Any,
+) -> None:  # fmt: skip
+    """What `erase` (with the header and the operator's secret) runs, as Spark tasks in this
+    process's session (every stage its tasks; a command's own JVM would cost seconds): it shows it
+    ran Spark jobs."""
+    from pipelines.jobs.erase.job import run_erase
+    from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.keys.key_digest import read_secret
+    from segment_io.storage import Location
+
+    monkeypatch.setenv(DRIVER_WORK.env, "off")
+    before = spark_jobs_of(spark, "erase")
+    request = EraseRequest(
+        src=Location(str(src)), dst=Location(str(out)), keys=str(keys), key_format="hex",
+        header_names=(HEADER,), digest=read_secret(str(secret_file(keys.parent))), **options,
+    )  # fmt: skip
+    run_erase(spark, request, print, gate)
+    assert spark_jobs_of(spark, "erase") > before
+
+
+def test_spark_tasks_write_the_same_bytes(
+    spark, src: Path, erased: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     out, work = erased
-    proc = erase(
-        src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", env={DRIVER_WORK.env: "off"}
-    )
-    assert proc.returncode == ExitCode.OK, proc.stderr
+    erase_in_session(spark, src, tmp_path / "out", work / "keys.hex", monkeypatch)
     assert files_of(tmp_path / "out") == files_of(out)
 
 
@@ -371,20 +392,31 @@ def by_digest(report: dict[str, Any], root: Path | None = None) -> tuple[list[di
 
 @pytest.mark.parametrize("where", ["processes", "spark"])
 def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
-    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path, where: str
-) -> None:
+    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path, where: str,
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
     """A key list joined with the records' keys (SEGPIPE_KEY_BROADCAST_BYTES=0: every list is;
-    a larger list than its limit is) over the driver's processes or Spark: the same bytes, the same
-    evidence (keys in another order: by digest here), and a proof over the same join that passes
-    on the output and fails on the source itself."""
+    a larger list than its limit is) over the driver's processes (the command line) or Spark (this
+    process's session): the same bytes, the same evidence (keys in another order: by digest
+    here), and a proof over the same join that passes on the output and fails on the source."""
     out, work = erased
-    flow = {DRIVER_WORK.env: "processes"} if where == "processes" else {DRIVER_WORK.env: "off"}
-    no_jvm = NO_JVM if where == "processes" else ()
+    flow = {DRIVER_WORK.env: "processes"}
     report = tmp_path / "report.json"
-    proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", "--validate",
-                 "--report", str(report), *no_jvm, env={**JOINED, **flow})  # fmt: skip
-    assert proc.returncode == ExitCode.OK, proc.stderr
-    assert "segpipe: erasure proved" in proc.stdout
+    if where == "processes":
+        proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", "--validate",
+                     "--report", str(report), *NO_JVM, env={**JOINED, **flow})  # fmt: skip
+        assert proc.returncode == ExitCode.OK, proc.stderr
+        said = proc.stdout
+    else:
+        from pipelines.cli.erase import erasure_gate
+        from segment_io.storage import Location
+
+        spark = request.getfixturevalue("spark")
+        monkeypatch.setenv(KEY_BROADCAST.env, JOINED[KEY_BROADCAST.env])
+        erase_in_session(spark, src, tmp_path / "out", work / "keys.hex", monkeypatch, validate=True,
+                         gate=erasure_gate(spark, str(src), (HEADER,)), report_path=Location(str(report)))  # fmt: skip
+        said = capsys.readouterr().out
+    assert "segpipe: erasure proved" in said
     assert files_of(tmp_path / "out") == files_of(out)
     joined = json.loads(report.read_text())
     whole = json.loads((work / "report.json").read_text())
@@ -405,7 +437,7 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
         "--master",
         "local[2]",
     )
-    unerased = run_segpipe("validate", str(src), "--erased", str(work / "keys.hex"), *proof, *no_jvm,
+    unerased = run_segpipe("validate", str(src), "--erased", str(work / "keys.hex"), *proof, *NO_JVM,
                            env={**JOINED, **flow})  # fmt: skip
     assert (
         unerased.returncode == ExitCode.INVALID and "records still carry a listed key" in unerased.stdout
