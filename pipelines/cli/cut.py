@@ -7,7 +7,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
-from pipelines.cli.spark_args import add_spark_arguments, spark_on_demand
+from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.clock import time_argument
 from segment_io.exit_codes import ExitCode
 
@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
     from pipelines.runtime.harness import preflight
+    from pipelines.runtime.tasks import near_log_bytes, placement
     from segment_io.remote.view import log_url
     from segment_io.storage import Location
 
@@ -74,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     selection, _ = source_topics(asked.src, JobConfig(), tuple(args.topic), args.src)
     request = preflight(replace(asked, topics=None if selection.everything else selection))
-    with spark_on_demand(args, not asked.src.near, "pipelines.jobs.cut.job") as spark:
+    # Where work runs, by the one rule (runtime.tasks.placement): a cut copies, it decodes no record.
+    needed, local = placement(asked.src.near, near_log_bytes(asked.src), False, local_master_cores(args))
+    with spark_on_demand(args, needed, "pipelines.jobs.cut.job", local_likely=local) as spark:
         from pipelines.jobs.cut.job import run_cut
 
         report = run_cut(spark, request, console.say)

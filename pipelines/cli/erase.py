@@ -124,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.keys.key_list import checked_key_list
     from pipelines.output.destination import require_new_file
     from pipelines.runtime.harness import preflight, rechecked
-    from pipelines.runtime.tasks import placement
-    from segment_io.layout import list_log_dir
+    from pipelines.runtime.tasks import near_log_bytes, placement
     from segment_io.remote.view import log_url
     from segment_io.storage import Location
 
@@ -156,10 +155,9 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)
-    storage = src.storage
     # In place, SRC is a remote tier (not a log directory), whatever its storage.
-    near_log = storage.near and not args.in_place
-    size = sum(p.size for p in list_log_dir(storage, src.path).partitions) if near_log else 0
+    near_log = src.storage.near and not args.in_place
+    size = near_log_bytes(src) if near_log else 0
     # An erase rewrites segments, as a compaction does; in place, it works over a remote tier.
     needed, local = placement(near_log, size, True, local_master_cores(args))
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
