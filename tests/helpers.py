@@ -153,6 +153,11 @@ def spark_submit(*args: str) -> list[str]:
     return [submit, "--conf", f"{DRIVER_JAVA_OPTIONS}={driver_java_options()}", *args]
 
 
+# `--conf` flags giving the driver JVM a 1 KB heap: a command that starts Spark with them fails,
+# so a test shows a run works without a JVM by passing them.
+NO_JVM = ("--conf", "spark.driver.memory=1k")
+
+
 def run_segpipe(
     *args: str, env: dict[str, str] | None = None, fault: str | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     preflighted = None if args.in_place else preflight(asked)
     # In place, SRC is a remote tier (not a log directory), whatever its storage.
     near_log = src.storage.near and not args.in_place
-    size = near_log_bytes(src) if near_log else 0
+    size = 0 if args.in_place else near_log_bytes(src)
     # An erase rewrites segments, as a compaction does; in place, it works over a remote tier.
     needed, local = placement(near_log, size, True, local_master_cores(args))
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap

@@ -14,6 +14,7 @@ import pytest
 from pipelines.config.tuning import DRIVER_WORK
 from segment_io.exit_codes import ExitCode
 from tests.helpers import (
+    NO_JVM,
     clean_in_session,
     files_of,
     read_log,
@@ -530,7 +531,7 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(spark, tmp_path: Path) -> N
     --link), a --select kafka pass over a cleaned output, a small compaction (in the driver's
     threads) and one in the driver's processes (a local master's) finish with it anyway,
     byte-identical to the same runs with Spark; a compaction that must run on Spark cannot."""
-    bad_jvm = ["--conf", "spark.driver.memory=1k", "--now-ms", str(NOW)]
+    bad_jvm = [*NO_JVM, "--now-ms", str(NOW)]
     samples, retention = str(ROOT / "data" / "samples"), ["--set", "cleanup.policy=delete"]
     for name, extra in (("copy", []), ("link", ["--link"])):
         plain = run_segpipe(

@@ -23,7 +23,7 @@ from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import TopicSpec
 from segment_io.storage import open_storage
-from tests.helpers import files_of, lock_held, read_log, run_segpipe, spark_jobs_of
+from tests.helpers import NO_JVM, files_of, lock_held, read_log, run_segpipe, spark_jobs_of
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,6 @@ KEYS = [b"k0000000001", b"k0000000002", b"k0000000007", b"k0000000120"]
 ABSENT = b"nobody-has-this-key"
 HEADER = "trace-id"
 PARTITIONS = ["orders-0", "orders-1", "events-0", "quiet-0"]
-NO_JVM = ("--conf", "spark.driver.memory=1k")  # a run that starts Spark fails with it
 JOINED = {KEY_BROADCAST.env: "0"}  # every key list is joined with the records' keys
 WHOLE = {KEY_BROADCAST.env: str(2**30)}  # every key list here is read whole
 

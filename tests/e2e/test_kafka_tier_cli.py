@@ -14,13 +14,12 @@ import pytest
 from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import LocalStorage
-from tests.helpers import run_segpipe
+from tests.helpers import NO_JVM, run_segpipe
 from tests.kip405 import ENCRYPTED, PLAIN, records, tier
 from tests.unit.test_kafka_tier import other_key_pair
 
 pytestmark = pytest.mark.e2e
 NOW_MS = "1795722460000"
-NO_JVM = ("--conf", "spark.driver.memory=1k")  # a run that starts Spark fails with it
 
 
 def dumped_records(*args: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:

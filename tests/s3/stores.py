@@ -121,19 +121,20 @@ def moto_server() -> Iterator[str]:
     from moto import backends
     from moto.server import ThreadedMotoServer
 
-    modules = tuple(backends.list_of_moto_modules())
+    scan, modules = backends.list_of_moto_modules, tuple(backends.list_of_moto_modules())
     logger = logging.getLogger("werkzeug")
     level = logger.level
     logger.setLevel(logging.WARNING)
-    scan = backends.list_of_moto_modules
     backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
     try:
-        yield f"http://{host}:{port}"
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        try:
+            host, port = server.get_host_and_port()
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
     finally:
-        server.stop()
         backends.list_of_moto_modules = scan  # type: ignore[assignment]
         logger.setLevel(level)
 

@@ -24,7 +24,7 @@ from segment_io.exit_codes import ExitCode
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import Location
 from segment_io.topic_partition import TopicPartition
-from tests.helpers import run_segpipe, spark_jobs_of
+from tests.helpers import NO_JVM, run_segpipe, spark_jobs_of
 from tests.s3.stores import in_session_workers
 
 pytestmark = pytest.mark.s3
@@ -191,7 +191,6 @@ def test_a_local_masters_remote_work_starts_no_jvm(
     the driver's own processes: given a JVM that cannot start (a 1 KB heap) they finish anyway,
     and the in-place clean and erase leave the bytes they leave on Spark (this process's
     session, every stage its tasks), which cannot run with that JVM."""
-    bad_jvm = ["--conf", "spark.driver.memory=1k"]
     compact = ["cleanup.policy=compact", "retention.ms=-1"]
     keys = tmp_path / "keys.txt"
     keys.write_bytes(b"k0000000001\nk0000000042\n")
@@ -201,14 +200,14 @@ def test_a_local_masters_remote_work_starts_no_jvm(
         shutil.copytree(sample_dir, log)
         remote = bucket(s3_env, f"no-jvm-{name}")
         # Both tiers are written and read back the same way: in the driver's processes, without a JVM.
-        tiered = run_segpipe("tier", str(log), remote, *RELEASE, *bad_jvm, env=s3_env)
+        tiered = run_segpipe("tier", str(log), remote, *RELEASE, *NO_JVM, env=s3_env)
         assert tiered.returncode == ExitCode.OK, tiered.stderr[-3000:]
         if name == "processes":
             for command in (
                 ("clean", remote, "--in-place", *(f for c in compact for f in ("--set", c)), "--now", NOW),
                 ("erase", remote, "--in-place", "--keys", str(keys)),
             ):
-                proc = run_segpipe(*command, "--master", "local[2]", *bad_jvm, env=s3_env)
+                proc = run_segpipe(*command, "--master", "local[2]", *NO_JVM, env=s3_env)
                 assert proc.returncode == ExitCode.OK, f"{command[0]}: {proc.stderr[-3000:]}"
         else:  # the same on Spark: in this process's session (a command's own JVM would cost seconds)
             with monkeypatch.context() as patch:
@@ -225,12 +224,12 @@ def test_a_local_masters_remote_work_starts_no_jvm(
                 )
         out = tmp_path / name / "restored"
         # The local log was not erased: a restore with it is refused (tests/s3/test_erase_s3.py).
-        proc = run_segpipe("restore", remote, str(out), *bad_jvm, env=s3_env)
+        proc = run_segpipe("restore", remote, str(out), *NO_JVM, env=s3_env)
         assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
         restored[name] = tree(out)
     assert restored["processes"] == restored["spark"] and len(restored["spark"]) > 8
     on_spark = {**s3_env, DRIVER_WORK.env: "off"}
     refused = run_segpipe(
-        "restore", bucket(s3_env, "no-jvm-spark"), str(tmp_path / "never"), *bad_jvm, env=on_spark
+        "restore", bucket(s3_env, "no-jvm-spark"), str(tmp_path / "never"), *NO_JVM, env=on_spark
     )
     assert refused.returncode != ExitCode.OK and not (tmp_path / "never").exists()
