@@ -8,28 +8,42 @@ starts, so parts split a file anywhere and still read every line once."""
 
 from __future__ import annotations
 
-import base64
 import binascii
-import io
 import itertools
 import posixpath
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from pipelines.config.key_formats import KEY_FORMATS
+from pipelines.config.key_formats import KEY_FORMATS, decode_key
 from pipelines.config.tuning import KEY_BROADCAST, tuned
 from pipelines.errors import ConfigError
+from pipelines.keys.key_columns import (
+    KEY_COLUMN,
+    column_array,
+    column_keys,
+    csv_column,
+    csv_columns,
+    csv_options,
+    parquet_column,
+    parquet_columns,
+)
+from pipelines.keys.key_notes import (
+    PADDED_SHOWN,
+    SAMPLED,
+    KeyListNotes,
+    byte_order_mark,
+    column_notes,
+    padded_positions,
+)
 from pipelines.keys.key_set import ErasedKeys
 from segment_io.format.records import gather
 from segment_io.storage import open_storage
 from segment_io.storage.base import Storage
-from segment_io.text import counted
-
-KEY_COLUMN = "key"
+from segment_io.storage.ranged_file import StorageFile
 
 
 # A key list of up to this many bytes (its file, or a Parquet key column's uncompressed bytes) is
@@ -61,22 +75,13 @@ class KeyList:
     size: int
     size_on_disk: int
     row_groups: int  # a Parquet file's (0 for the others)
-    # A line list's lines that begin or end with a space or a tab: how many, and the first few by
-    # line number. Such a line is a key with that whitespace, which no record may carry.
-    padded_lines: int = 0
-    padded_first: tuple[int, ...] = ()
+    # A line list's leading byte-order mark, skipped by every read (key_notes.byte_order_mark).
+    skip: int = 0
+    notes: KeyListNotes = field(default_factory=KeyListNotes)
 
     def warnings(self) -> list[str]:
         """What an operator should hear of the list before it is used."""
-        if not self.padded_lines:
-            return []
-        shown = ", ".join(str(n) for n in self.padded_first)
-        more = ", ..." if self.padded_lines > len(self.padded_first) else ""
-        return [
-            f"segpipe: warning: --keys {self.url}: {counted(self.padded_lines, 'line')} begin or end with "
-            f"a space or a tab (line {shown}{more}); the whitespace is part of the key, so such a key "
-            "matches only a record whose key carries it too"
-        ]
+        return self.notes.lines(self.url, self.key_format, "line" if self.kind == LINES else "row")
 
     @classmethod
     def open(cls, url: str, key_format: str = "utf8") -> KeyList:
@@ -102,21 +107,28 @@ class KeyList:
             size = sum(
                 meta.row_group(g).column(column).total_uncompressed_size for g in range(meta.num_row_groups)
             )
-            return cls(url, key_format, PARQUET, size, info.size, meta.num_row_groups)
+            notes = column_notes(parquet_columns(storage, path, info.size))
+            return cls(url, key_format, PARQUET, size, info.size, meta.num_row_groups, notes=notes)
         if lowered.endswith(".csv"):
             import pyarrow.csv as pcsv
 
             try:  # only the first block is read
                 names = pcsv.open_csv(
-                    StorageFile(storage, path, info.size), convert_options=_csv_options()
+                    StorageFile(storage, path, info.size), convert_options=csv_options()
                 ).schema.names
             except pa.ArrowException as exc:
                 raise ConfigError(f"--keys {url}: not a CSV file with a header line: {exc}") from None
             if KEY_COLUMN not in names:
                 raise ConfigError(f"--keys {url}: no {KEY_COLUMN!r} column (it has {', '.join(names)})")
-            return cls(url, key_format, CSV, info.size, info.size, 0)
-        padded, first = _padded_lines(storage, path, info.size)
-        return cls(url, key_format, LINES, info.size, info.size, 0, padded, first)
+            try:
+                notes = column_notes(csv_columns(StorageFile(storage, path, info.size)))
+            except pa.ArrowException as exc:
+                raise ConfigError(f"--keys {url}: not a readable {CSV} key list: {exc}") from None
+            return cls(url, key_format, CSV, info.size, info.size, 0, notes=notes)
+        skip = byte_order_mark(url, storage.read(path, 0, min(info.size, 4)))
+        padded, first = _padded_lines(storage, path, info.size, skip)
+        notes = KeyListNotes(bool(skip), padded, first)
+        return cls(url, key_format, LINES, info.size - skip, info.size, 0, skip, notes)
 
     @property
     def broadcast(self) -> bool:
@@ -128,14 +140,32 @@ class KeyList:
         storage, path = open_storage(self.url)
         raw = storage.read(path)
         if self.kind == PARQUET:
-            keys = _column_keys(_parquet_column(raw, self.url), self.url, self.key_format)
+            keys = column_keys(parquet_column(raw, self.url), self.url, self.key_format)
         elif self.kind == CSV:
-            keys = _column_keys(_csv_column(raw, self.url), self.url, self.key_format)
+            keys = column_keys(csv_column(raw, self.url), self.url, self.key_format)
         else:
-            keys = ErasedKeys.from_arrow(_line_array(raw, self.url, self.key_format))
+            keys = ErasedKeys.from_arrow(_line_array(raw[self.skip :], self.url, self.key_format, self.skip))
         if len(keys) == 0:
             raise refused_empty(self.url)
         return keys
+
+    def samples(self) -> list[bytes]:
+        """The list's first keys as written (before their key format is read; a binary column's
+        keys as they are), for a hint of what the keys look like."""
+        storage, path = open_storage(self.url)
+        if self.kind == LINES:
+            head = storage.read(path, self.skip, min(self.size_on_disk, self.skip + 2**16))
+            lines = (line.removesuffix(b"\r") for line in head.split(b"\n")[:-1] or [head])
+            return [line for line in lines if line][:SAMPLED]
+        with StorageFile(storage, path, self.size_on_disk) as handle:
+            if self.kind == PARQUET:
+                columns = parquet_columns(storage, path, self.size_on_disk)
+            else:
+                columns = csv_columns(handle)
+            column = next(iter(columns), pa.array([], pa.binary())).slice(0, SAMPLED).drop_null()
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            return [text.encode() for text in column.to_pylist()]
+        return []
 
     def parts(self, count: int) -> list[KeyListPart]:
         """The list in about `count` parts for the join's tasks: byte ranges of a line list, row
@@ -144,7 +174,9 @@ class KeyList:
         if self.kind == PARQUET:
             bounds = np.linspace(0, self.row_groups, min(count, self.row_groups) + 1).astype(int)
         elif self.kind == LINES:
-            bounds = np.linspace(0, self.size, max(1, min(count, self.size // 2**20)) + 1).astype(int)
+            bounds = np.linspace(
+                self.skip, self.size_on_disk, max(1, min(count, self.size // 2**20)) + 1
+            ).astype(int)
         else:
             bounds = np.array([0, 1])
         return [KeyListPart(self, int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds.tolist())]
@@ -169,7 +201,7 @@ class KeyListPart:
         with StorageFile(storage, path, keys.size_on_disk) as handle:
             try:
                 for column in self._columns(handle):
-                    yield _column_array(column, keys.url, keys.key_format)
+                    yield column_array(column, keys.url, keys.key_format)
             except pa.ArrowException as exc:  # a row or row group its reader cannot read
                 raise ConfigError(f"--keys {keys.url}: not a readable {keys.kind} key list: {exc}") from None
 
@@ -182,10 +214,7 @@ class KeyListPart:
             for group in range(self.lo, self.hi):
                 yield parquet.read_row_group(group, columns=[KEY_COLUMN]).column(KEY_COLUMN)
         else:
-            import pyarrow.csv as pcsv
-
-            for batch in pcsv.open_csv(handle, convert_options=_csv_options()):
-                yield batch.column(KEY_COLUMN)
+            yield from csv_columns(handle)
 
     def _lines(self, storage: Storage, path: str) -> Iterator[pa.Array]:
         """The keys of the lines that start in [lo, hi), read LINE_READ_BYTES at a time (a longer
@@ -210,8 +239,8 @@ class KeyListPart:
     def _first_line(self, storage: Storage, path: str) -> int:
         """Where the first line starting at `lo` or later starts (a line that starts before `lo`
         is the previous part's)."""
-        if self.lo == 0:
-            return 0
+        if self.lo <= self.keys.skip:
+            return self.keys.skip
         size, at = self.keys.size_on_disk, self.lo - 1
         while at < size:
             chunk = storage.read(path, at, min(size, at + LINE_READ_BYTES))
@@ -244,35 +273,6 @@ def read_key_list(url: str, key_format: str = "utf8") -> ErasedKeys:
     return KeyList.open(url, key_format).read()
 
 
-class StorageFile(io.RawIOBase):
-    """A file of a Storage read through its ranged reads (what pyarrow's readers take), so that
-    a reader reads only what it needs of it (a Parquet footer, one row group)."""
-
-    def __init__(self, storage: Storage, path: str, size: int) -> None:
-        self._storage, self._path, self._size, self._at = storage, path, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._at
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence]
-        self._at = base + offset
-        return self._at
-
-    def readinto(self, buffer: Any) -> int:
-        end = min(self._size, self._at + len(buffer))
-        data = self._storage.read(self._path, self._at, end) if end > self._at else b""
-        buffer[: len(data)] = data
-        self._at += len(data)
-        return len(data)
-
-
 def _line_bounds(buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each line of `buffer` starts and ends (its newline and a CR before it left out)."""
     if not len(buffer):
@@ -285,13 +285,10 @@ def _line_bounds(buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends - crlf
 
 
-PADDED_SHOWN = 5  # the line numbers a warning of padded lines names
-
-
-def _padded_lines(storage: Storage, path: str, size: int) -> tuple[int, tuple[int, ...]]:
-    """How many lines of a line list begin or end with a space or a tab, and the first few of them
-    (1-based line numbers), read LINE_READ_BYTES at a time."""
-    count, line, at = 0, 1, 0
+def _padded_lines(storage: Storage, path: str, size: int, at: int) -> tuple[int, tuple[int, ...]]:
+    """How many lines of a line list (from byte `at`) begin or end with a space or a tab, and the
+    first few of them (1-based line numbers), read LINE_READ_BYTES at a time."""
+    count, line = 0, 1
     first: list[int] = []
     while at < size:
         chunk = storage.read(path, at, min(size, at + LINE_READ_BYTES))
@@ -300,9 +297,7 @@ def _padded_lines(storage: Storage, path: str, size: int) -> tuple[int, tuple[in
             cut = len(chunk)
         buffer = np.frombuffer(chunk[:cut], dtype=np.uint8)
         starts, ends = _line_bounds(buffer)
-        full = ends > starts
-        blank = np.isin(buffer[starts[full]], (9, 32)) | np.isin(buffer[ends[full] - 1], (9, 32))
-        padded = np.flatnonzero(full)[blank]
+        padded = padded_positions(starts, ends, buffer)
         count += len(padded)
         first += (padded[: PADDED_SHOWN - len(first)] + line).tolist() if len(first) < PADDED_SHOWN else []
         line += len(starts)
@@ -323,68 +318,7 @@ def _line_array(raw: bytes, url: str, key_format: str, position: int = 0) -> pa.
     keys = []
     for s, e in zip(starts[kept].tolist(), ends[kept].tolist(), strict=True):
         try:
-            keys.append(_decode(raw[s:e], key_format))
+            keys.append(decode_key(raw[s:e], key_format))
         except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
             raise ConfigError(f"--keys {url}, at byte {position + s}: not {key_format}: {exc}") from None
     return pa.array(keys, pa.large_binary())
-
-
-def _decode(text: bytes, key_format: str) -> bytes:
-    if key_format == "hex":
-        digits = text.decode("ascii")
-        if len(digits.replace(" ", "")) % 2:
-            raise ValueError(f"an odd number of hex digits ({len(digits)}): a byte is two")
-        return bytes.fromhex(digits)
-    if key_format == "base64":
-        return base64.b64decode(text, validate=True)
-    return text
-
-
-def _parquet_column(raw: bytes, url: str) -> pa.Array:
-    import pyarrow.parquet as pq
-
-    try:
-        # ParquetFile, not read_table: that one imports pyarrow.dataset (a third of a second).
-        return pq.ParquetFile(io.BytesIO(raw)).read(columns=[KEY_COLUMN]).column(KEY_COLUMN)
-    except pa.ArrowException as exc:
-        raise ConfigError(f"--keys {url}: not a Parquet file: {exc}") from None
-
-
-def _csv_column(raw: bytes, url: str) -> pa.Array:
-    import pyarrow.csv as pcsv
-
-    try:
-        table = pcsv.read_csv(io.BytesIO(raw), convert_options=_csv_options())
-    except pa.ArrowException as exc:
-        raise ConfigError(f"--keys {url}: not a CSV file with a header line: {exc}") from None
-    if KEY_COLUMN not in table.column_names:
-        raise ConfigError(f"--keys {url}: no {KEY_COLUMN!r} column (it has {', '.join(table.column_names)})")
-    return table.column(KEY_COLUMN)
-
-
-def _csv_options() -> object:
-    import pyarrow.csv as pcsv
-
-    return pcsv.ConvertOptions(column_types={KEY_COLUMN: pa.string()}, strings_can_be_null=False)
-
-
-def _column_array(column: pa.Array, url: str, key_format: str) -> pa.Array:
-    """A key column as binary keys: a binary column as it is; a string column decoded from the key
-    format (utf8: its bytes); nulls left out (no record carries a null key that a list names)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-        return column.drop_null().cast(pa.large_binary())
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
-        raise ConfigError(f"--keys {url}: the {KEY_COLUMN!r} column is {column.type}, not binary or string")
-    if key_format == "utf8":
-        return column.drop_null().cast(pa.large_string()).cast(pa.large_binary())
-    texts = [t for t in column.to_pylist() if t is not None]
-    try:
-        return pa.array([_decode(t.encode(), key_format) for t in texts], pa.large_binary())
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--keys {url}: a {KEY_COLUMN!r} value is not {key_format}: {exc}") from None
-
-
-def _column_keys(column: pa.Array, url: str, key_format: str) -> ErasedKeys:
-    return ErasedKeys.from_arrow(_column_array(column, url, key_format))

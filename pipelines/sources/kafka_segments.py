@@ -28,7 +28,7 @@ Spark's own `where` on any column is always applied by Spark, after a read of th
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pipelines.runtime.worker_daemon import freeze_loaded, in_spark_worker
+from segment_io.layout import PartitionListing
 from segment_io.segment.ranges import RecordRange, Window
 
 NAME = "kafka-segments"
@@ -147,6 +148,8 @@ class KafkaSegmentsReader(DataSourceReader):
             if (self.topics is None or part.tp.topic in self.topics)
             and (self.partition_dirs is None or part.tp.dir_name in self.partition_dirs)
         ]
+        if self.partition_dirs is not None:
+            self._require_partitions(listing.partitions, chosen)
         segments = [
             (part, files, part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None)
             for part in chosen
@@ -171,6 +174,28 @@ class KafkaSegmentsReader(DataSourceReader):
         return [SegmentPartition(self.url, run) for run in packed(reads, self.max_partition_bytes)] or [
             SegmentPartition(self.url)
         ]
+
+    def _require_partitions(
+        self, present: Sequence[PartitionListing], chosen: Sequence[PartitionListing]
+    ) -> None:
+        """Refuse a `partitions` entry that names no partition directory of the log, or one of a
+        topic the `topic` option leaves out (a typo would otherwise read as an empty log)."""
+        assert self.partition_dirs is not None
+        names = {p.tp.dir_name for p in present}
+        absent = sorted(self.partition_dirs - names)
+        if absent:
+            shown = sorted(names)
+            there = ", ".join(shown[:20]) + (f", ... ({len(shown)} in all)" if len(shown) > 20 else "")
+            raise ValueError(
+                f"kafka-segments: no partition {', '.join(absent)} in {self.url} "
+                f"(partitions there: {there or 'none'})"
+            )
+        left_out = sorted(self.partition_dirs - {p.tp.dir_name for p in chosen})
+        if left_out:
+            raise ValueError(
+                f"kafka-segments: partition {', '.join(left_out)} is not of the topic option's "
+                f"{', '.join(sorted(self.topics or ()))}"
+            )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from segment_io.segment.reader import SegmentReader

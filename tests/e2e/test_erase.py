@@ -5,6 +5,7 @@ refusals and kills that lose nothing."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -586,3 +587,32 @@ def test_the_drivers_processes_write_the_same_bytes(
                          fault="mid-rewrite")  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr  # a task's kill point took the whole run
     assert files_of(src) == before and not (tmp_path / "killed").exists()
+
+
+def test_a_key_list_with_a_byte_order_mark_erases_its_first_key(src: Path, tmp_path: Path) -> None:
+    """A list saved by a Windows editor: the mark is taken off, so its first key is erased too."""
+    listing = tmp_path / "keys.txt"
+    listing.write_bytes(b"\xef\xbb\xbf" + b"".join(k + b"\r\n" for k in KEYS))
+    proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(listing))
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert "starts with a UTF-8 byte-order mark; it was taken off" in proc.stdout
+    held = {
+        part: [r for r in read_log(src, part) if not r["is_control"] and r["key"] in KEYS]
+        for part in PARTITIONS
+    }
+    assert any(r["key"] == KEYS[0] for rows in held.values() for r in rows)
+    assert f"erased {sum(map(len, held.values())):,} records of 4 of the 4 listed keys" in proc.stdout
+    for part in PARTITIONS:
+        assert not [r for r in read_log(tmp_path / "out", part) if r["key"] in KEYS]
+
+
+def test_keys_in_the_wrong_format_found_nowhere_are_warned_of(src: Path, tmp_path: Path) -> None:
+    listing = tmp_path / "keys.txt"
+    listing.write_bytes(b"".join(base64.b64encode(k) + b"\n" for k in KEYS))
+    proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(listing), "--dry-run")
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert "would erase 0 records of 0 of the 4 listed keys" in proc.stdout
+    assert (
+        "segpipe: warning: none of the 4 listed keys was found (read as --key-format utf8): all of them look "
+        f"like base64 (e.g. {base64.b64encode(KEYS[0]).decode()!r}): did you mean --key-format base64?"
+    ) in proc.stdout

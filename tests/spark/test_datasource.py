@@ -88,3 +88,17 @@ def test_empty_logs_read_as_empty_and_unknown_topics_are_named(
         spark.read.format("kafka-segments").option("topic", "nosuch").load(str(sample_dir)).count()
     both = spark.read.format("kafka-segments").option("topic", "orders,clicks").load(str(sample_dir))
     assert {r["topic"] for r in both.select("topic").distinct().collect()} == {"orders", "clicks"}
+
+
+def test_a_partitions_entry_that_names_no_partition_is_refused(spark, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """A typo in `partitions` is named with what exists, as `topic` is, not read as an empty log."""
+    read = spark.read.format("kafka-segments")
+    for typo in ("orders-7", "orders0"):
+        with pytest.raises(Exception, match=rf"no partition {typo} in .* \(partitions there: clicks-0, "):
+            read.option("partitions", f"orders-0,{typo}").load(str(sample_dir)).count()
+    with pytest.raises(Exception, match="partition clicks-0 is not of the topic option's orders"):
+        read.option("topic", "orders").option("partitions", "clicks-0").load(str(sample_dir)).count()
+    chosen = read.option("partitions", "orders-1").load(str(sample_dir))
+    assert {
+        (r["topic"], r["partition"]) for r in chosen.select("topic", "partition").distinct().collect()
+    } == {("orders", 1)}

@@ -87,7 +87,7 @@ def test_lines_padded_with_whitespace_are_warned_of_by_line_number(tmp_path: Pat
     assert keys_of(keys) == [b"alice", b" bob", b"carol ", b"dave", b"\teve", b"frank\t", b"g ", b"h ", b"i "]
     [line] = said
     assert "7 lines begin or end with a space or a tab (line 2, 3, 6, 7, 8, ...)" in line
-    assert KeyList.open(str(listed)).padded_lines == 7
+    assert KeyList.open(str(listed)).notes.padded == 7
     clean = tmp_path / "clean.txt"
     clean.write_text("alice\nbob\n")
     assert KeyList.open(str(clean)).warnings() == []
@@ -214,3 +214,92 @@ def test_an_emptied_batch_keeps_its_header_where_producer_state_or_the_log_end_n
     # 7's last data batch (39; its marker is not data), 8's last (49), and the log's last (59).
     assert [m.tolist() for m in masks] == [[False, False, False, True], [False, True, True]]
     assert [m.tolist() for m in retain_empty([_Table([], [], [])])] == [[]]  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["whole", "parts"])
+def test_a_utf8_byte_order_mark_is_taken_off_and_said(tmp_path: Path, joined: bool) -> None:
+    """What Windows editors write: the mark is no part of the first key, read whole or in parts."""
+    from pipelines.keys.key_list import checked_key_list
+
+    listed = tmp_path / "k.txt"
+    listed.write_bytes(b"\xef\xbb\xbfk0000000000\r\nk1\r\n")
+    said: list[str] = []
+    found = checked_key_list(str(listed), "utf8", said.append)
+    assert keys_of(found) == [b"k0000000000", b"k1"]
+    assert said == [f"segpipe: note: --keys {listed}: starts with a UTF-8 byte-order mark; it was taken off "
+                    "(it is not part of the first key)"]  # fmt: skip
+    keys = KeyList.open(str(listed))
+    if joined:
+        assert parts_read(keys, 3) == [b"k0000000000", b"k1"]
+    assert keys.samples() == [b"k0000000000", b"k1"]
+    hexed = tmp_path / "k.hex"
+    hexed.write_bytes(b"\xef\xbb\xbf6b30\n")
+    assert keys_of(read_key_list(str(hexed), "hex")) == [b"k0"]
+
+
+@pytest.mark.parametrize(
+    ("mark", "encoding"),
+    [(b"\xff\xfe", "UTF-16 LE"), (b"\xfe\xff", "UTF-16 BE"), (b"\xff\xfe\x00\x00", "UTF-32 LE"),
+     (b"\x00\x00\xfe\xff", "UTF-32 BE")],
+)  # fmt: skip
+def test_a_utf16_or_utf32_list_is_refused_naming_its_encoding(
+    tmp_path: Path, mark: bytes, encoding: str
+) -> None:
+    listed = tmp_path / "k.txt"
+    codec = {
+        "UTF-16 LE": "utf-16-le",
+        "UTF-16 BE": "utf-16-be",
+        "UTF-32 LE": "utf-32-le",
+        "UTF-32 BE": "utf-32-be",
+    }
+    listed.write_bytes(mark + "k0\nk1\n".encode(codec[encoding]))
+    with pytest.raises(ConfigError, match=f"the file is {encoding} text .*save it as UTF-8"):
+        KeyList.open(str(listed))
+
+
+def test_padding_notes_say_what_each_key_format_does_with_it(tmp_path: Path) -> None:
+    hexed = tmp_path / "k.hex"
+    hexed.write_bytes(b"6b30 \n\t6b31\n")
+    [note] = KeyList.open(str(hexed), "hex").warnings()
+    assert "2 lines begin or end" in note and "the whitespace is not part of the key" in note
+    assert keys_of(read_key_list(str(hexed), "hex")) == [b"k0", b"k1"]  # as the note says
+    b64 = tmp_path / "k.b64"
+    b64.write_bytes(b"azA= \n")
+    [note] = KeyList.open(str(b64), "base64").warnings()
+    assert "base64 has no whitespace: such a key is refused" in note
+    with pytest.raises(ConfigError, match="at byte 0: not base64"):
+        read_key_list(str(b64), "base64")
+
+
+def test_csv_padded_keys_and_parquet_null_keys_are_said(tmp_path: Path) -> None:
+    (tmp_path / "k.csv").write_text("id,key\n1,alice \n2,bob\n3, carol\n")
+    csv = KeyList.open(str(tmp_path / "k.csv"))
+    [note] = csv.warnings()
+    assert "2 rows begin or end with a space or a tab (row 1, 3)" in note and "part of the key" in note
+    assert keys_of(csv.read()) == [b"alice ", b"bob", b" carol"]  # kept, as said
+    pq.write_table(pa.table({"key": pa.array([b"a", None, b"b", None], pa.binary())}), tmp_path / "n.parquet")
+    parquet = KeyList.open(str(tmp_path / "n.parquet"))
+    [note] = parquet.warnings()
+    assert "2 null keys left out" in note
+    assert keys_of(parquet.read()) == [b"a", b"b"]
+    pq.write_table(pa.table({"key": ["x", None, " y"]}), tmp_path / "s.parquet")
+    assert [n.split(": ", 3)[-1][:40] for n in KeyList.open(str(tmp_path / "s.parquet")).warnings()] == [
+        "1 row begins or ends with a space or a t", "1 null key left out (a record's null key",
+    ]  # fmt: skip
+
+
+def test_a_run_that_found_no_key_names_the_format_the_keys_look_like() -> None:
+    from pipelines.keys.key_notes import nowhere_warning
+
+    b64 = [base64.b64encode(f"k{i:010d}".encode()) for i in range(25)]
+    assert nowhere_warning(25, "utf8", b64).endswith(
+        f"all of them look like base64 (e.g. {b64[0].decode()!r}): did you mean --key-format base64?"
+    )
+    hexed = [f"k{i}".encode().hex().encode() for i in range(3)]
+    assert "did you mean --key-format hex?" in nowhere_warning(3, "utf8", hexed)
+    # Decimal numbers and plain words are hex digits and base64 too: no guess is made of them.
+    for plain in ([b"1234", b"5678"], [b"user", b"abcd"]):
+        warning = nowhere_warning(2, "utf8", plain)
+        assert "did you mean" not in warning and "check the list's key format" in warning
+    assert "(read as --key-format hex)" in nowhere_warning(3, "hex", hexed)
+    assert "did you mean" not in nowhere_warning(3, "hex", hexed)

@@ -14,6 +14,7 @@ import numpy as np
 from pipelines.jobs.erase.segment import SegmentErasure
 from pipelines.keys.key_digest import DIGEST, KeyDigest
 from pipelines.keys.key_list import KeyList
+from pipelines.keys.key_notes import nowhere_warning
 from pipelines.keys.key_set import ErasedKeys
 
 
@@ -99,6 +100,14 @@ class EraseReport:
             "seconds_total": round(self.seconds_total, 3),
             "seconds_by_stage": {k: round(v, 3) for k, v in self.seconds_by_stage.items()},
         }
+
+
+def say_totals(report: EraseReport, keys: str, key_format: str, log: Callable[[str], Any]) -> None:
+    """The run's totals line; where none of the listed keys was found, a warning of the key format
+    they were read in and what they look like (a list in the wrong format erases nothing)."""
+    log(report.totals_line())
+    if report.keys_listed and report.not_found_count >= report.keys_listed:
+        log(nowhere_warning(report.keys_listed, key_format, KeyList.open(keys, key_format).samples()))
 
 
 def partition_totals(names: list[str], results: list[SegmentErasure]) -> list[PartitionErasure]:

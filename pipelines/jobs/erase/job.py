@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals
+from pipelines.jobs.erase.evidence import EraseReport, key_evidence, partition_totals, say_totals
 from pipelines.jobs.erase.join import JoinedKeys, run_joined
 from pipelines.jobs.erase.plan import retain_empty
 from pipelines.jobs.erase.request import EraseRequest
@@ -87,7 +87,7 @@ def _erase(
             erased = erase_all(run, scanned, tasks, keys, header_names, None, digest)
         fill_report(report, names, erased, timer.total, timer.seconds)
         _write_report(report, request)
-        log(report.totals_line())
+        say_totals(report, request.keys, request.key_format, log)
         return report
     with staged_output(run, request.out, log) as staging:
         report.run_id = staging.run_id
@@ -109,7 +109,7 @@ def _erase(
             {p.partition: p.records_out for p in report.partitions},
         )  # fmt: skip
     _write_report(report, request)
-    log(report.totals_line())
+    say_totals(report, request.keys, request.key_format, log)
     return report
 
 

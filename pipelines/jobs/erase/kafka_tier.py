@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.jobs.erase.evidence import EraseReport, key_evidence
+from pipelines.jobs.erase.evidence import EraseReport, key_evidence, say_totals
 from pipelines.jobs.erase.job import WORKER_MODULES, Erased, erase_all, fill_report, segment_tasks
 from pipelines.jobs.erase.kafka_local import LocalSegments, not_yet_tiered
 from pipelines.jobs.erase.proof import PairTask, prove_pairs
@@ -205,7 +205,7 @@ def _erase(
         log(f"segpipe: not erased online: {line}")
     if request.report_path is not None:
         write_json_report(request.report_path, report.to_dict())
-    log(report.totals_line())
+    say_totals(report, request.keys, request.key_format, log)
     return report
 
 
