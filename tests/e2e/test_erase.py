@@ -293,6 +293,12 @@ def test_the_proof_passes_and_fails_where_it_must(
     ok = run_segpipe("validate", str(out), "--erased", str(listing), "--key-format", "hex",
                      "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
     assert ok.returncode == ExitCode.OK, ok.stdout + ok.stderr
+    # A topic filter judges that topic's partitions; the others are named as left out by it.
+    only = run_segpipe("validate", str(out), "--erased", str(listing), "--key-format", "hex",
+                       "--also-in-headers", HEADER, "--against", str(src), "--topic", "orders")  # fmt: skip
+    assert only.returncode == ExitCode.INVALID, only.stdout + only.stderr
+    assert "events-0: the partition is in SRC, but --topic leaves its topic out" in only.stdout, only.stdout
+    assert "not in SRC" not in only.stdout and "(2 problems)" in only.stdout, only.stdout  # events-0, quiet-0
     plain = run_segpipe("validate", str(out))
     assert plain.returncode == ExitCode.OK and "is the output of an erase" in plain.stdout, plain.stdout
     # One erased record put back: an erase that left out a key only one record carries.

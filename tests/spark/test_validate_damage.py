@@ -16,7 +16,7 @@ import pytest
 
 from pipelines import clean
 from pipelines.config import JobConfig
-from pipelines.jobs.validate import job as validate_job
+from pipelines.jobs.validate import checkpoint as validate_checkpoint
 from pipelines.jobs.validate import validate
 from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
 from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, META_DIR
@@ -108,7 +108,9 @@ def damage(rng: random.Random, kind: str, src: Path, out: Path, tp: TopicPartiti
 def test_validate_against_fails_exactly_the_damaged_partitions(
     spark, tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(validate_job, "SHOWN_PER_RULE", 10_000)  # every failing row, to know its partition
+    monkeypatch.setattr(
+        validate_checkpoint, "SHOWN_PER_RULE", 10_000
+    )  # every failing row, to know its partition
     rng = random.Random(seed)
     src, out = tmp_path / "src", tmp_path / "out"
     topics = [f"t{i}" for i in range(PARTITIONS)]

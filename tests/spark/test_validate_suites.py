@@ -109,3 +109,22 @@ def test_an_expectation_great_expectations_cannot_build_refuses_the_suite(tmp_pa
     (tmp_path / "bad-args.json").write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match=r"expectation 4 \(expect_column_values_to_be_between\)"):
         load_suite(str(tmp_path / "bad-args.json"))
+
+
+def test_a_failed_table_rule_is_named_with_what_it_observed(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    batch = v2_batch(0, [(i, T + i, b"k%d" % i, b"v", []) for i in range(12)])
+    write_log(tmp_path / "log", "events-0", [[batch]])
+    rules = [{"type": "expect_table_row_count_to_equal", "kwargs": {"value": 13}},
+             {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1, "max_value": 20}},
+             {"type": "expect_column_max_to_be_between", "kwargs": {"column": "offset", "max_value": 5}}]  # fmt: skip
+    path = saved_suite(tmp_path / "events.json", rules, {"topics": ["events"], "key": "utf8"})
+    report = validate(spark, str(tmp_path / "log"), suites=(load_suite(path),))
+    assert not report.success
+    equal = next(r for r in report.checked if "expect_table_row_count_to_equal" in r)
+    between = next(r for r in report.checked if "expect_table_row_count_to_be_between" in r)
+    maximum = next(r for r in report.checked if "expect_column_max_to_be_between" in r)
+    assert (report.failed[equal], report.failed[between], report.failed[maximum]) == (1, 0, 1)
+    assert f"segpipe: validation failed: {equal}: observed 12; expected value=13" in report.lines()
+    said = f"segpipe: validation failed: {maximum}: observed 11; expected column='offset', max_value=5"
+    assert any(line.startswith(said) for line in report.lines())
+    assert "(2 of " in report.summary_line() and "rules broken" in report.summary_line()

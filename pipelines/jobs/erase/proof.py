@@ -85,11 +85,13 @@ def prove_erasure(
     out, src = log_location(out_log), log_location(src_log)  # either may be a remote tier
     out_listing = list_log_dir(out.storage, out.path, allow_incomplete=True)
     src_listing = list_log_dir(src.storage, src.path)
+    filtered_out: set[str] = set()
     if topics is not None:
+        filtered_out = {str(p.tp) for p in src_listing.partitions if not topics(p.tp.topic)}
         src_listing = replace(
             src_listing, partitions=tuple(p for p in src_listing.partitions if topics(p.tp.topic))
         )
-    verdicts, tasks = _pair(out_listing, src_listing, out, src)
+    verdicts, tasks = _pair(out_listing, src_listing, out, src, filtered_out)
     results = prove_pairs(spark, tasks, keys, header_names, out.near and src.near)
     by_partition: dict[str, list[ErasureVerdict]] = {}
     for r in results:
@@ -134,16 +136,26 @@ def prove_pairs(
 
 
 def _pair(
-    out_listing: LogDirListing, src_listing: LogDirListing, out_log: Location, src_log: Location
+    out_listing: LogDirListing,
+    src_listing: LogDirListing,
+    out_log: Location,
+    src_log: Location,
+    filtered_out: set[str],
 ) -> tuple[list[ErasureVerdict], list[PairTask]]:
     """Segments paired by base offset (an erase keeps every segment under its base offset); what
-    cannot be paired is a verdict already."""
+    cannot be paired is a verdict already (`filtered_out`: SRC's partitions the topic filter left
+    out, which an output partition is told apart from one SRC lacks by)."""
     outs = {str(p.tp): p for p in out_listing.partitions}
     srcs = {str(p.tp): p for p in src_listing.partitions}
     verdicts: list[ErasureVerdict] = []
     tasks: list[PairTask] = []
     for name in sorted(outs.keys() - srcs.keys()):
-        verdicts.append(ErasureVerdict(name, 0, 0, "the partition is not in SRC"))
+        problem = (
+            "the partition is in SRC, but --topic leaves its topic out"
+            if name in filtered_out
+            else "the partition is not in SRC"
+        )
+        verdicts.append(ErasureVerdict(name, 0, 0, problem))
     for name in sorted(srcs.keys() - outs.keys()):
         verdicts.append(ErasureVerdict(name, 0, 0, "the partition is missing from the output"))
     for name in sorted(outs.keys() & srcs.keys()):

@@ -16,6 +16,7 @@ from pipelines.clock import iso
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
 from pipelines.jobs.validate.allowed import SourcePlan, claim_problems, plan_source, promise_terms
+from pipelines.jobs.validate.checkpoint import gx_context, run_suite
 from pipelines.jobs.validate.checks import (
     IDENTITY,
     Bounds,
@@ -26,9 +27,9 @@ from pipelines.jobs.validate.checks import (
     record_checks,
 )
 from pipelines.jobs.validate.docs_page import write_page
-from pipelines.jobs.validate.frames import collected, judged, kept, of_kind, with_key_b64
+from pipelines.jobs.validate.frames import collected, kept, of_kind, with_key_b64
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
-from pipelines.jobs.validate.report import Failure, Log, ValidationReport
+from pipelines.jobs.validate.report import Log, ValidationReport
 from pipelines.jobs.validate.request import ValidateRequest
 from pipelines.jobs.validate.suites import (
     partition_suite,
@@ -57,7 +58,6 @@ from segment_io.topic_partition import TopicPartition
 WORKER_MODULES = ("pipelines.jobs.validate.checks",)
 TERMS_FROM = {"flags": "given", "manifest": "recorded in its manifest", "run": "of this run"}
 # A failed expectation lists this many of its rows (and counts all of them).
-SHOWN_PER_RULE = 20
 
 
 def default_report_dir(path: str) -> str | None:
@@ -144,7 +144,7 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
         for p in parts
         if all(r.ok for r in file_rows if (r.topic, r.partition) == (p.tp.topic, p.tp.partition))
     ]
-    gx, context = _context(report_dir)
+    gx, context = gx_context(report_dir)
     verdicts = PartitionVerdicts()
     for r in file_rows:
         verdicts.add(r.rule, r.topic, r.partition, r.ok, r.detail)
@@ -175,7 +175,9 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
             )
             bounds = {p.tp: replace(bounds.get(p.tp, Bounds()), compacted_end=INT64_MAX) for p in sound}
         with kept(record_checks(spark, at, sound, bounds)) as checks:
-            _run(spark, gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report)
+            run_suite(
+                spark, gx, context, "records", record_structure_suite(gx), checks, list(IDENTITY), report
+            )
     for index, suite in enumerate(suites):
         _user_suite(spark, gx, context, at.url, sound, suite, index, report)
     if source is not None:
@@ -183,7 +185,7 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
         _promise(spark, gx, context, at, sound, listing, source, terms, report, run, verdicts)
     if verdicts.rules:
         suite = partition_suite(gx, verdicts.rules)
-        _run(spark, gx, context, "partitions", suite, verdicts.frame(), verdicts.identity, report)
+        run_suite(spark, gx, context, "partitions", suite, verdicts.frame(), verdicts.identity, report)
     if report_dir is not None:
         context.build_data_docs(site_names=["segpipe"])  # once, from every suite's stored result
     report.seconds = time.perf_counter() - started
@@ -236,7 +238,7 @@ def _promise(
     with kept(promise_rows(spark, pairs, output, source.log, terms.now_ms)) as rows:
         records = of_kind(rows, "count", keep=False)
         records = with_key_b64(records, ["topic", "partition", "offset", *PROMISE_RULES])
-        _run(spark, gx, context, "promise", promise_suite(gx), records, list(IDENTITY), report)
+        run_suite(spark, gx, context, "promise", promise_suite(gx), records, list(IDENTITY), report)
         if run is not None:
             counted = {
                 f"{r['topic']}-{r['partition']}": (int(r["n"]), int(r["m"]))
@@ -262,7 +264,9 @@ def _user_suite(
         report.notes.append(f"segpipe: note: suite {suite.path} not run: no sound partition of its topics")
         return
     with kept(records_frame(session_of(spark), url, suite, dirs)) as frame:
-        _run(spark, gx, context, f"user-{index}", gx_suite(gx, suite, index), frame, list(IDENTITY), report)
+        run_suite(
+            spark, gx, context, f"user-{index}", gx_suite(gx, suite, index), frame, list(IDENTITY), report
+        )
 
 
 def _inventory(
@@ -296,25 +300,6 @@ def _run_report(storage: Storage, root: str) -> dict[str, Any] | None:
     return json.loads(storage.read(path)) if storage.exists(path) else None
 
 
-def _context(report_dir: str | None) -> tuple[Any, Any]:
-    """An ephemeral great-expectations context: no analytics, no progress bars, Data Docs on disk."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    if report_dir is not None:
-        site: Any = {
-            "class_name": "SiteBuilder",
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": report_dir},
-        }
-        context.add_data_docs_site(site_name="segpipe", site_config=site)
-    context.data_sources.add_pandas("segpipe-driver")
-    return gx, context
-
-
 def _manifest_of(source: Location | None) -> dict[str, Any] | None:
     return None if source is None else published_manifest(source)
 
@@ -332,60 +317,3 @@ def _bounds_of(
         ends = [e for e in (cleaned.get(tp), justified.get(tp)) if e is not None]
         out[tp] = Bounds(starts.get(tp), cleaned.get(tp), max(ends) if ends else None)
     return out
-
-
-def _run(
-    spark: Spark,
-    gx: Any,
-    context: Any,
-    name: str,
-    suite: Any,
-    rows: Any,
-    identity: list[str],
-    report: ValidationReport,
-) -> None:
-    """Validate `rows` against `suite` through a checkpoint (which writes the Data Docs). The counts
-    come first (result format BASIC); only a suite that failed is run again for the rows that broke
-    it (SUMMARY, by `identity`): finding those rows costs Spark jobs a passing suite does not need
-    (measured: 7.2 s -> 5.3 s for the record suite of an 800 MB output). A small frame is judged
-    by GE's pandas engine (frames.judged)."""
-    df, engine = judged(spark, rows)
-    if engine not in context.data_sources.all():  # GE's Spark source starts Spark: only when needed
-        context.data_sources.add_spark(engine, persist=False)  # the frames are kept here, once
-    source = context.data_sources.get(engine)
-    batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
-    definition = context.validation_definitions.add(
-        gx.ValidationDefinition(name=name, data=batch, suite=context.suites.add(suite))
-    )
-
-    def checked(result_format: dict[str, Any], label: str) -> Any:
-        checkpoint = context.checkpoints.add(
-            gx.Checkpoint(name=label, validation_definitions=[definition], actions=[],
-                          result_format=result_format)
-        )  # fmt: skip
-        return checkpoint.run(batch_parameters={"dataframe": df})
-
-    run = checked({"result_format": "BASIC"}, name)
-    if not run.success:
-        run = checked({"result_format": "SUMMARY", "unexpected_index_column_names": identity,
-                       "partial_unexpected_count": SHOWN_PER_RULE}, f"{name}-rows")  # fmt: skip
-    for validation in run.run_results.values():
-        for result in validation.results:
-            rule = result.expectation_config.meta.get("rule", result.expectation_config.type)
-            # Rows a rule does not judge hold null there (the promise's rows of other kinds).
-            seen = int(result.result.get("element_count") or 0) - int(result.result.get("missing_count") or 0)
-            report.checked[rule] = report.checked.get(rule, 0) + seen
-            report.failed[rule] = report.failed.get(rule, 0) + int(result.result.get("unexpected_count") or 0)
-            if result.success:
-                continue
-            report.success = False
-            for row in result.result.get("partial_unexpected_index_list") or []:
-                report.failures.append(
-                    Failure(
-                        rule,
-                        f"{row.get('topic')}-{row.get('partition')}",
-                        None if row.get("offset") is None else int(row["offset"]),
-                        row.get("key_b64") or None,
-                        str(row.get(f"{rule}_detail") or ""),
-                    )
-                )

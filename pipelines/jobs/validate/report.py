@@ -15,12 +15,14 @@ Log = Callable[[str], Any]
 @dataclass(frozen=True)
 class Failure:
     rule: str
-    partition: str
+    partition: str  # "" for a rule of the whole table
     offset: int | None
     key: str | None  # base64, as `dump` prints keys
     detail: str = ""
 
     def line(self) -> str:
+        if not self.partition:  # a rule of the whole table: what it observed is the detail
+            return f"segpipe: validation failed: {self.rule}: {self.detail}"
         where = f"partition {self.partition}" + (f" offset {self.offset}" if self.offset is not None else "")
         key = f" key {self.key}" if self.key else ""
         detail = f": {self.detail}" if self.detail else ""
