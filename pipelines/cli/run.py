@@ -32,6 +32,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--run", metavar="NAME", help="the run's name, for job files whose paths contain {run}")
     p.add_argument("--step", choices=STEPS, help="run only this step (its earlier steps must be done)")
     p.add_argument(
+        "--redo",
+        choices=STEPS,
+        metavar="STEP",
+        help="run STEP and every step after it again: their recorded outputs are removed first (only "
+        "where they are the ones recorded)",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="print the steps, what is done, and the next step's plan"
     )
     p.add_argument("--json", action="store_true", help="print the steps' records as JSON at the end")
@@ -56,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
     job = load_job_file(args.job).for_run(args.run)
     now_ms = clock_ms() if job.now_ms is None else job.now_ms
     state = open_state(job.state, job.name, job.digest, args.run, now_ms)
+    if args.redo is not None:
+        if args.step is not None or args.dry_run:
+            raise ConfigError("--redo runs the rest of the job: give it without --step and --dry-run")
+        from pipelines.run.outputs import redo
+
+        redo(job, state, args.redo, console.say)
     units = chosen_units(job, state, args.step)
     pending = [u for u in units if not state.done(u[0])]
     console.say(f"segpipe: job {job.name}{f' run {args.run}' if args.run else ''}: now = {state.now_ms} "

@@ -18,6 +18,7 @@ from pipelines.clock import iso
 from pipelines.config.job_schema import CLEAN_STEPS
 from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError, ValidationFailed
+from pipelines.run.outputs import OUTPUT, identity, require_inputs, step_output
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.spark_handle import Spark
@@ -69,9 +70,13 @@ def run_units(
             records.append(state.steps[unit[0]])
             continue
         raise_if_stopped()  # a stop during the step before (after its publication) runs no later step
+        require_inputs(job, state, unit, log)
         log(f"segpipe: step {name}: starting")
         started = time.perf_counter()
         record = _run_unit(spark, job, state, unit, log)
+        published = step_output(job, unit[0])
+        if published is not None:  # what a later step reading it checks it is
+            record[OUTPUT] = identity(published)
         record.update(state="done", finished=iso(int(time.time() * 1000)),
                       seconds=round(time.perf_counter() - started, 3))  # fmt: skip
         state.record(unit, record)

@@ -180,3 +180,61 @@ def test_a_job_that_cuts_then_erases_leaves_no_copy_of_the_listed_keys_behind(
             assert not any(r["key"] in listed for r in read_log(root, part)), (root, part)
     again = run_segpipe("run", str(tmp_path / "job.yaml"))
     assert again.returncode == ExitCode.OK and "every step of this run is done" in again.stdout
+
+
+def test_a_replaced_or_lost_intermediate_is_refused_and_redo_makes_it_again(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    """A later step reads an earlier step's output only where it is the one that step recorded
+    (run id, manifest digest): another erased log put in its place, or none, is refused, naming
+    `--redo`, which removes only outputs proven to be the recorded ones."""
+    import shutil
+
+    from tests.helpers import read_log
+
+    listed = [b"k0000000001", b"k0000000002"]
+    (tmp_path / "keys.txt").write_bytes(b"".join(k + b"\n" for k in listed))
+    (tmp_path / "other.txt").write_bytes(b"k0000000003\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: forget\nsource: {sample_dir}\noutput: out\nsteps: [erase, compact, validate]\n"
+        "now: 2023-11-23T00:40:00Z\ntopics: [orders, clicks]\nerase: {keys: keys.txt}\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    first = run_segpipe("run", str(job), "--step", "erase")
+    assert first.returncode == ExitCode.OK, first.stderr
+    recorded = json.loads((tmp_path / "out.run.json").read_text())["steps"]["erase"]["output"]
+    assert recorded["url"] == str(tmp_path / "out.erased") and len(recorded["manifest_sha256"]) == 64
+    # Another erase's output (of another key) put in the erased log's place between two runs.
+    other = run_segpipe(
+        "erase", str(sample_dir), str(tmp_path / "other"), "--keys", str(tmp_path / "other.txt")
+    )
+    assert other.returncode == ExitCode.OK, other.stderr
+    shutil.rmtree(tmp_path / "out.erased")
+    (tmp_path / "other").rename(tmp_path / "out.erased")
+    replaced = run_segpipe("run", str(job))
+    assert replaced.returncode == ExitCode.REFUSED, replaced.stdout
+    assert f"step compact reads {tmp_path / 'out.erased'}, which step erase published" in replaced.stderr
+    assert "it was replaced" in replaced.stderr and "--redo erase" in replaced.stderr
+    assert not (tmp_path / "out").exists()
+    # --redo removes only what is proven the step's own: this is not.
+    refused = run_segpipe("run", str(job), "--redo", "erase")
+    assert refused.returncode == ExitCode.REFUSED and "move it aside" in refused.stderr, refused.stderr
+    assert (tmp_path / "out.erased" / "_segpipe" / "manifest.json").exists()
+    shutil.rmtree(tmp_path / "out.erased")
+    lost = run_segpipe("run", str(job))
+    assert (
+        lost.returncode == ExitCode.REFUSED and "it is gone" in lost.stderr and "--redo erase" in lost.stderr
+    )
+    redone = run_segpipe("run", str(job), "--redo", "erase")
+    assert redone.returncode == ExitCode.OK, redone.stdout[-2000:] + redone.stderr[-2000:]
+    assert "erasure proved" in redone.stdout and "validation passed" in redone.stdout
+    for root in (tmp_path / "out.erased", tmp_path / "out"):
+        for part in ("orders-0", "orders-1", "clicks-0"):
+            assert not any(r["key"] in listed for r in read_log(root, part)), (root, part)
+    # Its own outputs, redone again: removed and made again, the same records.
+    before = {p: read_log(tmp_path / "out", p) for p in ("orders-0", "clicks-0")}
+    again = run_segpipe("run", str(job), "--redo", "compact")
+    assert again.returncode == ExitCode.OK, again.stderr[-2000:]
+    assert f"removed {tmp_path / 'out'}, step compact's output" in again.stdout
+    assert {p: read_log(tmp_path / "out", p) for p in ("orders-0", "clicks-0")} == before
