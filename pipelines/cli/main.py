@@ -24,6 +24,7 @@ from pipelines.cli import (
     tier,
     validate,
 )
+from pipelines.cli.entry import stop_exit, terminate
 from pipelines.cli.spark_args import workers_forked_early
 from pipelines.errors import SegpipeError, Terminated
 from pipelines.runtime import faults
@@ -72,12 +73,24 @@ def _from_storage(exc: BaseException) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line `argv`, run: its exit code. A stop at any moment ends it as a stop."""
+    signal.signal(signal.SIGTERM, terminate)
+    if "pipelines.runtime.stop" in sys.modules:  # a process that ran a command before: a new run
+        from pipelines.runtime.stop import begin_run
+
+        begin_run()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # before a run's handlers, or while its error is reported
+        return _stopped(isinstance(exc, Terminated))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     console.set_level(console.QUIET if args.quiet else console.VERBOSE if args.verbose else console.NORMAL)
     faults.arm()
     # Until a run installs its own handlers (runtime.stop), SIGTERM stops the process as Ctrl-C
-    # does: nothing has been written yet, and the scheduler is told 143, not killed by a signal.
-    signal.signal(signal.SIGTERM, _terminate)
+    # does (main): nothing has been written yet, and the scheduler is told 143, not killed.
     try:
         return _run(args)
     except Exception as exc:  # a bug: say what, keep the traceback for -v
@@ -98,10 +111,6 @@ def command() -> int:
     return code
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
 def _signal_that_stopped() -> int | None:
     if "pipelines.runtime.stop" not in sys.modules:  # Spark never started
         return None
@@ -111,23 +120,23 @@ def _signal_that_stopped() -> int | None:
 
 
 def _stopped(terminated: bool) -> int:
-    """The line a stopped run ends with: what it published before the stop, if anything (a stop
-    that arrives during a publication lets it finish), and the exit code of the signal."""
-    what = "terminated" if terminated else "interrupted"
+    """The line and code a stopped run ends with: what it published before the stop, if anything."""
     done: list[str] = []
     if "pipelines.runtime.stop" in sys.modules:
         from pipelines.runtime.stop import published
 
         done = published()
-    said = f"published before the stop: {', '.join(done)}" if done else "nothing was published"
-    print(f"segpipe: {what}; {said}", file=sys.stderr)
-    return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
+    return stop_exit(terminated, done)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         with workers_forked_early(args):
-            return int(args.func(args))
+            code = int(args.func(args))
+        # A stop whose error a library swallowed (a cancelled Spark job's, inside great-expectations)
+        # still ends the run as a stop: its result is not taken for the run's.
+        signum = _signal_that_stopped()
+        return code if signum is None else _stopped(signum == signal.SIGTERM)
     except SegpipeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

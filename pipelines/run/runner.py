@@ -22,7 +22,7 @@ from pipelines.run.outputs import OUTPUT, identity, require_inputs, step_output
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.spark_handle import Spark
-from pipelines.runtime.stop import raise_if_stopped
+from pipelines.runtime.stop import raise_if_stopped, withdraw
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
     from pipelines.jobs.clean.request import CleanRequest
@@ -74,6 +74,7 @@ def run_units(
         log(f"segpipe: step {name}: starting")
         started = time.perf_counter()
         record = _run_unit(spark, job, state, unit, log)
+        raise_if_stopped()  # a stop the step's libraries swallowed: its result is not recorded
         published = step_output(job, unit[0])
         if published is not None:  # what a later step reading it checks it is
             record[OUTPUT] = identity(published)
@@ -253,6 +254,7 @@ def release_cut(job: JobFile, state: RunState, log: Log) -> None:
             "of its source with its erase published: left as it is; remove it yourself")  # fmt: skip
         return
     cut.storage.remove(cut.path)
+    withdraw(cut.storage.url(cut.path))  # a stop's line names only what exists
     log(f"segpipe: step erase: removed {job.cut_dir}, the cut log the erase read (it held the listed keys)")
 
 

@@ -27,7 +27,7 @@ from pipelines.runtime.faults import fault_point
 from pipelines.runtime.remote_errors import typed_errors
 from pipelines.runtime.session import LazySpark, preload_in_workers
 from pipelines.runtime.spark_handle import Spark
-from pipelines.runtime.stop import held, publishing, settle
+from pipelines.runtime.stop import held, publishing, raise_if_stopped, settle
 from segment_io.layout import list_log_dir
 from segment_io.storage import Place
 
@@ -100,6 +100,9 @@ def job_run(
         lazy.on_start(lambda session: preload_in_workers(session, workers))
         lazy.on_start(progress.join)
         yield JobRun(lazy, clock() if now_ms is None else now_ms, timer)
+        # A stop whose cancelled job's error a library swallowed ends the run here: what the job
+        # returns is not its result.
+        raise_if_stopped()
 
 
 @contextmanager

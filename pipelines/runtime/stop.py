@@ -127,6 +127,20 @@ def _cancel_jobs(spark: Any) -> None:
             getattr(spark, "sparkContext", spark).cancelAllJobs()
 
 
+CANCEL_EVERY_S = 0.2
+
+
+def _keep_cancelling(spark: Any) -> None:
+    """Cancel the stopped run's jobs, and every job it starts after them, until the run ends: a
+    library that swallows a cancelled job's error and goes on (great-expectations judging its next
+    rule) gets each later job cancelled too, and the run's next check of the stop ends it."""
+    import time
+
+    while _stopped_by:
+        _cancel_jobs(spark)
+        time.sleep(CANCEL_EVERY_S)
+
+
 def settle(spark: Any, timeout_s: float = 60.0) -> None:
     """Cancel the run's jobs and wait (bounded) until no task runs anywhere. A cancelled job
     ends at once, but its tasks (and their Python workers) stop only later: what they write must
@@ -166,10 +180,12 @@ def interrupt_cancels_jobs(sc: Any) -> None:
     begin_run()
 
     def cancel(signum: int, frame: Any) -> None:
+        first = not _stopped_by
         _stopped_by.append(signum)
         if _publishing:
             return  # held: the publication finishes, then publishing() stops the run
-        threading.Thread(target=_cancel_jobs, args=(sc,), name="segpipe-cancel", daemon=True).start()
+        if first:
+            threading.Thread(target=_keep_cancelling, args=(sc,), name="segpipe-cancel", daemon=True).start()
         if not _in_jvm_call(frame):
             raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 

@@ -55,7 +55,8 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     original = Path(job).read_text()
     Path(job).write_text(original.replace("retention.ms: 259200000", "retention.ms: 259200001"))
     changed = run_segpipe("run", job, "--run", "r1")
-    assert changed.returncode == ExitCode.REFUSED and "is not empty" in changed.stderr, changed.stderr[-2000:]
+    assert changed.returncode == ExitCode.REFUSED, changed.stderr[-2000:]
+    assert "holds the published output of an earlier run (clean run" in changed.stderr, changed.stderr[-2000:]
     Path(job).write_text(original)
 
     # Resumed: the published output is recognised, recorded, not cleaned again; killed next

@@ -246,3 +246,39 @@ def _same(name: str, root: Path, whole: Path) -> None:
         assert _as_log(root, root / "remote") == _as_log(whole, whole / "remote")
     else:
         assert _shape(root / "remote") == _shape(whole / "remote")
+
+
+def test_a_stop_after_an_erase_published_says_so_and_its_rerun_says_why_not(
+    sample_dir: Path, tmp_path: Path
+) -> None:
+    out, keys = tmp_path / "out", tmp_path / "keys.txt"
+    keys.write_text("k0000000001\n")
+    proc, _ = stopped("erase", str(sample_dir), str(out), "--keys", str(keys), at="after-publish",
+                      signal_name="SIGINT")  # fmt: skip
+    assert proc.returncode == ExitCode.INTERRUPTED, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == f"segpipe: interrupted; published before the stop: {out}"
+    again = run_segpipe("erase", str(sample_dir), str(out), "--keys", str(keys))
+    assert again.returncode == ExitCode.REFUSED
+    run_id = json.loads((out / "_segpipe" / "manifest.json").read_text())["run_id"]
+    assert (
+        f"holds the published output of an earlier run (erase run {run_id} of {sample_dir})" in again.stderr
+    )
+
+
+def test_a_stopped_job_names_only_what_it_published_that_still_exists(
+    sample_dir: Path, tmp_path: Path
+) -> None:
+    """[cut, erase, compact]: the cut log is removed once the erase is done; a stop in the compaction
+    names the erased log it published, not the cut log that is gone."""
+    (tmp_path / "keys.txt").write_text("k0000000001\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: stops\nsource: {sample_dir}\noutput: out\nsteps: [cut, erase, compact]\n"
+        "now: 2023-11-23T00:40:00Z\ncut: {until_time: 2023-11-18T09:33:20Z}\nerase: {keys: keys.txt}\n"
+        "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
+    )
+    proc, _ = stopped("run", str(job), at="after-keymap", signal_name="SIGTERM")
+    assert proc.returncode == ExitCode.TERMINATED, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "removed" in proc.stdout and not (tmp_path / "out.cut").exists()
+    said = proc.stderr.strip().splitlines()[-1]
+    assert said == f"segpipe: terminated; published before the stop: {tmp_path / 'out.erased'}", said

@@ -11,6 +11,7 @@ from typing import Any
 from pipelines.jobs.validate.frames import judged
 from pipelines.jobs.validate.report import Failure, ValidationReport
 from pipelines.runtime.spark_handle import Spark
+from pipelines.runtime.stop import raise_if_stopped
 
 SHOWN_PER_RULE = 20  # the broken rows of a rule named in the report
 
@@ -66,9 +67,11 @@ def run_suite(
         return checkpoint.run(batch_parameters={"dataframe": df})
 
     run = checked({"result_format": "BASIC"}, name)
+    raise_if_stopped()  # great-expectations reports a cancelled job as a rule's failure
     if not run.success:
         run = checked({"result_format": "SUMMARY", "unexpected_index_column_names": identity,
                        "partial_unexpected_count": SHOWN_PER_RULE}, f"{name}-rows")  # fmt: skip
+        raise_if_stopped()
     for validation in run.run_results.values():
         for result in validation.results:
             rule = result.expectation_config.meta.get("rule", result.expectation_config.type)
