@@ -40,6 +40,8 @@ TIER_MARKER = "segpipe-tier.json"
 MANIFEST = "manifest.json"  # in META_DIR: what a published output holds
 # In META_DIR at a Kafka remote tier's storage root: the journal of segment swaps under way.
 KAFKA_TIER_SWAPS = "kafka-tier-swaps"
+# Beside it: what each swap under way removes, for the run that finishes it to report.
+KAFKA_TIER_EVIDENCE = "kafka-tier-evidence"
 
 _FILE_RE = re.compile(
     r"^(?P<prefix>[^.]*)\.(?P<kind>log|index|timeindex|txnindex|snapshot)"

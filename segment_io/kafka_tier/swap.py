@@ -19,11 +19,9 @@ metadata again and, per journalled swap, finishes it (successor served) or undoe
 from __future__ import annotations
 
 import base64
-import json
 import os
-import posixpath
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -35,11 +33,9 @@ from segment_io.kafka_tier.metadata import (
     SegmentState,
     SegmentUpdate,
     TopicIdPartition,
-    decode_metadata_record,
-    encode_metadata_record,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState
-from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
+from segment_io.kafka_tier.swap_journal import Journal, Swap
 from segment_io.storage.base import Storage
 
 GRACE_MS = 60_000  # after the successor is served, before the old objects go: a fetch in flight ends
@@ -125,65 +121,6 @@ def update(seg: SegmentMetadata, state: SegmentState, now_ms: int, custom: bytes
     return SegmentUpdate(seg.tp, seg.segment_id, seg.broker_id, now_ms, custom, state)
 
 
-@dataclass(frozen=True)
-class Swap:
-    """One remote segment (`old`) and the rewritten segment that takes its place (`new`)."""
-
-    old: SegmentMetadata
-    new: SegmentMetadata
-
-    def to_json(self) -> bytes:
-        doc = {
-            "old": base64.b64encode(encode_metadata_record(self.old)).decode(),
-            "new": base64.b64encode(encode_metadata_record(self.new)).decode(),
-        }
-        return json.dumps(doc, indent=1).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes, where: str) -> Swap:
-        try:
-            doc = json.loads(data)
-            old = decode_metadata_record(base64.b64decode(doc["old"]), where)
-            new = decode_metadata_record(base64.b64decode(doc["new"]), where)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise KafkaTierCorrupt(where, None, f"a swap journal entry that does not parse: {exc}") from None
-        if not isinstance(old, SegmentMetadata) or not isinstance(new, SegmentMetadata):
-            raise KafkaTierCorrupt(where, None, "a swap journal entry that names no segments")
-        return cls(old, new)
-
-
-@dataclass(frozen=True)
-class Journal:
-    """The swaps under way, one small file each under `<root>/_segpipe/kafka-tier-swaps/`."""
-
-    storage: Storage
-    root: str
-
-    @property
-    def directory(self) -> str:
-        return posixpath.join(self.root, META_DIR, KAFKA_TIER_SWAPS)
-
-    def _path(self, swap: Swap) -> str:
-        tp = swap.old.tp
-        return posixpath.join(
-            self.directory, f"{tp.topic}-{tp.partition}-{tp.topic_id}-{swap.old.segment_id}.json"
-        )
-
-    def write(self, swap: Swap) -> None:
-        self.storage.makedirs(self.directory)
-        self.storage.write_atomic(self._path(swap), swap.to_json())
-
-    def remove(self, swap: Swap) -> None:
-        self.storage.remove(self._path(swap))
-
-    def entries(self) -> Iterator[Swap]:
-        if not self.storage.exists(self.directory):
-            return
-        for info in sorted(self.storage.list(self.directory), key=lambda f: f.name):
-            if info.name.endswith(".json"):
-                yield Swap.from_json(self.storage.read(info.path), self.storage.url(info.path))
-
-
 def mapped(replay: MetadataReplay, seg: SegmentMetadata) -> bool:
     """Whether the broker's cache serves `seg`: each of its leader epochs maps its start offset
     there to it (a superset a new leader uploaded, or another swap, would have taken its place)."""
@@ -208,6 +145,7 @@ class SwapOutcome:
     done: list[Swap] = field(default_factory=list)
     undone: list[tuple[Swap, str]] = field(default_factory=list)
     resumed: list[Swap] = field(default_factory=list)
+    finished: list[Swap] = field(default_factory=list)  # of those resumed, the ones whose successor is served
     # Successors not served when their old segment was to go: the old one kept, the swap left in
     # the journal for the next run (which finishes it once the successor is served, or undoes it).
     kept: list[tuple[Swap, str]] = field(default_factory=list)
@@ -242,6 +180,7 @@ class Swapper:
     def resume(self, outcome: SwapOutcome) -> None:
         """Finish (successor served) or undo (not yet) every journalled swap, from the metadata as
         it stands now; one whose old segment must stay (see _not_served) is kept, still journalled."""
+        self.journal.clear_temporaries()  # a killed run's half-written entries (this run holds the lock)
         swaps = list(self.journal.entries())
         if not swaps:
             return
@@ -257,7 +196,8 @@ class Swapper:
             outcome.resumed.append(swap)
         self._retire(retire, replay, outcome)
         kept = {swap.new.segment_id for swap, _ in outcome.kept}
-        outcome.resumed += [swap for swap in retire if swap.new.segment_id not in kept]
+        outcome.finished += [swap for swap in retire if swap.new.segment_id not in kept]
+        outcome.resumed += outcome.finished
 
     # --- this run's swaps -----------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ run finishes the job."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -39,6 +41,7 @@ pytestmark = pytest.mark.kafka
 ISOLATIONS = ("read_uncommitted", "read_committed")
 PASS_TIMEOUT_S = 60
 GRACE_MS = "2000"
+SECRET = b"the operator's erasure secret for these tests"
 
 Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]  # offset, key, value, headers
 
@@ -250,14 +253,16 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
     listed = {f"plain-{number}".encode(), f"gzip-{number}".encode()}
     keys = tmp_path / "keys.txt"
     keys.write_text("".join(k.decode() + "\n" for k in sorted(listed)))
-    killed = erase(broker, keys, fault=fault)
+    secret = tmp_path / "erasure.secret"
+    secret.write_bytes(SECRET)
+    killed = erase(broker, keys, "--secret-file", str(secret), fault=fault)
     assert killed.returncode != ExitCode.OK
     journal = broker.home / "remote" / "_segpipe" / "kafka-tier-swaps"
     assert list(journal.glob("*.json"))  # killed mid-swap, as the fault point says
     for isolation in ISOLATIONS:  # every offset readable: the old segment or its successor
         check_pass(read_pass(broker, isolation), before[isolation], listed)
     report_path = tmp_path / "report.json"
-    proc = erase(broker, keys, "--report", str(report_path))
+    proc = erase(broker, keys, "--report", str(report_path), "--secret-file", str(secret))
     assert proc.returncode == ExitCode.OK, proc.stderr
     report = json.loads(report_path.read_text())
     assert report["kafka_tier"]["resumed"]  # the killed run's swaps finished or undone first
@@ -272,6 +277,19 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
             expected = [r for r in before[isolation][p]
                         if r[1] not in listed or any(a <= r[0] <= b for a, b in local.get(p, ()))]  # fmt: skip
             assert records == expected, f"partition {p}"
+    # The evidence covers both runs: what the killed run's finished swaps removed is reported by the
+    # run that finished them, per key (by digest), with what this run removed itself.
+    gone: dict[str, int] = {}
+    for p, records in before[ISOLATIONS[0]].items():
+        for r in records:
+            if r[1] in listed and not any(a <= r[0] <= b for a, b in local.get(p, ())):
+                digest = hmac.new(SECRET, r[1], hashlib.sha256).hexdigest()
+                gone[digest] = gone.get(digest, 0) + 1
+    assert {e["digest"]: e["records"] for e in report["erased"]} == gone
+    assert report["records_erased"] == sum(gone.values()) and report["not_found_count"] == 0
+    spanned = fault in ("kafka-tier-copy-finished", "kafka-tier-delete-started")  # successors served
+    assert bool(report["kafka_tier"].get("earlier_runs")) == spanned, report["kafka_tier"]
+    assert ("the work spanned two runs" in proc.stdout) == spanned
     # Nothing of either run is left behind: no journal, no staging, no object of a segment the
     # metadata does not name.
     remote = broker.home / "remote"

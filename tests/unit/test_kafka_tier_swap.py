@@ -22,7 +22,8 @@ from segment_io.kafka_tier.metadata import (
     TopicIdPartition,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, remote_log
-from segment_io.kafka_tier.swap import Journal, Swap, SwapOutcome, Swapper, new_segment_id, successor
+from segment_io.kafka_tier.swap import SwapOutcome, Swapper, new_segment_id, successor
+from segment_io.kafka_tier.swap_journal import Journal, Swap
 from segment_io.storage import LocalStorage
 
 pytestmark = pytest.mark.unit
@@ -247,6 +248,7 @@ def test_a_send_that_fails_leaves_every_offset_served_and_the_next_run_finishes(
     assert [s.old for s in outcome.resumed] == [OLD_A]
     # Served before the failure: finished (the old one retired); not yet: undone (the old kept).
     assert served(cluster) == [ids[0], OLD_B.segment_id]
+    assert [s.old for s in outcome.finished] == ([OLD_A] if ids[0] == swap.new.segment_id else [])
     gone = OLD_A.segment_id if ids[0] == swap.new.segment_id else swap.new.segment_id
     assert not any(gone in p.name for p in tmp_path.rglob("*") if p.is_file())
     assert list(Journal(store.storage, store.root).entries()) == []
@@ -291,3 +293,17 @@ def test_an_old_segment_a_new_leaders_superset_replaced_meanwhile_is_left(tmp_pa
     outcome = swapper(cluster, store, clock).run([(swap, superset_while_uploading)], {TP: 5})
     assert outcome.done == [] and "no longer served" in outcome.undone[0][1]
     assert served(cluster) == [superset.segment_id]
+
+
+def test_a_killed_journal_write_leaves_nothing_after_the_next_run(tmp_path: Path) -> None:
+    """A kill inside an entry's atomic write leaves its temporary file; the next run (holding the
+    lock) removes it, and reads no entry from it."""
+    cluster, store, clock = tier(tmp_path)
+    journal = Journal(store.storage, store.root)
+    swap = planned(OLD_A, clock)
+    journal.write(swap)
+    half = Path(journal.directory) / "t-0-x-y.json.0123456789abcdef0123456789abcdef.tmp"
+    half.write_bytes(swap.to_json()[:10])
+    journal.remove(swap)
+    swapper(cluster, store, clock).resume(SwapOutcome())
+    assert not half.exists() and list(Path(journal.directory).iterdir()) == []

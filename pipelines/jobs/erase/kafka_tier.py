@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.jobs.erase.carried import EvidenceStore, SegmentEvidence, carry, settle_evidence
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, say_totals
 from pipelines.jobs.erase.job import WORKER_MODULES, Erased, erase_all, fill_report, segment_tasks
 from pipelines.jobs.erase.kafka_local import LocalSegments, not_yet_tiered
@@ -44,13 +45,13 @@ from segment_io.kafka_tier.swap import (
     Clock,
     Cluster,
     SegmentStore,
-    Swap,
     SwapOutcome,
     Swapper,
     SystemClock,
     new_segment_id,
     successor,
 )
+from segment_io.kafka_tier.swap_journal import Swap
 from segment_io.kafka_tier.view import ROOT, KafkaTierView, open_kafka_tier, remote_only_url
 from segment_io.layout import list_log_dir, segment_file_name
 from segment_io.segment.reader import SegmentReader
@@ -118,12 +119,20 @@ def _erase(
 ) -> EraseReport:
     swapper = Swapper(cluster, store, clock, grace_ms, fault_point, log, publishing)
     resumed = SwapOutcome()
+    evidence = EvidenceStore(store.storage, store.root)
+    carried: list[SegmentEvidence] = []
     if not request.dry_run:
         swapper.resume(resumed)  # an earlier run's swaps finished or undone, before the metadata is read
         if resumed.resumed:
             swaps = counted(len(resumed.resumed), "segment swap")
             log(f"segpipe: finished or undid {swaps} of an earlier run")
             view, _ = open_kafka_tier(request.src.url)
+        if evidence.all():  # what the earlier runs' swaps removed, for this report
+            journalled = {s.old.segment_id for s in swapper.journal.entries()}
+            listed = {
+                seg.segment_id for state in cluster.replay().partitions.values() for seg in state.served()
+            }
+            carried = settle_evidence(evidence, journalled, listed)
     keys = request.checked or checked_key_list(request.keys, request.key_format, log)
     header_names = ErasedKeys.of([n.encode() for n in request.header_names]) if request.header_names else None
     digest = request.digest or KeyDigest.ephemeral()
@@ -133,8 +142,8 @@ def _erase(
     if not request.dry_run:
         store.storage.remove(staging.path)  # an earlier run's leftovers, named by no metadata
     report = EraseReport(
-        request.src.url, request.src.url, "dry-run", 0, request.dry_run, request.header_names,
-        secret=digest.fingerprint if digest.given else None,
+        request.src.url, request.src.url, "dry-run" if request.dry_run else uuid.uuid4().hex[:12], 0,
+        request.dry_run, request.header_names, secret=digest.fingerprint if digest.given else None,
     )  # fmt: skip
     with job_run(spark, WORKER_MODULES) as run:
         scanned = scan_stage(run, Location.at(view, ROOT), log, request.on_corrupt, request.topics)
@@ -167,6 +176,11 @@ def _erase(
             doc["would_swap"] = [{**_swap_doc(p.swap), "by": None} for p in go]
         else:
             with run.timer.stage("swap"):
+                evidence.keep(
+                    SegmentEvidence.of(report.run_id, report.secret, names[p.result.partition],
+                                       p.swap.old.segment_id, p.result, rewritten.digests)
+                    for p in go
+                )  # fmt: skip
                 epochs = {p.swap.old.tp: cluster.leader_epoch(p.swap.old.tp) for p in go}
                 done = swapper.run([(p.swap, _loader(p, staging)) for p in go], epochs)
             store.storage.remove(staging.path)
@@ -195,6 +209,7 @@ def _erase(
             report.not_found = [d for d in report.not_found if d not in local.digests(rewritten.digests)]
             report.not_found_count = len(report.not_found)
     report.kafka_tier = doc
+    carry(report, carried, log)
     report.remaining_copies = [
         f"{t['partition']}: local segment {t['base_offset']} "
         f"(offsets {t['first_offset']}-{t['last_offset']}): "
@@ -205,6 +220,9 @@ def _erase(
         log(f"segpipe: not erased online: {line}")
     if request.report_path is not None:
         write_json_report(request.report_path, report.to_dict())
+    if not request.dry_run:  # reported: the evidence of every swap this run resolved goes
+        kept = {s["replaced"] for s in doc.get("kept", [])}
+        evidence.resolved(i for i in evidence.all() if i not in kept)
     say_totals(report, request.keys, request.key_format, log)
     return report
 
