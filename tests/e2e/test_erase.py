@@ -622,3 +622,33 @@ def test_keys_in_the_wrong_format_found_nowhere_are_warned_of(src: Path, tmp_pat
         "segpipe: warning: none of the 4 listed keys was found (read as --key-format utf8): all of them look "
         f"like base64 (e.g. {base64.b64encode(KEYS[0]).decode()!r}): did you mean --key-format base64?"
     ) in proc.stdout
+
+
+def test_an_archive_without_snapshots_gets_the_producers_at_its_end(
+    src: Path, erased: tuple[Path, Path]
+) -> None:
+    """The source holds no producer snapshot: the output ends with one (a broker then loads its
+    producers rather than rebuilding them from the last segments), naming every producer with its
+    last batch as kafka-python reads the source's batches."""
+    from segment_io.producer_snapshot import read_snapshot
+
+    out, _ = erased
+    assert not list(src.glob("*/*.snapshot"))
+    for part in PARTITIONS:
+        last: dict[
+            int, tuple[int, int, int]
+        ] = {}  # producer -> epoch, last batch's max timestamp, last data offset
+        end = 0
+        for log in sorted((src / part).glob("*.log")):
+            records = MemoryRecords(log.read_bytes())
+            while records.has_next():
+                b = records.next_batch()
+                end = b.last_offset + 1
+                if b.producer_id < 0:
+                    continue
+                data = last.get(b.producer_id, (0, 0, -1))[2] if b.is_control_batch else b.last_offset
+                last[b.producer_id] = (b.producer_epoch, b.max_timestamp, data)
+        snapshot = out / part / f"{end:020d}.snapshot"
+        assert [p.name for p in (out / part).glob("*.snapshot")] == [snapshot.name], part
+        state = read_snapshot(snapshot.read_bytes(), str(snapshot))
+        assert {pid: (e.epoch, e.timestamp, e.last_offset) for pid, e in state.items()} == last, part

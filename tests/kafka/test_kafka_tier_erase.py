@@ -177,6 +177,9 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
     report = json.loads(report_path.read_text())
     swapped = report["kafka_tier"]["swapped"]
     assert len({s["partition"] for s in swapped}) == PARTITIONS  # several partitions
+    # The tier's partitions only: not the broker's internal ones, which it never tiers.
+    assert sorted(p["partition"] for p in report["partitions"]) == [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
+    assert f"listed keys from {PARTITIONS} partitions;" in proc.stdout
     assert len(swapped) > PARTITIONS  # several segments in some
     assert report["kafka_tier"]["left_as_they_were"] == [] and report["kafka_tier"]["proof_failed"] == []
     assert report["kafka_tier"]["proved"] == len(swapped)

@@ -234,3 +234,24 @@ def test_segpipe_keeps_what_kafkas_cleaner_keeps(cleaned: Cleaned, topic: str, t
 def files_of(directory: Path) -> dict[str, bytes]:
     """A partition's segment files (log, indexes, transaction index) by name."""
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix[1:] in LOG_FILES}
+
+
+@pytest.mark.parametrize("topic", ["ref-a", "codec-zstd"])
+def test_a_clean_of_an_archive_without_snapshots_ends_with_kafkas_own(
+    cleaned: Cleaned, topic: str, tmp_path: Path
+) -> None:
+    """A broker writes a producer snapshot at the log end as it stops; an archive copied without
+    it, cleaned, gets that very snapshot back (compaction changes no producer's state), byte for
+    byte, so a broker loading the output does not rebuild its producers from the last segments."""
+    part = f"{topic}-0"
+    kafka_rows = read_log(cleaned.kafka, part)
+    now_ms = kafkas_clock(kafka_rows, int(TOPICS[topic]["delete.retention.ms"])) or cleaned.started_ms
+    leo = max(r["batch_last_offset"] for r in read_log(cleaned.before, part)) + 1
+    kafkas = cleaned.before / part / f"{leo:020d}.snapshot"
+    assert kafkas.exists(), sorted(p.name for p in (cleaned.before / part).iterdir())
+    archive = tmp_path / "archive"
+    shutil.copytree(cleaned.before / part, archive / part, ignore=shutil.ignore_patterns("*.snapshot"))
+    out = tmp_path / "out"
+    segpipe_clean(archive, topic, now_ms, out)
+    assert [p.name for p in (out / part).glob("*.snapshot")] == [kafkas.name]
+    assert (out / part / kafkas.name).read_bytes() == kafkas.read_bytes()

@@ -162,7 +162,7 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
             stats = _compact(spark, plans, scanned, staging, now)
         raise_if_stopped()
         with timer.stage("copy"):
-            _copy(spark, plans, scanned, staging, request.link)
+            _copy(spark, plans, scanned, staging, request.link, log)
         by_dir: dict[str, list[GroupStats]] = {}
         for s in stats:
             by_dir.setdefault(s.partition_dir, []).append(s)
@@ -362,7 +362,7 @@ def _bucket_count(key_tasks: list[KeyTask], parallelism: int) -> tuple[int, int]
 
 
 def _copy(
-    spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging: Staging, link: bool
+    spark: LazySpark, plans: list[PartitionPlan], scanned: Scanned, staging: Staging, link: bool, log: Log
 ) -> None:
     """Untouched segments (in parallel), then the partition files and root checkpoints."""
     copies = [
@@ -375,7 +375,7 @@ def _copy(
     near = scanned.storage.near and staging.storage.near
     run_packed(spark, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):
-        write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging)
+        write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging, log)
     write_root_checkpoints(scanned.listing, plans, scanned.segments, staging)
 
 

@@ -5,8 +5,11 @@ root checkpoints, carried over and updated as retention and compaction require
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
+from typing import Any
 
 from pipelines.log.plan import PartitionPlan
+from pipelines.log.producers import write_end_snapshot
 from pipelines.log.scan import ScannedSegment
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.staging import Staging
@@ -39,16 +42,22 @@ def write_partition_files(
     plan: PartitionPlan,
     segments: list[ScannedSegment],
     staging: Staging,
+    log: Callable[[str], Any],
 ) -> None:
-    """Producer snapshots of surviving segments, the other partition files (the leader-epoch
-    checkpoint truncated to the log start offset), and an empty segment where retention removed
-    every segment."""
+    """Producer snapshots of surviving segments, and one at the log end where the source has
+    none there (the state a broker loads the log with: compaction changes none of it); the other
+    partition files (the leader-epoch checkpoint truncated to the log start offset), and an empty
+    segment where retention removed every segment."""
     out_dir = posixpath.join(staging.path, plan.tp.dir_name)
     staging.storage.makedirs(out_dir)
     deleted_bases = set(_bases(segments, [sid for sid, _ in plan.deleted]))
     for snap in part.snapshots:
         if int(snap.name.split(".")[0]) not in deleted_bases:
             transfer(src, snap.path, staging.storage, posixpath.join(out_dir, snap.name), snap.mtime_ms)
+    if plan.roll_empty_at is None:
+        kept = [s.meta.base_offset not in deleted_bases for s in segments]
+        write_end_snapshot(src, part, segments, kept, plan.log_start_offset, plan.log_end_offset,
+                           staging.storage, out_dir, log)  # fmt: skip
     for other in part.other_files:
         target = posixpath.join(out_dir, other.name)
         if other.name == LEADER_EPOCH_CHECKPOINT:

@@ -20,8 +20,8 @@ from pipelines.jobs.cut.plan import (
     lowered,
     lowered_cleaner_offset,
 )
-from pipelines.jobs.cut.producers import kept_snapshots, state_at_end
 from pipelines.jobs.cut.request import CutRequest
+from pipelines.log.producers import kept_snapshots, state_at_end
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
@@ -309,7 +309,9 @@ def _side_files(
         # Kafka's truncation keeps a snapshot already at the new end as it is, and writes none for a
         # partition the cut empties; else the state at the new end is written there.
         if ours and end > log_start and not any(snapshot_offset(i.name) == end for i in kept):
-            state = state_at_end(scanned.storage, part, scanned.segments[part.tp], cut, log_start, log)
+            state = state_at_end(
+                scanned.storage, part, scanned.segments[part.tp], end, cut.kept_batches, log_start, log
+            )
             staging.storage.write_atomic(
                 posixpath.join(directory, snapshot_name(end)), write_snapshot(state.values())
             )

@@ -18,6 +18,8 @@ from pipelines.jobs.erase.segment import EraseContext, EraseTask, SegmentErasure
 from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
+from pipelines.log.cleanable import log_end_offset
+from pipelines.log.producers import write_end_snapshot
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
@@ -28,6 +30,7 @@ from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
+from segment_io.layout import LOG_START_CHECKPOINT
 from segment_io.storage import Location, Place, transfer
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
@@ -95,7 +98,7 @@ def _erase(
             erased = erase_all(run, scanned, tasks, keys, header_names, staging.location, digest)
         raise_if_stopped()
         with timer.stage("copy"):
-            _copy_side_files(scanned, staging)
+            _copy_side_files(scanned, staging, log)
         fill_report(report, names, erased, timer.total, timer.seconds)
         staging.write_meta(REPORT, report.to_dict())
         if gate is not None:
@@ -169,9 +172,10 @@ def erase_all(
     return Erased(results, joined.listed, joined.found, joined)
 
 
-def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
+def _copy_side_files(scanned: Scanned, staging: Staging, log: Log) -> None:
     """Producer snapshots and partition files as they are (offsets are never renumbered, and the
-    batches that carry producer state are kept), and the root checkpoints of the partitions."""
+    batches that carry producer state are kept), one at the log end where the source has none
+    there, and the root checkpoints of the partitions."""
     copies = [
         CopyTask(
             scanned.src, info.path, posixpath.join(part.tp.dir_name, info.name), info.mtime_ms, info.size
@@ -182,6 +186,13 @@ def _copy_side_files(scanned: Scanned, staging: Staging) -> None:
     for part in scanned.listing.partitions:  # a partition without segments still has its directory
         staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
     run_copies(copies, staging.location)
+    starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
+    for part in scanned.listing.partitions:  # an archive's log end gets the state a broker loads it with
+        segments = scanned.segments[part.tp]
+        log_start = max([starts.get(part.tp, 0), *(f.base_offset for f in part.segments[:1])])
+        write_end_snapshot(scanned.storage, part, segments, [True] * len(segments), log_start,
+                           log_end_offset(segments), staging.storage,
+                           posixpath.join(staging.path, part.tp.dir_name), log)  # fmt: skip
     write_checkpoint_files(staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints))
 
 

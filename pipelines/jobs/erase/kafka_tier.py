@@ -204,6 +204,9 @@ def _erase(
         gone = {p.result.source for p in go}
         results = [r if r.source in gone else _untouched(r) for r in rewritten.results]
         fill_report(report, names, replace(rewritten, results=results), run.timer.total, run.timer.seconds)
+        # The tier's partitions are those with remote segments (the broker's internal topics, never
+        # tiered, are listed by its log directory but hold nothing of it).
+        report.partitions = [p for p in report.partitions if p.segments]
         if rewritten.joined is None:  # a joined list's keys found nowhere are the join's count
             _, report.not_found = key_evidence(names, rewritten.digests, rewritten.results)
             report.not_found = [d for d in report.not_found if d not in local.digests(rewritten.digests)]

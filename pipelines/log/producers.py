@@ -1,16 +1,18 @@
-"""The producer snapshot a cut log ends with: the broker's producer state at the new end, so that a
-broker loading the log knows every producer and every transaction the cut left open (Kafka,
-finding a cleanly stopped log without a snapshot at its end, rebuilds producer state only from its
-last two segments, and would take an older open transaction for finished)."""
+"""The producer snapshot a written log ends with (a cut's, a clean's, an erase's): the broker's
+producer state at the log's end, so that a broker loading the log knows every producer and every
+transaction left open (Kafka, finding a cleanly stopped log without a snapshot at its end,
+rebuilds producer state only from its last two segments, and would take an older open
+transaction for finished). Neither a compaction nor an erase changes that state: offsets, every
+producer's last batch and every marker are kept."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import posixpath
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pipelines.jobs.cut.plan import PartitionCut
 from pipelines.log.scan import ScannedSegment
 from segment_io.errors import CorruptCheckpoint
 from segment_io.layout import PartitionListing
@@ -20,7 +22,9 @@ from segment_io.producer_snapshot import (
     producer_batches,
     read_snapshot,
     replay,
+    snapshot_name,
     snapshot_offset,
+    write_snapshot,
 )
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Storage
@@ -36,15 +40,17 @@ def state_at_end(
     storage: Storage,
     part: PartitionListing,
     segments: list[ScannedSegment],
-    cut: PartitionCut,
+    end: int,
+    kept_batches: Sequence[int | None],
     log_start: int,
     log: Callable[[str], Any],
 ) -> dict[int, ProducerEntry]:
-    """The producer state at the cut's end: the latest readable snapshot the cut keeps (a corrupt
-    one is passed over, as the broker does), carried over the kept batches after it."""
+    """The producer state at `end`: the latest readable snapshot the log keeps (a corrupt one is
+    passed over, as the broker does), carried over the kept batches after it (`kept_batches`: per
+    segment, how many of its first batches the log keeps; None: none, the segment is gone)."""
     state: dict[int, ProducerEntry] = {}
     since = log_start
-    for info in sorted(kept_snapshots(part, log_start, cut.end), key=lambda i: -snapshot_offset(i.name)):
+    for info in sorted(kept_snapshots(part, log_start, end), key=lambda i: -snapshot_offset(i.name)):
         try:
             state = read_snapshot(storage.read(info.path), info.path)
         except CorruptCheckpoint as exc:
@@ -55,11 +61,32 @@ def state_at_end(
     # The kept batches from the snapshot's offset on are replayed over it.
     rows = [
         np.flatnonzero(s.table.last_offset[: n or 0] >= since)
-        for s, n in zip(segments, cut.kept_batches, strict=True)
+        for s, n in zip(segments, kept_batches, strict=True)
     ]
     epochs = [_marker_epochs(storage, f.log.path, f.base_offset, s, r)
               for f, s, r in zip(part.segments, segments, rows, strict=True)]  # fmt: skip
     return replay(state, producer_batches([s.table for s in segments], rows, epochs))
+
+
+def write_end_snapshot(
+    storage: Storage,
+    part: PartitionListing,
+    segments: list[ScannedSegment],
+    kept: Sequence[bool],
+    log_start: int,
+    end: int,
+    out: Storage,
+    directory: str,
+    log: Callable[[str], Any],
+) -> None:
+    """The snapshot at the log's `end` of a log whose `kept` segments are kept with every batch (a
+    clean's, an erase's), where the source has none there to carry over and the log holds
+    anything."""
+    if end <= log_start or any(snapshot_offset(i.name) == end for i in part.snapshots):
+        return
+    batches = [len(s.table) if k else None for s, k in zip(segments, kept, strict=True)]
+    state = state_at_end(storage, part, segments, end, batches, log_start, log)
+    out.write_atomic(posixpath.join(directory, snapshot_name(end)), write_snapshot(state.values()))
 
 
 def _marker_epochs(
