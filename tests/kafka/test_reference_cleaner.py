@@ -221,8 +221,10 @@ def test_segpipe_keeps_what_kafkas_cleaner_keeps(cleaned: Cleaned, topic: str, t
         assert [header(b) for b in mine] == [header(b) for b in theirs], name
         for k, o in zip(theirs, mine, strict=True):
             assert o == k, (name, header(k))  # snappy batches too: snappy 1.1.10's blocks
-    # Every file of the partition, byte for byte.
+    # Every file of the partition, byte for byte: the producer snapshots too (those of segments
+    # merged into a group of another base offset go, as Kafka's cleaner removes them).
     files = files_of(kafka_dir)
+    assert any(name.endswith(".snapshot") for name in files)
     assert files_of(our_dir) == files
     # Where Kafka cleaned, it rewrote batches (so the codec's compressor is compared, not only copies).
     given = {b for p in (cleaned.before / part).glob("*.log") for b in batches(p)}
@@ -232,8 +234,12 @@ def test_segpipe_keeps_what_kafkas_cleaner_keeps(cleaned: Cleaned, topic: str, t
 
 
 def files_of(directory: Path) -> dict[str, bytes]:
-    """A partition's segment files (log, indexes, transaction index) by name."""
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix[1:] in LOG_FILES}
+    """A partition's segment files (log, indexes, transaction index) and producer snapshots by name."""
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(directory.iterdir())
+        if p.suffix[1:] in (*LOG_FILES, "snapshot")
+    }
 
 
 @pytest.mark.parametrize("topic", ["ref-a", "codec-zstd"])

@@ -19,6 +19,7 @@ from segment_io.checkpoints import parse_leader_epoch_checkpoint, parse_offset_c
 from segment_io.format.batch import parse_v2_header
 from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK, Codec
 from segment_io.index import read_txn_index
+from segment_io.producer_snapshot import write_snapshot
 from tests.helpers import read_batches, read_log, v2_batch, write_log
 
 pytestmark = pytest.mark.spark
@@ -160,6 +161,9 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [[batch(0, [(0, b"k1", b"a")])], [txn(1, [(1, b"k1", b"b")], pid=7)], [batch(2, [(2, b"k1", b"c")])]],
     )
     write_log(root, "whole-0", [WHOLE[:2], WHOLE[2:]])
+    (root / "whole-0" / "00000000000000000004.snapshot").write_bytes(
+        write_snapshot([])
+    )  # its second segment's
     (root / "ret-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 1\n3 2\n")
     (root / "ret-0" / "00000000000000000001.snapshot").write_bytes(b"s1")
     (root / "ret-0" / "00000000000000000002.snapshot").write_bytes(b"s2")
@@ -210,6 +214,10 @@ def test_batches_whose_records_all_survive(out: Path) -> None:
     assert stamped.has_delete_horizon and stamped.base_timestamp == NOW + 1000 and stamped.records_count == 2
     assert parse_v2_header(batches[2]).records_count == 1  # k5 at offset 6 supersedes offset 4
     assert offsets(out, "whole-0") == [0, 1, 2, 3, 5, 6]
+    # Both segments are one group based at 0: the second's snapshot goes with it (as Kafka's cleaner
+    # removes a replaced segment's), and the log end gets one (the source had none there).
+    assert [p.name for p in (out / "whole-0").glob("*.log")] == ["00000000000000000000.log"]
+    assert sorted(p.name for p in (out / "whole-0").glob("*.snapshot")) == ["00000000000000000007.snapshot"]
 
 
 def test_null_key_records_are_dropped_and_batch_rewritten(out: Path) -> None:
@@ -273,7 +281,10 @@ def test_last_batch_of_an_active_producer_is_kept_empty(out: Path) -> None:
 
 def test_time_retention_deletes_old_prefix_and_maintains_partition_files(out: Path) -> None:
     assert [seg for seg, _ in read_batches(out, "ret-0")] == [2]
-    assert sorted(p.name for p in (out / "ret-0").glob("*.snapshot")) == ["00000000000000000002.snapshot"]
+    # The snapshot of the deleted segment goes; the kept one stays, and the log end gets one.
+    assert sorted(p.name for p in (out / "ret-0").glob("*.snapshot")) == [
+        "00000000000000000002.snapshot", "00000000000000000003.snapshot"
+    ]  # fmt: skip
     epochs = parse_leader_epoch_checkpoint((out / "ret-0" / "leader-epoch-checkpoint").read_bytes(), "x")
     # (0,0), (1,1) and (3,2) all start at or below the new log start 2: the last one is re-added at 2.
     assert epochs == [(3, 2)]

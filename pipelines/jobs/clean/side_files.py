@@ -27,6 +27,7 @@ from segment_io.layout import (
     PartitionListing,
     segment_file_name,
 )
+from segment_io.producer_snapshot import snapshot_offset
 from segment_io.storage import Storage, transfer
 from segment_io.topic_partition import TopicPartition
 
@@ -51,8 +52,13 @@ def write_partition_files(
     out_dir = posixpath.join(staging.path, plan.tp.dir_name)
     staging.storage.makedirs(out_dir)
     deleted_bases = set(_bases(segments, [sid for sid, _ in plan.deleted]))
+    # A snapshot goes with a segment that goes: deleted by retention, or merged into a group's
+    # segment of another base offset (Kafka's cleaner removes those when it replaces the segments).
+    merged = {s.meta.base_offset for s in segments if s.meta.segment_id in _grouped(plan)} - {
+        g.base_offset for g in (plan.compaction.groups if plan.compaction is not None else ())
+    }
     for snap in part.snapshots:
-        if int(snap.name.split(".")[0]) not in deleted_bases:
+        if snapshot_offset(snap.name) not in deleted_bases | merged:
             transfer(src, snap.path, staging.storage, posixpath.join(out_dir, snap.name), snap.mtime_ms)
     if plan.roll_empty_at is None:
         kept = [s.meta.base_offset not in deleted_bases for s in segments]
@@ -72,6 +78,11 @@ def write_partition_files(
             staging.storage.write_atomic(
                 posixpath.join(out_dir, segment_file_name(plan.roll_empty_at, kind)), b""
             )
+
+
+def _grouped(plan: PartitionPlan) -> set[int]:
+    """The ids of the segments the compaction rewrites into its groups."""
+    return {i for g in (plan.compaction.groups if plan.compaction is not None else ()) for i in g.segment_ids}
 
 
 def truncate_epochs(entries: list[tuple[int, int]], log_start: int) -> list[tuple[int, int]]:
