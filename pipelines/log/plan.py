@@ -6,6 +6,7 @@ Inputs are per-segment header tables; outputs are small, JSON-able plans that wo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,10 +124,12 @@ def plan_partition(
     now_ms: int,
     next_gid: int = 0,
     select_kafka: bool = False,
+    loaded: set[int] | None = None,
 ) -> PartitionPlan:
     """Everything the job will do to one partition, decided on headers alone. With
     `select_kafka`, a partition Kafka's cleaner would not choose now is carried over (see
-    `selection`)."""
+    `selection`). `loaded`: the producers a broker loading the log knows (None: all it names);
+    only those keep the empty header of their last batch."""
     leo = log_end_offset(segments)
     hw = leo if checkpoints.high_watermark is None else min(checkpoints.high_watermark, leo)
     first_base = segments[0].meta.base_offset if segments else 0
@@ -174,7 +177,7 @@ def plan_partition(
     groups = group_segments(alive, upper, config)
     recopied = {k for g in groups for k in g}
     plan.copied = [s.meta.segment_id for k, s in enumerate(alive) if k not in recopied]
-    decisions = _batch_decisions(alive, sorted(recopied), state, upper, config, now_ms)
+    decisions = _batch_decisions(alive, sorted(recopied), state, upper, config, now_ms, loaded)
     legacy_horizon = _legacy_horizon(alive, first_dirty, config)
     indexed = {(t.producer_id, t.last_offset): t for s in alive for t in s.meta.aborted}
     group_plans: list[GroupPlan] = []
@@ -220,14 +223,17 @@ def _batch_decisions(
     upper: int,
     config: TopicConfig,
     now_ms: int,
+    loaded: set[int] | None,
 ) -> _Decisions:
     """The transaction tracker and the batch actions, in offset order
     (docs/cleaning-rules.md#transactions, #batch-actions)."""
     aborted = aborted_data_batches(segments)
+    # The producers Kafka's cleaner sees as active: those its broker holds (loaded, and not expired).
     active = {
         pid: p
         for pid, p in state.items()
-        if p.open_txn_first is not None or now_ms - p.last_timestamp < config.producer_id_expiration_ms
+        if (loaded is None or pid in loaded)
+        and (p.open_txn_first is not None or now_ms - p.last_timestamp < config.producer_id_expiration_ms)
     }
     pending: dict[int, list[int]] = {}  # producer → offsets of data batches seen since its last marker
     active_pids = np.array(sorted(active), dtype=np.int64)
@@ -305,9 +311,11 @@ def plan_log(
     config: JobConfig,
     now_ms: int,
     select_kafka: bool = False,
+    known: Mapping[TopicPartition, set[int] | None] | None = None,
 ) -> list[PartitionPlan]:
     """Every partition's plan, from its scanned segments and the root checkpoints (output group
-    ids are unique across the log)."""
+    ids are unique across the log); `known`: per partition, the producers a broker loading it
+    knows (producers.known_producers_of)."""
     cps = listing.checkpoints
     plans = []
     gid = 0
@@ -319,8 +327,9 @@ def plan_log(
             cleaner=cps.get(CLEANER_CHECKPOINT, {}).get(tp),
         )
         plan = plan_partition(
-            tp, segments[tp], checkpoints, config.for_topic(tp.topic), now_ms, gid, select_kafka
-        )
+            tp, segments[tp], checkpoints, config.for_topic(tp.topic), now_ms, gid, select_kafka,
+            None if known is None else known.get(tp),
+        )  # fmt: skip
         plan.stray_files = part.stray_files
         if plan.compaction:
             gid += len(plan.compaction.groups)

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from pipelines.log.scan import ScannedSegment
+from pipelines.log.scanned import Scanned
 from segment_io.errors import CorruptCheckpoint
-from segment_io.layout import PartitionListing
+from segment_io.layout import CLEAN_SHUTDOWN, LOG_START_CHECKPOINT, LogDirListing, PartitionListing
 from segment_io.producer_snapshot import (
     ProducerEntry,
     coordinator_epochs,
@@ -29,6 +30,7 @@ from segment_io.producer_snapshot import (
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Storage
 from segment_io.storage.base import FileInfo
+from segment_io.topic_partition import TopicPartition
 
 
 def kept_snapshots(part: PartitionListing, log_start: int, end: int) -> list[FileInfo]:
@@ -100,3 +102,50 @@ def _marker_epochs(
         framed = SegmentReader(storage, path, base).frame(markers)
         out[markers[framed.record_batch]] = coordinator_epochs(framed)
     return out
+
+
+def known_producers(
+    storage: Storage,
+    part: PartitionListing,
+    segments: list[ScannedSegment],
+    log_start: int,
+    clean_shutdown: bool,
+    log: Callable[[str], Any],
+) -> set[int] | None:
+    """The producer ids a broker loading this partition knows (None: every one its batches name).
+    Kafka loads the latest readable snapshot at or below the log end and replays only the batches
+    from its offset on, so a producer the snapshot lacks and no later batch names is unknown; a
+    cleanly stopped log without any snapshot loads empty (the broker writes empty snapshots at
+    its last two segments and its end instead of reading it); otherwise it replays the whole log."""
+    end = max([log_start, *(int(s.table.last_offset.max()) + 1 for s in segments if len(s.table))])
+    for info in sorted(kept_snapshots(part, log_start - 1, end), key=lambda i: -snapshot_offset(i.name)):
+        try:
+            known = set(read_snapshot(storage.read(info.path), info.path))
+        except CorruptCheckpoint as exc:
+            log(f"segpipe: warning: {exc}; an older snapshot or the log itself is used instead")
+            continue
+        since = snapshot_offset(info.name)
+        for s in segments:
+            later = (s.table.last_offset >= since) & (s.table.producer_id >= 0)
+            known.update(s.table.producer_id[later].tolist())
+        return known
+    return set() if clean_shutdown else None
+
+
+def known_producers_of(scanned: Scanned, log: Callable[[str], Any]) -> dict[TopicPartition, set[int] | None]:
+    """Per partition of the scanned log, the producers a broker loading it knows (known_producers)."""
+    listing, storage = scanned.listing, scanned.storage
+    clean_shutdown = storage.exists(posixpath.join(listing.path, CLEAN_SHUTDOWN))
+    return {
+        part.tp: known_producers(
+            storage, part, scanned.segments[part.tp], listed_log_start(listing, part), clean_shutdown, log
+        )
+        for part in listing.partitions
+    }
+
+
+def listed_log_start(listing: LogDirListing, part: PartitionListing) -> int:
+    """A partition's log start offset as its log directory says: its checkpoint entry, or its
+    first segment's base offset where that is higher (or the checkpoint names none)."""
+    start = listing.checkpoints.get(LOG_START_CHECKPOINT, {}).get(part.tp, 0)
+    return max([start, *(f.base_offset for f in part.segments[:1])])

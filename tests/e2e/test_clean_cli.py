@@ -607,3 +607,48 @@ def test_a_range_that_fails_does_not_leave_the_others_waiting(tmp_path: Path) ->
     # The record's place: the batch's header is before it.
     assert f"{last.name} at byte {at + V2_HEADER_SIZE}" in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "out").exists()
+
+
+def _producer_log(root: Path, snapshot_entries: list[int] | None, clean_shutdown: bool = False) -> Path:
+    """t-0: producer 7's only batch (key k1), superseded by a later plain batch, then a sealed end;
+    a snapshot at offset 2 holding producers `snapshot_entries` (None: no snapshot)."""
+    from segment_io.producer_snapshot import ProducerEntry, write_snapshot
+    from tests.helpers import v2_batch, write_log
+
+    now = 1_700_000_000_000
+    write_log(root, "t-0", [
+        [v2_batch(0, [(0, now - 60_000, b"k1", b"a", [])], producer_id=7, producer_epoch=0, base_sequence=0),
+         v2_batch(1, [(0, now - 50_000, b"k1", b"b", [])])],
+        [v2_batch(2, [(0, now - 40_000, b"k2", b"c", [])])],
+    ])  # fmt: skip
+    if snapshot_entries is not None:
+        entries = [ProducerEntry(pid, 0, 0, 0, 0, now - 60_000) for pid in snapshot_entries]
+        (root / "t-0" / "00000000000000000002.snapshot").write_bytes(write_snapshot(entries))
+    if clean_shutdown:
+        (root / ".kafka_cleanshutdown").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "clean_shutdown", "kept"),
+    [(None, False, True), ([7], False, True), ([], False, False), (None, True, False)],
+    ids=["no-snapshot", "snapshot-holds-it", "snapshot-lacks-it", "clean-shutdown-without-snapshots"],
+)
+def test_an_emptied_batch_keeps_its_header_only_for_a_producer_the_loading_broker_holds(
+    tmp_path: Path, snapshot: list[int] | None, clean_shutdown: bool, kept: bool
+) -> None:
+    """Kafka's cleaner keeps a producer's last batch as an empty header only while its broker holds
+    the producer: loaded from the latest snapshot and the batches after it; none from a cleanly
+    stopped log without snapshots; the whole log replayed otherwise."""
+    src = _producer_log(tmp_path / "src", snapshot, clean_shutdown)
+    out = tmp_path / "out"
+    proc = run_segpipe("clean", str(src), str(out), "--set", "cleanup.policy=compact", "--set",
+                       "segpipe.last.segment.sealed=true", "--now", "1700000000000")  # fmt: skip
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    rows = read_log(out, "t-0")
+    assert [r["offset"] for r in rows] == [1, 2]  # k1's first record is superseded either way
+    batches = {int(line["base_offset"]): line for line in map(json.loads, run_segpipe(
+        "dump", str(out), "--batches").stdout.splitlines())}  # fmt: skip
+    assert (0 in batches and batches[0]["records_count"] == 0 and batches[0]["producer_id"] == 7) == kept, (
+        batches
+    )

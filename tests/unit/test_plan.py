@@ -214,6 +214,21 @@ def test_the_last_batch_of_an_active_producer_is_retained_empty() -> None:
     assert actions(p) == [[RETAIN_EMPTY, DELETE_EMPTY, RETAIN_EMPTY]]
 
 
+def test_only_a_producer_the_loading_broker_holds_is_retained_empty() -> None:
+    # Kafka's cleaner protects the producers its broker holds: loaded from the latest snapshot and
+    # the batches after it. Producer 3 wrote recently but a snapshot that lacks it comes after its
+    # last batch (or the log stopped cleanly with no snapshot at all): the broker never knew it.
+    segments = [
+        segment(0, 0, data(0, 4, pid=3, ts=NOW - 10), data(5, 9, pid=4, ts=NOW - 10), data(10, 14)),
+        segment(1, 15, data(15, 19)),
+    ]
+    loaded = plan_partition(TP, segments, Checkpoints(), compact(), NOW, loaded={4})
+    assert actions(loaded) == [[DELETE_EMPTY, RETAIN_EMPTY, RETAIN_EMPTY]]
+    none = plan_partition(TP, segments, Checkpoints(), compact(), NOW, loaded=set())
+    assert actions(none) == [[DELETE_EMPTY, DELETE_EMPTY, RETAIN_EMPTY]]  # the pass's last batch stays
+    assert actions(plan(segments, compact())) == [[RETAIN_EMPTY, RETAIN_EMPTY, RETAIN_EMPTY]]
+
+
 def test_the_batch_ending_at_the_upper_bound_is_retained_empty() -> None:
     # The pass ends at 20 (the active segment's base): the batch ending at 19 keeps its header,
     # so the cleaned range keeps its last offset.

@@ -24,6 +24,7 @@ from pipelines.jobs.clean.rewrite import GroupStats, RewriteContext, rewrite_gro
 from pipelines.jobs.clean.side_files import write_partition_files, write_root_checkpoints
 from pipelines.jobs.clean.warnings import run_warnings
 from pipelines.log.plan import GroupPlan, PartitionPlan, plan_log, plan_table
+from pipelines.log.producers import known_producers_of
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_new_file
@@ -122,7 +123,8 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
             request.src.url,
         )
     with timer.stage("plan"):
-        plans = plan_log(scanned.listing, scanned.segments, request.config, now, request.select_kafka)
+        known = known_producers_of(scanned, log)
+        plans = plan_log(scanned.listing, scanned.segments, request.config, now, request.select_kafka, known)
     for plan in plans:
         if plan.selection is not None and plan.compaction is None:
             log(f"segpipe: not compacted: {plan.tp} (Kafka's cleaner would not choose it: {plan.selection})")

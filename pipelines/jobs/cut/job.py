@@ -21,7 +21,7 @@ from pipelines.jobs.cut.plan import (
     lowered_cleaner_offset,
 )
 from pipelines.jobs.cut.request import CutRequest
-from pipelines.log.producers import kept_snapshots, state_at_end
+from pipelines.log.producers import kept_snapshots, listed_log_start, state_at_end
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
@@ -294,13 +294,12 @@ def _side_files(
     its new end (producers_at_end); the leader epochs that start below the end; its other files as
     they are; the root checkpoints lowered to each new end."""
     copies = []
-    starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
     for part in scanned.listing.partitions:
         cut = cuts[part.tp]
         end = cut.end
         directory = posixpath.join(staging.path, part.tp.dir_name)
         staging.storage.makedirs(directory)
-        log_start = max([starts.get(part.tp, 0), *(f.base_offset for f in part.segments[:1])])
+        log_start = listed_log_start(scanned.listing, part)
         ours = cut.end < cut.before  # the log was cut (a partition not cut keeps its files as they are)
         kept = kept_snapshots(part, log_start, end) if ours else part.snapshots
         for info in kept:

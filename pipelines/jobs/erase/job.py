@@ -19,7 +19,7 @@ from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
 from pipelines.log.cleanable import log_end_offset
-from pipelines.log.producers import write_end_snapshot
+from pipelines.log.producers import listed_log_start, write_end_snapshot
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
@@ -30,7 +30,6 @@ from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed
 from segment_io.broker_lock import broker_stopped
-from segment_io.layout import LOG_START_CHECKPOINT
 from segment_io.storage import Location, Place, transfer
 
 WORKER_MODULES = ("pipelines.log.scan", "pipelines.jobs.erase.segment", "pipelines.output.copy")
@@ -186,10 +185,9 @@ def _copy_side_files(scanned: Scanned, staging: Staging, log: Log) -> None:
     for part in scanned.listing.partitions:  # a partition without segments still has its directory
         staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
     run_copies(copies, staging.location)
-    starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
     for part in scanned.listing.partitions:  # an archive's log end gets the state a broker loads it with
         segments = scanned.segments[part.tp]
-        log_start = max([starts.get(part.tp, 0), *(f.base_offset for f in part.segments[:1])])
+        log_start = listed_log_start(scanned.listing, part)
         write_end_snapshot(scanned.storage, part, segments, [True] * len(segments), log_start,
                            log_end_offset(segments), staging.storage,
                            posixpath.join(staging.path, part.tp.dir_name), log)  # fmt: skip

@@ -13,6 +13,7 @@ from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
 from pipelines.errors import ConfigError
 from pipelines.log.plan import PartitionPlan, plan_log
+from pipelines.log.producers import known_producers_of
 from segment_io.errors import SegmentError
 from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, LogDirListing, list_log_dir
 from segment_io.storage import Location
@@ -97,7 +98,8 @@ def plan_source(sc: Any, src: Location, terms: Terms, log: Callable[[str], Any])
 
     scanned = scan_log(sc, src, log, skip_corrupt=True, topics=terms.selects)
     cleaners = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})
-    plans = plan_log(scanned.listing, scanned.segments, terms.config, terms.now_ms)
+    plans = plan_log(scanned.listing, scanned.segments, terms.config, terms.now_ms, False,
+                     known_producers_of(scanned, lambda line: None))  # fmt: skip
     allowed = {p.tp: allowed_by(p, cleaners.get(p.tp)) for p in plans}
     unselected: tuple[str, ...] = ()
     if terms.topics is not None:
