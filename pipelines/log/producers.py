@@ -47,12 +47,27 @@ def state_at_end(
     log_start: int,
     log: Callable[[str], Any],
 ) -> dict[int, ProducerEntry]:
-    """The producer state at `end`: the latest readable snapshot the log keeps (a corrupt one is
-    passed over, as the broker does), carried over the kept batches after it (`kept_batches`: per
-    segment, how many of its first batches the log keeps; None: none, the segment is gone)."""
+    """The producer state at `end` (states_at)."""
+    return states_at(storage, part, segments, [end], kept_batches, log_start, log)[end]
+
+
+def states_at(
+    storage: Storage,
+    part: PartitionListing,
+    segments: list[ScannedSegment],
+    offsets: Sequence[int],
+    kept_batches: Sequence[int | None],
+    log_start: int,
+    log: Callable[[str], Any],
+) -> dict[int, dict[int, ProducerEntry]]:
+    """The producer state at each of `offsets` (ascending, above the log start): the latest
+    readable snapshot at or below the first one that the log keeps (a corrupt one is passed over,
+    as the broker does), carried over the kept batches after it, up to each offset in turn
+    (`kept_batches`: per segment, how many of its first batches the log keeps; None: none, the
+    segment is gone). One replay for all: each offset's state is the one before it carried on."""
     state: dict[int, ProducerEntry] = {}
     since = log_start
-    for info in sorted(kept_snapshots(part, log_start, end), key=lambda i: -snapshot_offset(i.name)):
+    for info in sorted(kept_snapshots(part, log_start, offsets[0]), key=lambda i: -snapshot_offset(i.name)):
         try:
             state = read_snapshot(storage.read(info.path), info.path)
         except CorruptCheckpoint as exc:
@@ -60,35 +75,47 @@ def state_at_end(
             continue
         since = snapshot_offset(info.name)
         break
-    # The kept batches from the snapshot's offset on are replayed over it.
-    rows = [
-        np.flatnonzero(s.table.last_offset[: n or 0] >= since)
-        for s, n in zip(segments, kept_batches, strict=True)
+    tables = [s.table for s in segments]
+    kept = [
+        np.flatnonzero(t.last_offset[: n or 0] >= since) for t, n in zip(tables, kept_batches, strict=True)
     ]
     epochs = [_marker_epochs(storage, f.log.path, f.base_offset, s, r)
-              for f, s, r in zip(part.segments, segments, rows, strict=True)]  # fmt: skip
-    return replay(state, producer_batches([s.table for s in segments], rows, epochs))
+              for f, s, r in zip(part.segments, segments, kept, strict=True)]  # fmt: skip
+    out = {}
+    for offset in offsets:  # the batches from the previous offset up to this one
+        rows = [
+            r[(t.last_offset[r] >= since) & (t.last_offset[r] < offset)]
+            for t, r in zip(tables, kept, strict=True)
+        ]
+        state = replay(state, producer_batches(tables, rows, epochs))
+        out[offset], since = state, offset
+    return out
 
 
-def write_end_snapshot(
+def write_snapshots(
     storage: Storage,
     part: PartitionListing,
     segments: list[ScannedSegment],
     kept: Sequence[bool],
     log_start: int,
+    bases: Sequence[int],
     end: int,
     out: Storage,
     directory: str,
     log: Callable[[str], Any],
 ) -> None:
-    """The snapshot at the log's `end` of a log whose `kept` segments are kept with every batch (a
-    clean's, an erase's), where the source has none there to carry over and the log holds
-    anything."""
-    if end <= log_start or any(snapshot_offset(i.name) == end for i in part.snapshots):
+    """The snapshots a broker writes of a log whose `kept` segments are kept with every batch (a
+    clean's, an erase's), where the source has none there to carry over: one at each segment base
+    it rolled to (`bases`: the written log's; none at or below the log start, whose state went
+    with the deleted batches) and one at the log end, if the log holds anything."""
+    have = {snapshot_offset(i.name) for i in part.snapshots}
+    wanted = sorted({b for b in bases if log_start < b < end} | ({end} if end > log_start else set()))
+    if not wanted or set(wanted) <= have:
         return
     batches = [len(s.table) if k else None for s, k in zip(segments, kept, strict=True)]
-    state = state_at_end(storage, part, segments, end, batches, log_start, log)
-    out.write_atomic(posixpath.join(directory, snapshot_name(end)), write_snapshot(state.values()))
+    for offset, state in states_at(storage, part, segments, wanted, batches, log_start, log).items():
+        if offset not in have:
+            out.write_atomic(posixpath.join(directory, snapshot_name(offset)), write_snapshot(state.values()))
 
 
 def _marker_epochs(

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.log.plan import PartitionPlan
-from pipelines.log.producers import write_end_snapshot
+from pipelines.log.producers import write_snapshots
 from pipelines.log.scan import ScannedSegment
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.staging import Staging
@@ -45,8 +45,8 @@ def write_partition_files(
     staging: Staging,
     log: Callable[[str], Any],
 ) -> None:
-    """Producer snapshots of surviving segments, and one at the log end where the source has
-    none there (the state a broker loads the log with: compaction changes none of it); the other
+    """Producer snapshots of surviving segments, and where the source has none, the ones a broker
+    writes: at each segment base and the log end (compaction changes no producer's state); the other
     partition files (the leader-epoch checkpoint truncated to the log start offset), and an empty
     segment where retention removed every segment."""
     out_dir = posixpath.join(staging.path, plan.tp.dir_name)
@@ -62,8 +62,10 @@ def write_partition_files(
             transfer(src, snap.path, staging.storage, posixpath.join(out_dir, snap.name), snap.mtime_ms)
     if plan.roll_empty_at is None:
         kept = [s.meta.base_offset not in deleted_bases for s in segments]
-        write_end_snapshot(src, part, segments, kept, plan.log_start_offset, plan.log_end_offset,
-                           staging.storage, out_dir, log)  # fmt: skip
+        groups = plan.compaction.groups if plan.compaction is not None else ()
+        bases = [*_bases(segments, plan.copied), *(g.base_offset for g in groups)]
+        write_snapshots(src, part, segments, kept, plan.log_start_offset, bases, plan.log_end_offset,
+                        staging.storage, out_dir, log)  # fmt: skip
     for other in part.other_files:
         target = posixpath.join(out_dir, other.name)
         if other.name == LEADER_EPOCH_CHECKPOINT:

@@ -19,7 +19,7 @@ from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
 from pipelines.log.cleanable import log_end_offset
-from pipelines.log.producers import listed_log_start, write_end_snapshot
+from pipelines.log.producers import listed_log_start, write_snapshots
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
@@ -173,8 +173,8 @@ def erase_all(
 
 def _copy_side_files(scanned: Scanned, staging: Staging, log: Log) -> None:
     """Producer snapshots and partition files as they are (offsets are never renumbered, and the
-    batches that carry producer state are kept), one at the log end where the source has none
-    there, and the root checkpoints of the partitions."""
+    batches that carry producer state are kept), those a broker writes where the source has none
+    (producers.write_snapshots), and the root checkpoints of the partitions."""
     copies = [
         CopyTask(
             scanned.src, info.path, posixpath.join(part.tp.dir_name, info.name), info.mtime_ms, info.size
@@ -185,12 +185,12 @@ def _copy_side_files(scanned: Scanned, staging: Staging, log: Log) -> None:
     for part in scanned.listing.partitions:  # a partition without segments still has its directory
         staging.storage.makedirs(posixpath.join(staging.path, part.tp.dir_name))
     run_copies(copies, staging.location)
-    for part in scanned.listing.partitions:  # an archive's log end gets the state a broker loads it with
+    for part in scanned.listing.partitions:  # an archive gets the snapshots a broker would have written
         segments = scanned.segments[part.tp]
         log_start = listed_log_start(scanned.listing, part)
-        write_end_snapshot(scanned.storage, part, segments, [True] * len(segments), log_start,
-                           log_end_offset(segments), staging.storage,
-                           posixpath.join(staging.path, part.tp.dir_name), log)  # fmt: skip
+        write_snapshots(scanned.storage, part, segments, [True] * len(segments), log_start,
+                        [f.base_offset for f in part.segments], log_end_offset(segments), staging.storage,
+                        posixpath.join(staging.path, part.tp.dir_name), log)  # fmt: skip
     write_checkpoint_files(staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints))
 
 
