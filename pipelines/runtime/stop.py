@@ -40,6 +40,7 @@ def stop_before_exit(spark: Any) -> None:
 _stopped_by: list[int] = []  # the signal that stopped the run, if any
 _publishing: list[str] = []  # the steps under way that hold a stop (publications among them)
 _published: list[str] = []  # what the run has published
+_cancelling: list[bool] = []  # whether the run's canceller thread runs (_keep_cancelling)
 
 
 def stopped_by() -> int | None:
@@ -97,6 +98,7 @@ def begin_run() -> None:
     _stopped_by.clear()
     _publishing.clear()
     _published.clear()
+    _cancelling.clear()
 
 
 # Modules whose frames mean the main thread waits on Spark: the JVM's (py4j) or a Spark Connect
@@ -180,11 +182,11 @@ def interrupt_cancels_jobs(sc: Any) -> None:
     begin_run()
 
     def cancel(signum: int, frame: Any) -> None:
-        first = not _stopped_by
         _stopped_by.append(signum)
         if _publishing:
             return  # held: the publication finishes, then publishing() stops the run
-        if first:
+        if not _cancelling:  # one canceller for the run, from the first signal that is not held
+            _cancelling.append(True)
             threading.Thread(target=_keep_cancelling, args=(sc,), name="segpipe-cancel", daemon=True).start()
         if not _in_jvm_call(frame):
             raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()

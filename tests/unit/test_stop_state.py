@@ -134,3 +134,14 @@ def test_a_stop_while_the_command_line_is_imported_is_one_line(signal_name: str)
     said = "terminated" if signal_name == "SIGTERM" else "interrupted"
     assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[signal_name], proc.stderr
     assert proc.stderr == f"segpipe: {said}; nothing was published\n"
+
+
+def test_a_stop_held_by_a_publication_still_cancels_the_jobs_of_a_later_stop(handled: None) -> None:
+    """The first signal lands during a publication (held); a second one after it starts the run's
+    canceller all the same."""
+    with pytest.raises(Terminated), publishing("dst"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert not stop._cancelling  # held: nothing to cancel during the publication
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+    assert stop._cancelling
