@@ -11,12 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pipelines.errors import ConfigError
 from pipelines.jobs.erase.plan import retain_empty
 from pipelines.keys.key_list import KeyList, read_key_list
+from pipelines.keys.key_notes import UTF8_BOM, WIDE_BOMS
 from pipelines.keys.key_set import ErasedKeys, matched_entries
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import open_storage
@@ -112,6 +113,8 @@ def test_a_line_list_read_in_parts_is_the_list_read_whole(
     by the part it starts in, blank lines skipped and CRLF endings taken off, as read whole."""
     lines = [line.removesuffix(b"\r") for line in lines]
     raw = (b"\r\n" if crlf else b"\n").join(lines) + (b"\n" if final_newline and lines else b"")
+    # A list that starts with a byte-order mark is another case (its mark is taken off, or refused).
+    assume(not raw.startswith((UTF8_BOM, *(mark for mark, _ in WIDE_BOMS))))
     path = tmp_path / "keys.txt"
     path.write_bytes(raw)
     whole = [line for line in raw.split(b"\n") if line.removesuffix(b"\r")]
