@@ -1,6 +1,7 @@
-"""The producer snapshot a written log ends with (a cut's, a clean's, an erase's): the broker's
-producer state at the log's end, so that a broker loading the log knows every producer and every
-transaction left open (Kafka, finding a cleanly stopped log without a snapshot at its end,
+"""Producer state as a broker holds it: the snapshots a written log carries (a cut's at its new
+end; a clean's and an erase's at each segment base and the log end), and the producers a broker
+loading a log knows (which Kafka's cleaner protects), so that a broker loading the log knows every
+producer and every transaction left open (Kafka, finding a cleanly stopped log without a snapshot at its end,
 rebuilds producer state only from its last two segments, and would take an older open
 transaction for finished). Neither a compaction nor an erase changes that state: offsets, every
 producer's last batch and every marker are kept."""
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.log.cleanable import log_end_offset
 from pipelines.log.scan import ScannedSegment
 from pipelines.log.scanned import Scanned
 from segment_io.errors import CorruptCheckpoint
@@ -36,6 +38,19 @@ from segment_io.topic_partition import TopicPartition
 def kept_snapshots(part: PartitionListing, log_start: int, end: int) -> list[FileInfo]:
     """The source's snapshots a truncation keeps: above the log start, at or below the new end."""
     return [info for info in part.snapshots if log_start < snapshot_offset(info.name) <= end]
+
+
+def latest_snapshot(
+    storage: Storage, snapshots: Sequence[FileInfo], log: Callable[[str], Any]
+) -> tuple[dict[int, ProducerEntry], int] | None:
+    """The latest readable one of `snapshots` and its offset (a corrupt one is passed over, as the
+    broker does); None: none is readable."""
+    for info in sorted(snapshots, key=lambda i: -snapshot_offset(i.name)):
+        try:
+            return read_snapshot(storage.read(info.path), info.path), snapshot_offset(info.name)
+        except CorruptCheckpoint as exc:
+            log(f"segpipe: warning: {exc}; an older snapshot or the log itself is used instead")
+    return None
 
 
 def state_at_end(
@@ -65,16 +80,10 @@ def states_at(
     as the broker does), carried over the kept batches after it, up to each offset in turn
     (`kept_batches`: per segment, how many of its first batches the log keeps; None: none, the
     segment is gone). One replay for all: each offset's state is the one before it carried on."""
-    state: dict[int, ProducerEntry] = {}
-    since = log_start
-    for info in sorted(kept_snapshots(part, log_start, offsets[0]), key=lambda i: -snapshot_offset(i.name)):
-        try:
-            state = read_snapshot(storage.read(info.path), info.path)
-        except CorruptCheckpoint as exc:
-            log(f"segpipe: warning: {exc}; an older snapshot or the log itself is used instead")
-            continue
-        since = snapshot_offset(info.name)
-        break
+    state, since = latest_snapshot(storage, kept_snapshots(part, log_start, offsets[0]), log) or (
+        {},
+        log_start,
+    )
     tables = [s.table for s in segments]
     kept = [
         np.flatnonzero(t.last_offset[: n or 0] >= since) for t, n in zip(tables, kept_batches, strict=True)
@@ -144,19 +153,15 @@ def known_producers(
     from its offset on, so a producer the snapshot lacks and no later batch names is unknown; a
     cleanly stopped log without any snapshot loads empty (the broker writes empty snapshots at
     its last two segments and its end instead of reading it); otherwise it replays the whole log."""
-    end = max([log_start, *(int(s.table.last_offset.max()) + 1 for s in segments if len(s.table))])
-    for info in sorted(kept_snapshots(part, log_start - 1, end), key=lambda i: -snapshot_offset(i.name)):
-        try:
-            known = set(read_snapshot(storage.read(info.path), info.path))
-        except CorruptCheckpoint as exc:
-            log(f"segpipe: warning: {exc}; an older snapshot or the log itself is used instead")
-            continue
-        since = snapshot_offset(info.name)
-        for s in segments:
-            later = (s.table.last_offset >= since) & (s.table.producer_id >= 0)
-            known.update(s.table.producer_id[later].tolist())
-        return known
-    return set() if clean_shutdown else None
+    end = max(log_start, log_end_offset(segments))
+    loaded = latest_snapshot(storage, kept_snapshots(part, log_start - 1, end), log)
+    if loaded is None:
+        return set() if clean_shutdown else None
+    known, since = set(loaded[0]), loaded[1]
+    for s in segments:
+        later = (s.table.last_offset >= since) & (s.table.producer_id >= 0)
+        known.update(s.table.producer_id[later].tolist())
+    return known
 
 
 def known_producers_of(scanned: Scanned, log: Callable[[str], Any]) -> dict[TopicPartition, set[int] | None]:
