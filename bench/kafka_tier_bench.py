@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from segment_io.kafka_tier.view import kafka_tier_url  # noqa: E402
+from segment_io.kafka_tier.url import kafka_tier_url  # noqa: E402
 from segment_io.layout import list_log_dir  # noqa: E402
 from segment_io.segment.reader import SegmentReader  # noqa: E402
 from segment_io.storage import open_storage  # noqa: E402

@@ -34,16 +34,24 @@ def settings_text(name: str, bucket: Path, keys: Path) -> str:
 
 
 def tier(
-    name: str, tmp_path: Path, *, copy_bucket: bool = False, keys: Path | None = None, extra: str = ""
+    name: str,
+    tmp_path: Path,
+    *,
+    copy_bucket: bool = False,
+    copy_logdir: bool = False,
+    keys: Path | None = None,
+    extra: str = "",
 ) -> Tier:
-    """One fixture's remote tier, its settings written to `tmp_path` (the bucket copied there
-    first where the test changes it; `keys` another key pair's directory)."""
-    bucket = KIP405 / name / "bucket"
+    """One fixture's remote tier, its settings written to `tmp_path` (the bucket or the log
+    directory copied there first where the test changes it; `keys` another key pair's directory)."""
+    bucket, logdir = KIP405 / name / "bucket", KIP405 / name / "logdir"
     if copy_bucket:
         bucket = Path(shutil.copytree(bucket, tmp_path / f"{name}-bucket"))
+    if copy_logdir:
+        logdir = Path(shutil.copytree(logdir, tmp_path / f"{name}-logdir"))
     settings = tmp_path / f"{name}.properties"
     settings.write_text(settings_text(name, bucket, keys or KIP405 / name / "keys") + extra)
-    return Tier(name, KIP405 / name / "logdir", bucket, settings)
+    return Tier(name, logdir, bucket, settings)
 
 
 def produced(name: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:

@@ -44,6 +44,11 @@ def say(line: str) -> None:
         print(line, flush=True)
 
 
+def warn(line: str) -> None:
+    """A `segpipe:` line beside a command's output (stderr), so a stream on stdout stays whole."""
+    print(f"segpipe: {line}", file=sys.stderr, flush=True)
+
+
 @contextmanager
 def progress(spark: Any, terminal_fd: int) -> Iterator[None]:
     """Progress lines on the terminal's stderr (`terminal_fd`) while Spark runs; not under -q."""

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import time_argument
 from segment_io.exit_codes import ExitCode
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--from-{what} {low} is above --to-{what} {high}: the range holds nothing")
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"--limit {args.limit}: expected a number of lines, 0 or more")
-    log = log_location(args.path, args.remote, kafka_tier_of(args))
+    log = log_location(args.path, args.remote, kafka_tier_of(args), warn=console.warn)
     storage, path = log.storage, log.path
     listing = list_log_dir(storage, path, segment_file=True)
     chosen = [

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import iso, time_argument
 from segment_io.errors import SegmentError
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
     from segment_io.remote.view import log_location
 
-    log = log_location(args.path, args.remote, kafka_tier_of(args))
+    log = log_location(args.path, args.remote, kafka_tier_of(args), warn=console.warn)
     storage, path = log.storage, log.path
     if args.at is not None:
         return _offsets_at(storage, path, args)

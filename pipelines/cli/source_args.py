@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from segment_io.kafka_tier.view import KafkaTierSource
+    from segment_io.kafka_tier.url import KafkaTierSource
 
 KAFKA_TIER_HELP = (
     "{what} is a Kafka broker's log directory (or a copy of its __remote_log_metadata partitions) whose "
@@ -30,7 +30,7 @@ def add_kafka_tier(p: Any, what: str = "SRC") -> None:
 def kafka_tier_of(args: argparse.Namespace) -> KafkaTierSource | None:
     """The Kafka remote tier the command's options name, if any."""
     from pipelines.errors import ConfigError
-    from segment_io.kafka_tier.view import KafkaTierSource
+    from segment_io.kafka_tier.url import KafkaTierSource
 
     if args.kafka_tier is None:
         if args.bootstrap_server is not None:

@@ -283,7 +283,7 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     if kafka_tier is not None:
         if check_source and not _exists(kafka_tier):
             raise items["kafka_tier"].refuse(f"kafka_tier {kafka_tier}: no such settings file")
-        from segment_io.kafka_tier.view import KafkaTierSource
+        from segment_io.kafka_tier.url import KafkaTierSource
         from segment_io.remote.view import log_url
 
         source = log_url(source, kafka_tier=KafkaTierSource(kafka_tier))  # every step reads it so

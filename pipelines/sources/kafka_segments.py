@@ -118,7 +118,7 @@ class KafkaSegmentsReader(DataSourceReader):
         # `partitions`: only these partition directories (`orders-0,orders-1`), e.g. the sound ones.
         chosen = options.get("partitions")
         self.partition_dirs = {p.strip() for p in chosen.split(",") if p.strip()} if chosen else None
-        from segment_io.kafka_tier.view import KafkaTierSource
+        from segment_io.kafka_tier.url import KafkaTierSource
         from segment_io.remote.view import log_url
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).

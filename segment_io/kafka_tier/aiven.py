@@ -247,6 +247,9 @@ class AivenSegment:
     def url(self, suffix: str) -> str:
         return self.storage.url(self.paths[suffix])
 
+    def present(self) -> bool:
+        return self.storage.is_file(self.paths["rsm-manifest"])
+
     def check(self) -> None:
         """The segment's manifest is there, parses, and describes the segment; its data key
         unwraps (once: what every later read of it uses)."""

@@ -72,6 +72,9 @@ class LocalTieredSegment:
     def index(self, kind: str) -> bytes | None:
         return None if self._size(kind) is None else self.storage.read(self.paths[kind])
 
+    def present(self) -> bool:
+        return self._size("log") is not None
+
     def check(self) -> None:
         """The segment's log is where the metadata says, and of its size."""
         size = self._size("log")

@@ -78,6 +78,9 @@ class PartitionState:
     segments: dict[str, SegmentMetadata] = field(default_factory=dict)  # not yet DELETE_SEGMENT_FINISHED
     epochs: dict[int, EpochState] = field(default_factory=dict)
     deleted: bool = False
+    # The offsets of served segments whose deletion has started (remote retention, or a partition
+    # being deleted): what explains a log start above the checkpointed one.
+    expired: list[tuple[int, int]] = field(default_factory=list)
 
     def served(self) -> list[SegmentMetadata]:
         """The COPY_SEGMENT_FINISHED segments, by start offset."""
@@ -114,6 +117,8 @@ class MetadataReplay:
         if record.state is SegmentState.DELETE_SEGMENT_FINISHED:
             del state.segments[record.segment_id]
             return
+        if existing.state is SegmentState.COPY_SEGMENT_FINISHED:
+            state.expired.append((existing.start_offset, existing.end_offset))
         custom = record.custom_metadata if record.custom_metadata is not None else existing.custom_metadata
         seg = replace(
             existing, state=record.state, custom_metadata=custom, updated_ms=record.event_timestamp_ms

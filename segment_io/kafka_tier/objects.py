@@ -25,5 +25,8 @@ class SegmentObjects(Protocol):
 
     def index(self, kind: str) -> bytes | None: ...
 
+    def present(self) -> bool:
+        """Whether the segment's first object (the one its reading starts from) is in the storage."""
+
     def check(self) -> None:
         """Refuse (KafkaTierCorrupt) a segment whose objects do not match its metadata."""

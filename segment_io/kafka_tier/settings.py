@@ -41,6 +41,12 @@ TIER_SETTINGS = (
         f"partitions of {METADATA_TOPIC} (where a live cluster's metadata is read from)",
     ),
     TierSetting(
+        "rlmm.config.remote.log.metadata.topic.retention.ms",
+        "-1",
+        f"how long {METADATA_TOPIC} keeps its records (-1, Kafka's default: for ever; with a limit, its "
+        "log may begin above 0)",
+    ),
+    TierSetting(
         "rsm.config.storage.backend.class",
         None,
         f"Aiven: the storage backend, {AIVEN_FILESYSTEM} or {AIVEN_S3}",
@@ -122,9 +128,11 @@ class TierSettings:
     source: str  # the properties file they came from (what errors name)
     plugin: str
     storage_url: str  # where the plugin's objects are: a directory, or s3://bucket
+    storage_setting: str  # the setting that names it (what a wrong place is reported by)
     key_prefix: str = ""
     private_keys: dict[str, str] = field(default_factory=dict)  # key pair id -> PEM file
     metadata_partitions: int = 50
+    metadata_retained: bool = True  # the metadata topic keeps every record (its log begins at 0)
     storage_options: dict[str, Any] = field(default_factory=dict)
     # How the plugin writes a segment (what a rewritten segment is written with).
     public_keys: dict[str, str] = field(default_factory=dict)  # key pair id -> PEM file
@@ -137,15 +145,29 @@ class TierSettings:
     def parse(cls, text: str, source: str) -> TierSettings:
         values = {**_DEFAULTS, **parse_properties(text)}
 
-        def need(name: str) -> str:
+        def get(name: str) -> str | None:
+            """A setting's value; one that still holds a `${...}` placeholder is refused (a template
+            copied without its values would otherwise point at a place named `${BUCKET}`)."""
             value = values.get(name)
+            if value is not None and re.search(r"\$\{[^}]*\}", value):
+                raise KafkaTierSettings(
+                    f"{source}: {name}={value} holds a placeholder nobody filled in: give the value the "
+                    "broker ran with"
+                )
+            return value
+
+        def need(name: str) -> str:
+            value = get(name)
             if not value:
                 raise KafkaTierSettings(f"{source}: {name} is not set")
             return value
 
+        def need_or_empty(name: str) -> str:
+            return get(name) or ""
+
         def number(name: str) -> int | None:
             """A positive whole number, or None where the setting is absent and has no default."""
-            value = values.get(name)
+            value = get(name)
             if value is None:
                 return None
             if not value.strip().isdigit() or int(value) < 1:
@@ -155,8 +177,21 @@ class TierSettings:
         plugin = need("remote.log.storage.manager.class.name")
         partitions = number("rlmm.config.remote.log.metadata.topic.num.partitions")
         assert partitions is not None  # the table gives it a default
+        retention = need("rlmm.config.remote.log.metadata.topic.retention.ms").strip()
+        if not retention.lstrip("-").isdigit():
+            raise KafkaTierSettings(
+                f"{source}: rlmm.config.remote.log.metadata.topic.retention.ms={retention!r} is not a number"
+            )
+        retained = int(retention) < 0
         if plugin == LOCAL_TIERED_STORAGE:
-            return cls(source, plugin, need("rsm.config.dir"), metadata_partitions=partitions)
+            return cls(
+                source,
+                plugin,
+                need("rsm.config.dir"),
+                "rsm.config.dir",
+                metadata_partitions=partitions,
+                metadata_retained=retained,
+            )
         if plugin != AIVEN_RSM:
             raise KafkaTierSettings(
                 f"{source}: remote.log.storage.manager.class.name is {plugin}; segpipe reads the remote "
@@ -165,35 +200,48 @@ class TierSettings:
         backend = need("rsm.config.storage.backend.class")
         options: dict[str, Any] = {}
         if backend == AIVEN_FILESYSTEM:
-            url = need("rsm.config.storage.root")
+            where = "rsm.config.storage.root"
+            url = need(where)
         elif backend == AIVEN_S3:
-            url = "s3://" + need("rsm.config.storage.s3.bucket.name")
+            where = "rsm.config.storage.s3.bucket.name"
+            url = "s3://" + need(where)
             client: dict[str, str] = {}
-            if values.get("rsm.config.storage.s3.endpoint.url"):
-                client["endpoint_url"] = values["rsm.config.storage.s3.endpoint.url"]
-            if values.get("rsm.config.storage.s3.region"):
-                client["region_name"] = values["rsm.config.storage.s3.region"]
+            if endpoint := get("rsm.config.storage.s3.endpoint.url"):
+                client["endpoint_url"] = endpoint
+            if region := get("rsm.config.storage.s3.region"):
+                client["region_name"] = region
             if client:
                 options["client_kwargs"] = client
-            if values.get("rsm.config.storage.aws.access.key.id"):
-                options["key"] = values["rsm.config.storage.aws.access.key.id"]
-                options["secret"] = values.get("rsm.config.storage.aws.secret.access.key", "")
+            if access := get("rsm.config.storage.aws.access.key.id"):
+                options["key"] = access
+                options["secret"] = get("rsm.config.storage.aws.secret.access.key") or ""
         else:
             raise KafkaTierSettings(
                 f"{source}: rsm.config.storage.backend.class is {backend}; segpipe reads Aiven's "
                 f"{AIVEN_FILESYSTEM} and {AIVEN_S3}"
             )
         keys: dict[str, dict[str, str]] = {"private": {}, "public": {}}
-        for pair in filter(None, (p.strip() for p in values["rsm.config.encryption.key.pairs"].split(","))):
+        pairs = need_or_empty("rsm.config.encryption.key.pairs").split(",")
+        for pair in filter(None, (p.strip() for p in pairs)):
             for kind, found in keys.items():
-                path = values.get(f"rsm.config.encryption.key.pairs.{pair}.{kind}.key.file")
+                path = get(f"rsm.config.encryption.key.pairs.{pair}.{kind}.key.file")
                 if path:
                     found[pair] = (
                         path if posixpath.isabs(path) else posixpath.join(posixpath.dirname(source), path)
                     )
         return cls(
-            source, plugin, url, values["rsm.config.key.prefix"], keys["private"], partitions, options,
-            keys["public"], values.get("rsm.config.encryption.key.pair.id"), number("rsm.config.chunk.size"),
-            values["rsm.config.compression.enabled"].strip().lower() == "true",
-            values["rsm.config.encryption.enabled"].strip().lower() == "true",
-        )  # fmt: skip
+            source,
+            plugin,
+            url,
+            where,
+            key_prefix=need_or_empty("rsm.config.key.prefix"),
+            private_keys=keys["private"],
+            metadata_partitions=partitions,
+            metadata_retained=retained,
+            storage_options=options,
+            public_keys=keys["public"],
+            active_key_pair=get("rsm.config.encryption.key.pair.id"),
+            chunk_size=number("rsm.config.chunk.size"),
+            compression=need_or_empty("rsm.config.compression.enabled").strip().lower() == "true",
+            encryption=need_or_empty("rsm.config.encryption.enabled").strip().lower() == "true",
+        )

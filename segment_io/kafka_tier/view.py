@@ -12,23 +12,24 @@ Its own URL (`kafka-tier:...`) reopens it in Spark's workers.
 from __future__ import annotations
 
 import builtins
-import contextlib
-import itertools
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import cached_property
-from urllib.parse import parse_qs, quote, urlencode
 
 import numpy as np
 
-from segment_io.checkpoints import (
-    format_leader_epoch_checkpoint,
-    parse_leader_epoch_checkpoint,
-    parse_offset_checkpoint,
-)
+from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
 from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings, OverlappingSegments
 from segment_io.kafka_tier.aiven import AivenSegment
+from segment_io.kafka_tier.bucket import bucket_segments
+from segment_io.kafka_tier.extent import (
+    log_starts,
+    orphans,
+    require_contiguous,
+    require_log_start,
+    require_metadata_heads,
+)
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.local_tiered import LocalTieredSegment
 from segment_io.kafka_tier.metadata import MetadataRecord, SegmentMetadata, TopicIdPartition
@@ -36,76 +37,35 @@ from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState,
 from segment_io.kafka_tier.metadata_live import read_metadata_live
 from segment_io.kafka_tier.metadata_log import read_metadata_log
 from segment_io.kafka_tier.objects import SegmentObjects
-from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC, TierSettings
+from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC
+from segment_io.kafka_tier.url import ROOT, SCHEME, kafka_tier_url, read_settings, url_params
 from segment_io.layout import (
     LEADER_EPOCH_CHECKPOINT,
-    LOG_START_CHECKPOINT,
     PARTITION_METADATA,
     SEGMENT_SUFFIXES,
     parse_topic_partition,
     segment_file_name,
 )
 from segment_io.segment.scan import scan_buffer
-from segment_io.storage.base import FileInfo
+from segment_io.storage.base import FileInfo, Storage
 from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
 
-SCHEME = "kafka-tier"
-ROOT = "kafka-tier:"
 CHECK_THREADS = 8
 _INDEX_KINDS = ("index", "timeindex", "txnindex")
+_SAID: set[str] = set()
 
 
-@dataclass(frozen=True)
-class KafkaTierSource:
-    """How a broker's log directory is read with its Kafka remote tier: the broker's tiered-storage
-    settings (a properties file), and, to read the remote log metadata from a live cluster rather
-    than from the log directory's partitions, the cluster's bootstrap servers."""
-
-    settings: str
-    bootstrap: str | None = None
-
-
-def kafka_tier_url(
-    settings: str,
-    local: str | None = None,
-    metadata: str | None = None,
-    bootstrap: str | None = None,
-    remote_only: bool = False,
-) -> str:
-    """The URL of a Kafka remote tier: the broker's tiered-storage settings (a properties file),
-    its log directory (local segments, checkpoints and, unless `metadata` names another log
-    directory or `bootstrap` a live cluster to read it from, the `__remote_log_metadata`
-    partitions). `remote_only`: the remote segments alone, no local one (a running broker's,
-    which it is writing)."""
-    given = (("settings", settings), ("local", local), ("metadata", metadata), ("bootstrap", bootstrap),
-             ("remote_only", "1" if remote_only else None))  # fmt: skip
-    params = {k: v for k, v in given if v}
-    return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
-
-
-def _params(url: str) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
-
-
-def kafka_tier_sources(url: str) -> list[str]:
-    """The places a Kafka tier URL reads (what a destination must stay outside of)."""
-    params = _params(url)
-    found = [u for u in (params.get("local"), params.get("metadata")) if u]
-    with contextlib.suppress(KafkaTierSettings):  # the run refuses these settings itself, with the reason
-        found.append(open_kafka_tier(url)[0].settings.storage_url)
-    return found
-
-
-def remote_only_url(url: str) -> str:
-    """The same Kafka tier URL, listing the remote segments alone."""
-    p = _params(url)
-    return kafka_tier_url(p.get("settings", ""), p.get("local"), p.get("metadata"), p.get("bootstrap"), True)
+def _say_once(line: str) -> None:
+    """A note of what the read found, printed once per process however often the view is opened."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(f"segpipe: {line}", file=sys.stderr)
 
 
 def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
     """Inverse of `kafka_tier_url`."""
-    params = _params(url)
+    params = url_params(url)
     if "settings" not in params:
         raise KafkaTierSettings(f"{url}: names no tiered-storage settings")
     view = KafkaTierView(
@@ -137,30 +97,6 @@ def agrees_with_metadata(s: SegmentObjects, data: bytes) -> None:
         raise KafkaTierCorrupt(s.log_url, None, f"segment {seg.segment_id}: " + "; ".join(problems))
 
 
-def _require_contiguous(tp: TopicPartition, segs: list[SegmentMetadata], local: list[FileInfo]) -> None:
-    """A remote segment ends where the next begins (the broker copies a segment whole, its end the
-    next segment's base offset less one), and the local log continues where the remote one ends:
-    a gap is a segment lost, refused rather than read past."""
-    where = f"{ROOT}/{tp.dir_name}"
-    for before, after in itertools.pairwise(segs):
-        if after.start_offset != before.end_offset + 1:
-            raise KafkaTierCorrupt(
-                where,
-                None,
-                f"offsets {before.end_offset + 1}-{after.start_offset - 1} are "
-                f"in no remote segment (between {before.segment_id} and {after.segment_id})",
-            )
-    above = sorted(b for f in local if f.name.endswith(".log") and (b := local_start(f.name)) is not None)
-    above = [b for b in above if b > segs[-1].end_offset]
-    if above and above[0] != segs[-1].end_offset + 1:
-        raise KafkaTierCorrupt(
-            where,
-            None,
-            f"the remote log ends at {segs[-1].end_offset} and the local log "
-            f"begins at {above[0]}: offsets between are in neither",
-        )
-
-
 def _is_metadata_partition(info: FileInfo) -> bool:
     tp = parse_topic_partition(info.name) if info.is_dir else None
     return tp is not None and tp.topic == METADATA_TOPIC
@@ -189,19 +125,26 @@ class KafkaTierView(LogView):
         self.metadata_url = metadata_url
         self.bootstrap = bootstrap
         self.remote_only = remote_only
-        storage, path = open_storage(settings_url)
-        try:
-            text = storage.read(path).decode("utf-8", errors="replace")
-        except (FileNotFoundError, IsADirectoryError):
-            raise KafkaTierSettings(f"{settings_url}: no tiered-storage settings file there") from None
-        self.settings = TierSettings.parse(text, settings_url)
+        self.settings = read_settings(settings_url)
         if metadata_url is None and local_url is None and bootstrap is None:
             raise KafkaTierSettings(
                 "a Kafka remote tier is read with its remote log metadata: give the broker's log directory "
                 "(or a copy of its __remote_log_metadata partitions)"
             )
         self.objects = open_storage(self.settings.storage_url, **self.settings.storage_options)
+        if not self.objects[0].exists(self.objects[1]):
+            raise KafkaTierSettings(
+                f"{settings_url}: {self.settings.storage_setting}={self.settings.storage_url}: nothing is "
+                "there (no such directory or bucket): give the place the broker's plugin writes to"
+            )
         self.keyring = Keyring(self.settings.private_keys)
+
+    def describe(self, tp: TopicPartition | None = None) -> str:
+        """The log as the user named it: its log directory (or metadata) and its settings."""
+        where = self.local_url or self.metadata_url or f"the cluster at {self.bootstrap}"
+        if tp is not None:
+            where = f"{where.rstrip('/')}/{tp.dir_name}"
+        return f"{where} (with its Kafka remote tier, {self.settings_url})"
 
     def url(self, path: str) -> str:
         if path == ROOT:
@@ -223,18 +166,35 @@ class KafkaTierView(LogView):
         assert self.local is not None
         return read_metadata_log(*self.local)
 
+    def _metadata_files(self) -> tuple[Storage, str] | None:
+        from segment_io.storage import open_storage
+
+        if self.bootstrap is not None:
+            return None
+        return open_storage(self.metadata_url) if self.metadata_url is not None else self.local
+
+    @cached_property
+    def _states(self) -> dict[TopicPartition, PartitionState]:
+        """What the remote log metadata says of each partition (of the topic its name stands for)."""
+        files = self._metadata_files()
+        if files is not None:
+            require_metadata_heads(*files, self.settings)
+        replay = MetadataReplay.of(self._metadata())
+        candidates: dict[TopicPartition, list[tuple[TopicIdPartition, PartitionState]]] = {}
+        for tip, state in replay.partitions.items():
+            if not state.deleted:
+                candidates.setdefault(TopicPartition(tip.topic, tip.partition), []).append((tip, state))
+        return {tp: self._topic_of(tp, found) for tp, found in sorted(candidates.items())}
+
     @cached_property
     def remote(self) -> dict[TopicPartition, tuple[SegmentObjects, ...]]:
         """Each tiered partition's served remote segments, in offset order."""
-        replay = MetadataReplay.of(self._metadata())
-        candidates: dict[TopicPartition, list[tuple[TopicIdPartition, PartitionState]]] = {}
-        for tip, state in replay.served().items():
-            candidates.setdefault(TopicPartition(tip.topic, tip.partition), []).append((tip, state))
         out: dict[TopicPartition, tuple[SegmentObjects, ...]] = {}
-        for tp, found in sorted(candidates.items()):
-            state = self._topic_of(tp, found)
+        for tp, state in self._states.items():
+            if not state.served():
+                continue
             chain = self._local_chain(tp) or epoch_chain(state.served())
-            served = remote_log(state, chain, self._log_starts.get(tp), f"{ROOT}/{tp.dir_name}")
+            served = remote_log(state, chain, self._log_starts.get(tp), self.describe(tp))
             out[tp] = tuple(self._objects(s) for s in served)
         return out
 
@@ -249,6 +209,8 @@ class KafkaTierView(LogView):
     ) -> PartitionState:
         """The segments of the topic (by id) the partition's name stands for: the only one, or the
         one the local partition.metadata names (a topic deleted and created again)."""
+        if len(found) > 1:
+            found = [(tip, state) for tip, state in found if state.served()] or found[-1:]
         if len(found) == 1:
             return found[0][1]
         local = {f.name: f for f in self._local_entries(tp.dir_name)}
@@ -264,7 +226,7 @@ class KafkaTierView(LogView):
                 return state
         ids = ", ".join(sorted(tip.topic_id for tip, _ in found))
         raise KafkaTierCorrupt(
-            f"{ROOT}/{tp.dir_name}",
+            self.describe(tp),
             None,
             f"the remote log metadata holds segments of {len(found)} topics named {tp.topic!r} (topic ids "
             f"{ids}) and no local partition.metadata says which one is the topic",
@@ -272,11 +234,7 @@ class KafkaTierView(LogView):
 
     @cached_property
     def _log_starts(self) -> dict[TopicPartition, int]:
-        local = {f.name: f for f in self._local_entries()}
-        if LOG_START_CHECKPOINT not in local:
-            return {}
-        path = local[LOG_START_CHECKPOINT].path
-        return parse_offset_checkpoint(LogView.read(self, path), path)
+        return log_starts(*self.local) if self.local is not None else {}
 
     def _local_chain(self, tp: TopicPartition) -> list[tuple[int, int]]:
         local = {f.name: f for f in self._local_entries(tp.dir_name)}
@@ -312,13 +270,20 @@ class KafkaTierView(LogView):
     def _list_partition(self, tp: TopicPartition) -> builtins.list[FileInfo]:
         segs = self.remote.get(tp, ())
         local = self._local_entries(tp.dir_name)
+        bases = sorted(b for f in local if f.name.endswith(".log") and (b := local_start(f.name)) is not None)
+        where = self.describe(tp)
+        state = self._states.get(tp)
+        note = require_log_start(tp, self._log_starts.get(tp), [s.seg for s in segs], bases, state, where)
+        if note is not None:
+            _say_once(f"note: {note}")
         if self.remote_only:
             local = [f for f in local if local_start(f.name) is None]
         if not segs:
             return local
         next_offset = segs[-1].seg.end_offset + 1
         starts = {s.seg.start_offset for s in segs}
-        _require_contiguous(tp, [s.seg for s in segs], local)
+        require_contiguous(where, [s.seg for s in segs], bases)
+        self._check_bucket(tp, segs, state)
         out: builtins.list[FileInfo] = []
         for f in local:
             start, kind = local_start(f.name), f.name.rpartition(".")[2]
@@ -356,6 +321,29 @@ class KafkaTierView(LogView):
                 )
             )
         return sorted(out, key=lambda f: f.name)
+
+    def _check_bucket(
+        self, tp: TopicPartition, segs: tuple[SegmentObjects, ...], state: PartitionState | None
+    ) -> None:
+        """The storage holds this partition's objects (else the settings point at another place),
+        and what it holds beyond the served segments is named, never read."""
+        storage, root = self.objects
+        found = bucket_segments(storage, root, self.settings, segs[0].seg.tp)
+        if not found and not segs[0].present():
+            tip = segs[0].seg.tp
+            raise KafkaTierSettings(
+                f"{self.settings_url}: {self.settings.storage_setting}={self.settings.storage_url}"
+                + (f" (rsm.config.key.prefix={self.settings.key_prefix})" if self.settings.key_prefix else "")
+                + f" holds no object of topic {tip.topic} (id {tip.topic_id}) partition {tip.partition}: "
+                "the remote log metadata names its segments, so these settings point at another cluster's "
+                "storage, or at the wrong place"
+            )
+        lost = orphans(found, (s.seg for s in segs), state)
+        if lost:
+            _say_once(
+                f"warning: {tp.dir_name}: {len(lost)} segment(s) in the remote storage are not part of the "
+                "log the broker serves, and are not read: " + "; ".join(lost)
+            )
 
     # --- reading -----------------------------------------------------------------------------------
 

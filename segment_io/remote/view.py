@@ -22,7 +22,7 @@ from segment_io.checkpoints import (
     format_offset_checkpoint,
     parse_offset_checkpoint,
 )
-from segment_io.errors import OverlappingSegments
+from segment_io.errors import KafkaTierSettings, OverlappingSegments
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -39,7 +39,7 @@ from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from segment_io.kafka_tier.view import KafkaTierSource
+    from segment_io.kafka_tier.url import KafkaTierSource
 
 SCHEME = "tiered"
 ROOT = "tiered:"
@@ -52,14 +52,19 @@ def tiered_url(remote_url: str | None, local_url: str | None) -> str:
 
 
 def log_location(
-    path: Place, remote: Place | None = None, kafka_tier: KafkaTierSource | None = None
+    path: Place,
+    remote: Place | None = None,
+    kafka_tier: KafkaTierSource | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Location:
     """What a command reads as its log: `path` itself (as opened, where it was), its log and the
     remote tier `remote` as one, a broker's log directory and its Kafka remote tier (KIP-405) read
-    as `kafka_tier` says, or, where `path` is a remote tier, that tier alone."""
+    as `kafka_tier` says, or, where `path` is a remote tier, that tier alone. A broker's log
+    directory with tiered topics read without its tier is refused (KafkaTierSettings), or, for a
+    command that only looks, passed to `warn`."""
     at = Location.of(path)
     if kafka_tier:
-        from segment_io.kafka_tier.view import kafka_tier_url
+        from segment_io.kafka_tier.url import kafka_tier_url
 
         settings = Location(kafka_tier.settings)  # both named in full: the URL is opened elsewhere too
         return Location(kafka_tier_url(settings.storage.url(settings.path), at.storage.url(at.path),
@@ -68,6 +73,13 @@ def log_location(
         return Location(tiered_url(str(remote), at.url))
     if RemoteTier.is_tier(at):
         return Location(tiered_url(at.url, None))
+    from segment_io.kafka_tier.extent import untiered_read
+
+    hint = untiered_read(at.storage, at.path)
+    if hint is not None:
+        if warn is None:
+            raise KafkaTierSettings(hint)
+        warn(f"warning: {hint}")  # the command prints it as a `segpipe:` line
     return at
 
 
@@ -79,8 +91,8 @@ def log_url(path: str, remote: str | None = None, kafka_tier: KafkaTierSource | 
 def sources_of(url: str) -> list[str]:
     """The locations a log URL reads: a tiered URL's remote tier and local directory, else itself
     (what a destination must stay outside of)."""
-    from segment_io.kafka_tier.view import SCHEME as KAFKA_TIER
-    from segment_io.kafka_tier.view import kafka_tier_sources
+    from segment_io.kafka_tier.url import SCHEME as KAFKA_TIER
+    from segment_io.kafka_tier.url import kafka_tier_sources
 
     if url.startswith(f"{KAFKA_TIER}:"):
         return kafka_tier_sources(url)

@@ -154,3 +154,35 @@ def test_cut_and_erase_of_a_tiered_topic_write_plain_logs(tmp_path: Path) -> Non
     assert proc.returncode == ExitCode.OK, proc.stderr
     left = records(LocalStorage(), str(erased))
     assert left == {k: v for k, v in t.produced.items() if v[0] not in (b"k-000000004", b"k-000012345")}
+
+
+def test_a_tier_whose_metadata_is_gone_is_refused_by_every_reader(tmp_path: Path) -> None:
+    """No read returns fewer records than the log holds with exit 0: dump, inspect, validate and
+    restore all refuse, naming the offsets in neither tier; nothing is published."""
+    import shutil
+
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    tiered = ("--kafka-tier", str(t.settings))
+    for args in (
+        ("dump", str(t.logdir), *tiered, "--limit", "1"),
+        ("inspect", str(t.logdir), *tiered),
+        ("validate", str(t.logdir), *tiered, "--report", str(tmp_path / "v"), *NO_JVM),
+        ("restore", str(t.logdir), str(tmp_path / "restored"), *tiered, *NO_JVM),
+    ):
+        proc = run_segpipe(*args)
+        assert proc.returncode == ExitCode.DATA, (args, proc.stdout, proc.stderr)
+        assert "offsets 0-19999 are in neither tier" in proc.stderr, proc.stderr
+        assert f"{t.logdir}/kip405-0 (with its Kafka remote tier, {t.settings})" in proc.stderr
+    assert not (tmp_path / "restored").exists()
+
+
+def test_a_tiered_log_directory_read_without_its_tier_is_refused_or_warned_of(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path)
+    hint = "holds __remote_log_metadata: its broker keeps topics in Kafka's tiered storage"
+    proc = run_segpipe("clean", str(t.logdir), str(tmp_path / "out"), "--now-ms", NOW_MS, *NO_JVM)
+    assert proc.returncode == ExitCode.REFUSED and hint in proc.stderr, proc.stderr
+    assert "kip405-0 starts at 0, its local segments at 20000" in proc.stderr
+    assert "--kafka-tier SETTINGS" in proc.stderr and not (tmp_path / "out").exists()
+    proc = run_segpipe("inspect", str(t.logdir))  # only looks: a warning, and the local part
+    assert proc.returncode == ExitCode.OK and f"segpipe: warning: {t.logdir} {hint}" in proc.stderr

@@ -306,7 +306,7 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
 def test_a_swap_size_based_retention_would_count_twice_is_refused(broker: Broker, tmp_path: Path) -> None:
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-    from segment_io.kafka_tier.view import kafka_tier_url
+    from segment_io.kafka_tier.url import kafka_tier_url
     from segment_io.layout import list_log_dir
     from segment_io.storage import open_storage
 

@@ -18,8 +18,8 @@ from segment_io.kafka_tier.metadata import SegmentState
 from segment_io.kafka_tier.metadata_cache import MetadataReplay
 from segment_io.kafka_tier.metadata_log import read_metadata_log
 from segment_io.kafka_tier.settings import LOCAL_TIERED_STORAGE as LOCAL
-from segment_io.kafka_tier.view import kafka_tier_url
-from segment_io.storage import FileInfo, LocalStorage, open_storage
+from segment_io.kafka_tier.url import kafka_tier_url
+from segment_io.storage import LocalStorage, open_storage
 from tests.kip405 import ENCRYPTED, PLAIN, records, tier
 
 pytestmark = pytest.mark.unit
@@ -230,19 +230,13 @@ def test_a_segment_whose_bytes_the_metadata_does_not_describe_is_refused(tmp_pat
 
 def test_offsets_in_no_segment_are_refused(tmp_path: Path) -> None:
     """A remote segment missing from the metadata leaves a gap: refused, never read past."""
-    from segment_io.kafka_tier import view as kafka_view
-    from segment_io.topic_partition import TopicPartition
+    from segment_io.kafka_tier.extent import require_contiguous
 
     t = tier(PLAIN, tmp_path)
     storage, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
     segs = [s.seg for s in next(iter(storage.remote.values()))]  # type: ignore[attr-defined]
-    tp = TopicPartition("kip405", 0)
-    kafka_view._require_contiguous(tp, segs, [])
+    require_contiguous("kip405-0", segs, [])
     with pytest.raises(KafkaTierCorrupt, match=r"offsets \d+-\d+ are in no remote segment"):
-        kafka_view._require_contiguous(tp, segs[:3] + segs[4:], [])
+        require_contiguous("kip405-0", segs[:3] + segs[4:], [])
     with pytest.raises(KafkaTierCorrupt, match=r"the remote log ends at \d+ and the local log begins at"):
-        kafka_view._require_contiguous(tp, segs, [_log_file(segs[-1].end_offset + 5)])
-
-
-def _log_file(base: int) -> FileInfo:
-    return FileInfo(f"/x/{base:020d}.log", f"{base:020d}.log", 0, 0, False)
+        require_contiguous("kip405-0", segs, [segs[-1].end_offset + 5])

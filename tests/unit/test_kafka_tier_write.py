@@ -15,7 +15,8 @@ import pytest
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
 from segment_io.kafka_tier.keyring import Keyring, PublicKey
-from segment_io.kafka_tier.view import KafkaTierView, kafka_tier_url
+from segment_io.kafka_tier.url import kafka_tier_url
+from segment_io.kafka_tier.view import KafkaTierView
 from segment_io.storage import LocalStorage, open_storage
 from tests.kip405 import ENCRYPTED, KIP405, PLAIN, tier
 

@@ -52,7 +52,8 @@ from segment_io.kafka_tier.swap import (
     successor,
 )
 from segment_io.kafka_tier.swap_journal import Swap
-from segment_io.kafka_tier.view import ROOT, KafkaTierView, open_kafka_tier, remote_only_url
+from segment_io.kafka_tier.url import ROOT, remote_only_url
+from segment_io.kafka_tier.view import KafkaTierView, open_kafka_tier
 from segment_io.layout import list_log_dir, segment_file_name
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Location

@@ -13,7 +13,7 @@ from segment_io.storage import Location
 from segment_io.storage.location import locate
 
 if TYPE_CHECKING:
-    from segment_io.kafka_tier.view import KafkaTierSource
+    from segment_io.kafka_tier.url import KafkaTierSource
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,154 @@
+"""A Kafka tier's extent proved from witnesses that do not lean on one another (the broker's
+checkpoints and local segments, the remote log metadata, the metadata topic's own log, the
+storage's objects): on copies of the fixtures, every way the metadata can lose part of the log is
+refused with the offsets named, never read as a shorter log; orphans are named and not read; a
+settings file that points at the wrong place is a settings error."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
+from segment_io.kafka_tier.extent import require_log_start
+from segment_io.kafka_tier.metadata import SegmentMetadata, SegmentState, TopicIdPartition
+from segment_io.kafka_tier.metadata_cache import PartitionState
+from segment_io.kafka_tier.url import kafka_tier_url
+from segment_io.storage import open_storage
+from segment_io.topic_partition import TopicPartition
+from tests.kip405 import ENCRYPTED, PLAIN, Tier, records, tier
+
+pytestmark = pytest.mark.unit
+METADATA_LOG = "__remote_log_metadata-0/00000000000000000000.log"
+
+
+def read(t: Tier) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    storage, root = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    return records(storage, root)
+
+
+def keep_batches(path: Path, keep: Callable[[int], bool]) -> None:
+    """Rewrite a log keeping only the batches (by position, from 0) `keep` takes; the indexes of
+    the partition go, as after a copy that lost them."""
+    data, out, pos, i = path.read_bytes(), bytearray(), 0, 0
+    while pos + 12 <= len(data):
+        end = pos + 12 + struct.unpack(">i", data[pos + 8 : pos + 12])[0]
+        if keep(i):
+            out += data[pos:end]
+        pos, i = end, i + 1
+    path.write_bytes(bytes(out))
+    for index in path.parent.glob("*index"):
+        index.unlink()
+
+
+def test_the_metadata_partitions_gone_is_refused_naming_the_offsets_in_neither_tier(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    with pytest.raises(
+        KafkaTierCorrupt, match=r"starts at 0, its local segments at 20000.* 0-19999 are in neither"
+    ):
+        read(t)
+
+
+def test_a_metadata_log_whose_first_records_are_gone_is_refused(tmp_path: Path) -> None:
+    t = tier(ENCRYPTED, tmp_path, copy_logdir=True)
+    keep_batches(t.logdir / METADATA_LOG, lambda i: i >= 10)
+    with pytest.raises(
+        KafkaTierCorrupt,
+        match=r"__remote_log_metadata-0 begins at offset \d+, not at 0 \(the topic keeps every record",
+    ):
+        read(t)
+
+
+def test_a_metadata_log_with_a_retention_limit_may_begin_at_its_first_segment(tmp_path: Path) -> None:
+    """With a retention limit the metadata log may begin above 0; then the gap it leaves in the
+    topic's log is what refuses the read (the checkpoint says the topic starts at 0)."""
+    t = tier(
+        PLAIN, tmp_path, copy_logdir=True, extra="\nrlmm.config.remote.log.metadata.topic.retention.ms=1000\n"
+    )
+    keep_batches(t.logdir / METADATA_LOG, lambda i: i >= 10)
+    segment = t.logdir / METADATA_LOG
+    segment.rename(segment.with_name(f"{10:020d}.log"))
+    with pytest.raises(
+        KafkaTierCorrupt, match=r"starts at 0, the first remote segment .* at \d+: offsets 0-\d+ are in no"
+    ):
+        read(t)
+
+
+def test_a_metadata_log_whose_last_records_are_gone_is_refused(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    keep_batches(t.logdir / METADATA_LOG, lambda i: i < 60)
+    with pytest.raises(
+        KafkaTierCorrupt, match=r"the remote log ends at \d+ and the local log begins at 20000"
+    ):
+        read(t)
+
+
+def test_one_segments_records_missing_from_the_metadata_is_refused(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    keep_batches(t.logdir / METADATA_LOG, lambda i: i not in (20, 21))  # one segment's two records
+    with pytest.raises(KafkaTierCorrupt, match=r"offsets \d+-\d+ are in no remote segment"):
+        read(t)
+
+
+def test_an_orphan_object_is_named_and_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = tier(PLAIN, tmp_path, copy_bucket=True)
+    log = sorted(t.bucket.rglob("*.log"))[4]
+    start = log.name.split("-", 1)[0]
+    orphan = "Z" * 22
+    for suffix in (".log", ".indexes"):  # a failed upload: its manifest never written
+        shutil.copy(log.with_suffix(suffix), log.with_name(f"{start}-{orphan}{suffix}"))
+    assert read(t) == t.produced
+    err = capsys.readouterr().err
+    assert (
+        f"{orphan} (from offset {int(start)}; indexes, log): the remote log metadata does not know it" in err
+    )
+    assert "1 segment(s) in the remote storage are not part of the log the broker serves" in err
+
+
+def _segment(start: int, end: int) -> SegmentMetadata:
+    tip = TopicIdPartition("t", "A" * 22, 0)
+    return SegmentMetadata(tip, f"{start:022d}", start, end, 1, 0, 0, ((0, start),), 10, None,
+                           SegmentState.COPY_SEGMENT_FINISHED)  # fmt: skip
+
+
+def test_a_log_start_below_segments_retention_deleted_is_a_note_not_a_refusal() -> None:
+    tp, served = TopicPartition("t", 0), [_segment(200, 299)]
+    state = PartitionState(expired=[(0, 99), (100, 199)])
+    note = require_log_start(tp, 0, served, [300], state, "t-0")
+    assert note is not None and "offsets 0-199 were deleted by remote retention" in note
+    assert require_log_start(tp, 250, served, [300], state, "t-0") is None
+    with pytest.raises(KafkaTierCorrupt, match=r"offsets 0-199 are in no segment"):
+        require_log_start(tp, 0, served, [300], PartitionState(expired=[(0, 99)]), "t-0")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda text, bucket: text.replace(str(bucket), "${BUCKET}"),
+         r"rsm.config.storage.root=\$\{BUCKET\} holds a placeholder nobody filled in"),
+        (lambda text, bucket: text.replace(str(bucket), str(bucket) + "-nowhere"),
+         r"rsm.config.storage.root=\S+-nowhere: nothing is there"),
+    ],
+)  # fmt: skip
+def test_settings_that_point_nowhere_are_settings_errors(
+    change: Callable[[str, Path], str], message: str, tmp_path: Path
+) -> None:
+    t = tier(PLAIN, tmp_path)
+    t.settings.write_text(change(t.settings.read_text(), t.bucket))
+    with pytest.raises(KafkaTierSettings, match=message):
+        read(t)
+
+
+def test_another_clusters_bucket_is_a_settings_error_naming_the_setting(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_bucket=True)
+    for topic_dir in t.bucket.iterdir():  # the same topic name, another topic id
+        topic_dir.rename(t.bucket / "kip405-BBBBBBBBBBBBBBBBBBBBBB")
+    with pytest.raises(
+        KafkaTierSettings, match=r"rsm.config.storage.root=\S+ holds no object of topic kip405 \(id CZwgEIL"
+    ):
+        read(t)
