@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.partition import inspect_log_dir
     from segment_io.remote.view import log_location
 
-    log = log_location(args.path, args.remote, kafka_tier_of(args), warn=console.warn)
+    log = log_location(args.path, args.remote, kafka_tier_of(args, verify=True), warn=console.warn)
     storage, path = log.storage, log.path
     if args.at is not None:
         return _offsets_at(storage, path, args)

@@ -27,8 +27,9 @@ def add_kafka_tier(p: Any, what: str = "SRC") -> None:
     )
 
 
-def kafka_tier_of(args: argparse.Namespace) -> KafkaTierSource | None:
-    """The Kafka remote tier the command's options name, if any."""
+def kafka_tier_of(args: argparse.Namespace, verify: bool = False) -> KafkaTierSource | None:
+    """The Kafka remote tier the command's options name, if any; `verify`: a command that proves
+    a log (inspect, validate) has every object of every segment checked, not only those it reads."""
     from pipelines.errors import ConfigError
     from segment_io.kafka_tier.url import KafkaTierSource
 
@@ -38,7 +39,7 @@ def kafka_tier_of(args: argparse.Namespace) -> KafkaTierSource | None:
                 "--bootstrap-server reads a Kafka remote tier's metadata: give --kafka-tier too"
             )
         return None
-    return KafkaTierSource(args.kafka_tier, args.bootstrap_server)
+    return KafkaTierSource(args.kafka_tier, args.bootstrap_server, verify)
 
 
 def object_store_urls(args: argparse.Namespace) -> list[str]:

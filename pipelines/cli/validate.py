@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
 from pipelines.cli.erase import add_key_arguments, erasure_gate
@@ -20,6 +20,9 @@ from pipelines.cli.spark_args import (
 from pipelines.errors import ConfigError, ValidationFailed
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import Location
+
+if TYPE_CHECKING:
+    from segment_io.kafka_tier.url import KafkaTierSource
 
 
 def add_parser(sub: Any) -> None:
@@ -66,12 +69,13 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
 
+    path_tier, against = _tiers(args)
     if args.erased:
         from segment_io.remote.view import log_location
 
-        log = log_location(args.path, args.remote, kafka_tier_of(args))
+        log = log_location(args.path, args.remote, path_tier)
         list_log_dir(log.storage, log.path)  # a missing or misnamed path costs nothing
-        return _prove_erasure(args, log)
+        return _prove_erasure(args, log, against)
     given = args.config or args.set or args.topic_set
     config = load_job_config(args.config, args.set, args.topic_set) if given else None
     suites = tuple(load_suite(f) for f in args.suite)
@@ -80,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
     # Refused before Spark starts: a missing or misnamed PATH, a promise without its terms.
     request = preflight(
         ValidateRequest(
-            path=Location(log_url(args.path, kafka_tier=kafka_tier_of(args))),
+            path=Location(log_url(args.path, kafka_tier=path_tier)),
             remote=Location.of_optional(args.remote),
             report_dir=args.report or default_report_dir(args.path),
-            against=Location.of_optional(args.against), now_ms=now_from(args), config=config, suites=suites,
+            against=Location.of_optional(against), now_ms=now_from(args), config=config, suites=suites,
         )
     )  # fmt: skip
     with spark_on_demand(args, needs_spark(request.request), *VALIDATION_MODULES) as spark:
@@ -92,23 +96,35 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if result.success else ExitCode.INVALID
 
 
-def _prove_erasure(args: argparse.Namespace, log: Location) -> int:
+def _tiers(args: argparse.Namespace) -> tuple[KafkaTierSource | None, str | None]:
+    """Where `--kafka-tier` applies: to PATH alone; with `--against`, to SRC (the tier an output
+    was made from) and to PATH only where it is a tiered broker's log directory too. Returns PATH's
+    tier and SRC's URL."""
+    from segment_io.remote.view import holds_kafka_tier, log_url
+
+    tier = kafka_tier_of(args, verify=True)
+    if args.against is None or tier is None:
+        return tier, args.against
+    return (tier if holds_kafka_tier(args.path) else None), log_url(args.against, kafka_tier=tier)
+
+
+def _prove_erasure(args: argparse.Namespace, log: Location, against: str | None) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
     from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
 
-    if not args.against or args.remote or args.suite:
+    if against is None or args.remote or args.suite:
         raise ConfigError(
             "--erased proves an erase against its source: give --against SRC (no --remote, --suite)"
         )
     keys = checked_key_list(args.erased, args.key_format, console.say)
-    selection, _ = source_topics(args.against, JobConfig(), tuple(args.topic))
+    selection, _ = source_topics(against, JobConfig(), tuple(args.topic), args.against)
     topics = None if selection.everything else selection
     digest = None if args.secret_file is None else read_secret(args.secret_file)
     with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:
-        gate = erasure_gate(spark, args.against, tuple(args.also_in_headers), topics)
+        gate = erasure_gate(spark, against, tuple(args.also_in_headers), topics)
         try:
             gate(log, keys)
         except ValidationFailed as exc:

@@ -23,6 +23,7 @@ class KafkaTierSource:
 
     settings: str
     bootstrap: str | None = None
+    verify: bool = False  # every object of every segment read and checked (inspect, validate)
 
 
 def kafka_tier_url(
@@ -31,18 +32,20 @@ def kafka_tier_url(
     metadata: str | None = None,
     bootstrap: str | None = None,
     remote_only: bool = False,
+    verify: bool = False,
 ) -> str:
     """The URL of a Kafka remote tier: the broker's tiered-storage settings (a properties file),
     its log directory (local segments, checkpoints and, unless `metadata` names another log
     directory or `bootstrap` a live cluster to read it from, the `__remote_log_metadata`
     partitions). `remote_only`: the remote segments alone, no local one (a running broker's,
-    which it is writing)."""
+    which it is writing). `verify`: each segment's index objects verified when it is listed."""
     given = {
         "settings": settings,
         "local": local,
         "metadata": metadata,
         "bootstrap": bootstrap,
         "remote_only": "1" if remote_only else None,
+        "verify": "1" if verify else None,
     }
     return f"{SCHEME}:{urlencode({k: v for k, v in given.items() if v}, quote_via=quote, safe='')}"
 
@@ -77,5 +80,10 @@ def remote_only_url(url: str) -> str:
     """The same Kafka tier URL, listing the remote segments alone."""
     given = url_params(url)
     return kafka_tier_url(
-        given.get("settings", ""), given.get("local"), given.get("metadata"), given.get("bootstrap"), True
+        given.get("settings", ""),
+        given.get("local"),
+        given.get("metadata"),
+        given.get("bootstrap"),
+        remote_only=True,
+        verify=given.get("verify") == "1",
     )

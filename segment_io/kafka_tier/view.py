@@ -30,6 +30,7 @@ from segment_io.kafka_tier.extent import (
     require_log_start,
     require_metadata_heads,
 )
+from segment_io.kafka_tier.index_check import verify_indexes
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.local_tiered import LocalTieredSegment
 from segment_io.kafka_tier.metadata import MetadataRecord, SegmentMetadata, TopicIdPartition
@@ -69,9 +70,13 @@ def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
     if "settings" not in params:
         raise KafkaTierSettings(f"{url}: names no tiered-storage settings")
     view = KafkaTierView(
-        params["settings"], params.get("local"), params.get("metadata"), params.get("bootstrap"),
+        params["settings"],
+        params.get("local"),
+        params.get("metadata"),
+        params.get("bootstrap"),
         remote_only=params.get("remote_only") == "1",
-    )  # fmt: skip
+        verify=params.get("verify") == "1",
+    )
     return view, ROOT
 
 
@@ -117,6 +122,7 @@ class KafkaTierView(LogView):
         metadata_url: str | None,
         bootstrap: str | None = None,
         remote_only: bool = False,
+        verify: bool = False,
     ) -> None:
         from segment_io.storage import open_storage
 
@@ -125,6 +131,7 @@ class KafkaTierView(LogView):
         self.metadata_url = metadata_url
         self.bootstrap = bootstrap
         self.remote_only = remote_only
+        self.verify = verify
         self.settings = read_settings(settings_url)
         if metadata_url is None and local_url is None and bootstrap is None:
             raise KafkaTierSettings(
@@ -149,7 +156,12 @@ class KafkaTierView(LogView):
     def url(self, path: str) -> str:
         if path == ROOT:
             return kafka_tier_url(
-                self.settings_url, self.local_url, self.metadata_url, self.bootstrap, self.remote_only
+                self.settings_url,
+                self.local_url,
+                self.metadata_url,
+                self.bootstrap,
+                self.remote_only,
+                self.verify,
             )
         return path
 
@@ -301,7 +313,7 @@ class KafkaTierView(LogView):
         # Each segment's manifest read and checked, its data key unwrapped, several at a time (the
         # reads wait on the store, the unwraps run without the GIL).
         with ThreadPoolExecutor(max_workers=CHECK_THREADS) as pool:
-            list(pool.map(lambda s: s.check(), segs))
+            list(pool.map(self._check_segment, segs))
         for s in segs:
             base, mtime = s.seg.start_offset, _mtime(s.seg)
             out.append(FileInfo(s.log_url, segment_file_name(base, "log"), s.seg.size, mtime, False))
@@ -321,6 +333,11 @@ class KafkaTierView(LogView):
                 )
             )
         return sorted(out, key=lambda f: f.name)
+
+    def _check_segment(self, s: SegmentObjects) -> None:
+        s.check()
+        if self.verify:
+            verify_indexes(s)
 
     def _check_bucket(
         self, tp: TopicPartition, segs: tuple[SegmentObjects, ...], state: PartitionState | None

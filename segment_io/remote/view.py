@@ -67,20 +67,34 @@ def log_location(
         from segment_io.kafka_tier.url import kafka_tier_url
 
         settings = Location(kafka_tier.settings)  # both named in full: the URL is opened elsewhere too
-        return Location(kafka_tier_url(settings.storage.url(settings.path), at.storage.url(at.path),
-                                       bootstrap=kafka_tier.bootstrap))  # fmt: skip
+        url = kafka_tier_url(
+            settings.storage.url(settings.path),
+            at.storage.url(at.path),
+            bootstrap=kafka_tier.bootstrap,
+            verify=kafka_tier.verify,
+        )
+        return Location(url)
     if remote:
         return Location(tiered_url(str(remote), at.url))
     if RemoteTier.is_tier(at):
         return Location(tiered_url(at.url, None))
     from segment_io.kafka_tier.extent import untiered_read
 
-    hint = untiered_read(at.storage, at.path)
+    hint = None if isinstance(at.storage, LogView) else untiered_read(at.storage, at.path)
     if hint is not None:
         if warn is None:
             raise KafkaTierSettings(hint)
         warn(f"warning: {hint}")  # the command prints it as a `segpipe:` line
     return at
+
+
+def holds_kafka_tier(path: Place) -> bool:
+    """Whether `path` is a broker's log directory with tiered topics (it holds the partitions of
+    their remote log metadata), so a Kafka tier's settings apply to it."""
+    from segment_io.kafka_tier.metadata_log import metadata_partitions
+
+    at = Location.of(path)
+    return not isinstance(at.storage, LogView) and bool(metadata_partitions(at.storage, at.path))
 
 
 def log_url(path: str, remote: str | None = None, kafka_tier: KafkaTierSource | None = None) -> str:

@@ -186,3 +186,42 @@ def test_a_tiered_log_directory_read_without_its_tier_is_refused_or_warned_of(tm
     assert "--kafka-tier SETTINGS" in proc.stderr and not (tmp_path / "out").exists()
     proc = run_segpipe("inspect", str(t.logdir))  # only looks: a warning, and the local part
     assert proc.returncode == ExitCode.OK and f"segpipe: warning: {t.logdir} {hint}" in proc.stderr
+
+
+def _tamper(out: Path) -> None:
+    """Drop one record's batch from the output's first segment (a record lost on the way)."""
+    import struct
+
+    log = sorted((out / "kip405-0").glob("*.log"))[0]
+    data = log.read_bytes()
+    first = 12 + struct.unpack(">i", data[8:12])[0]
+    log.write_bytes(data[first:])
+    for index in log.parent.glob(f"{log.stem}.*index"):
+        index.unlink()
+
+
+def test_outputs_made_from_a_tier_are_proved_against_that_tier(tmp_path: Path) -> None:
+    """validate OUT --against LOG_DIR --kafka-tier S reads SRC with the tier (OUT, a plain log,
+    as it is): the clean and the erase of a tier pass, a tampered output fails."""
+    t = tier(PLAIN, tmp_path)
+    tiered = ("--kafka-tier", str(t.settings))
+    cleaned = tmp_path / "cleaned"
+    proc = run_segpipe("clean", str(t.logdir), str(cleaned), *tiered, "--now-ms", NOW_MS,
+                       "--topic-set", "kip405:cleanup.policy=compact", *NO_JVM)  # fmt: skip
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    against = ("--against", str(t.logdir), *tiered, "--report", str(tmp_path / "v"))
+    proc = run_segpipe("validate", str(cleaned), *against)
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k-000000004\nk-000012345\n")
+    erased = tmp_path / "erased"
+    proc = run_segpipe("erase", str(t.logdir), str(erased), *tiered, "--keys", str(keys), *NO_JVM)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    proc = run_segpipe("validate", str(erased), "--erased", str(keys), "--against", str(t.logdir), *tiered)
+    assert proc.returncode == ExitCode.OK and "erasure proved" in proc.stdout, proc.stdout + proc.stderr
+    for out in (cleaned, erased):
+        _tamper(out)
+    proc = run_segpipe("validate", str(erased), "--erased", str(keys), "--against", str(t.logdir), *tiered)
+    assert proc.returncode == ExitCode.INVALID and "erasure proof failed" in proc.stdout, proc.stdout
+    proc = run_segpipe("validate", str(cleaned), *against)
+    assert proc.returncode == ExitCode.INVALID, proc.stdout + proc.stderr
