@@ -25,6 +25,13 @@ def add_kafka_tier(p: Any, what: str = "SRC") -> None:
         f"reads {{}} from its beginning, joins no group and commits nothing) instead of from {what}'s "
         "partitions".replace("{}", "__remote_log_metadata"),
     )
+    p.add_argument(
+        "--from-bucket",
+        action="store_true",
+        help="with --kafka-tier: find the remote segments in the storage itself (their objects' names, "
+        "manifests and leader-epoch files), not in __remote_log_metadata: the topic rebuilt when its "
+        "metadata topic is lost (where it is at hand too, the two are compared and any difference named)",
+    )
 
 
 def kafka_tier_of(args: argparse.Namespace, verify: bool = False) -> KafkaTierSource | None:
@@ -34,12 +41,13 @@ def kafka_tier_of(args: argparse.Namespace, verify: bool = False) -> KafkaTierSo
     from segment_io.kafka_tier.url import KafkaTierSource
 
     if args.kafka_tier is None:
-        if args.bootstrap_server is not None:
-            raise ConfigError(
-                "--bootstrap-server reads a Kafka remote tier's metadata: give --kafka-tier too"
-            )
+        if args.bootstrap_server is not None or args.from_bucket:
+            given = "--bootstrap-server" if args.bootstrap_server is not None else "--from-bucket"
+            raise ConfigError(f"{given} says how a Kafka remote tier is read: give --kafka-tier too")
         return None
-    return KafkaTierSource(args.kafka_tier, args.bootstrap_server, verify)
+    if args.from_bucket and args.bootstrap_server is not None:
+        raise ConfigError("--from-bucket reads no remote log metadata: leave out --bootstrap-server")
+    return KafkaTierSource(args.kafka_tier, args.bootstrap_server, verify, args.from_bucket)
 
 
 def object_store_urls(args: argparse.Namespace) -> list[str]:

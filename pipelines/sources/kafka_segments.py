@@ -122,10 +122,12 @@ class KafkaSegmentsReader(DataSourceReader):
         from segment_io.remote.view import log_url
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
-        # `kafkaTier`, `bootstrapServers`: a broker's log directory read with its Kafka remote tier.
+        # `kafkaTier`, `bootstrapServers`: a broker's log directory read with its Kafka remote tier;
+        # `fromBucket`: its remote segments found in the storage itself (the metadata topic lost).
         settings = options.get("kafkaTier", options.get("kafkatier"))  # Spark lower-cases option names
         bootstrap = options.get("bootstrapServers", options.get("bootstrapservers"))
-        tier = None if settings is None else KafkaTierSource(settings, bootstrap)
+        from_bucket = _flag(options, "fromBucket", False)
+        tier = None if settings is None else KafkaTierSource(settings, bootstrap, from_bucket=from_bucket)
         self.url = log_url(self.url, options.get("remote"), tier)
         # Set once from the options, never by a query: the read is the same for every query of the
         # DataFrame (see the module's docstring).

@@ -25,6 +25,7 @@ class BucketSegment:
     start_offset: int
     segment_id: str
     objects: dict[str, str] = field(default_factory=dict)  # suffix -> path
+    mtime_ms: int = 0  # the newest object's modification time (when the upload wrote it)
 
     @property
     def suffixes(self) -> frozenset[str]:
@@ -53,6 +54,7 @@ def bucket_segments(
     """The segments whose objects are in the partition's directory, by segment id."""
     directory = partition_directory(settings, root, tip)
     found: dict[str, tuple[int, dict[str, str]]] = {}
+    mtimes: dict[str, int] = {}
     try:
         entries = storage.list(directory)
     except FileNotFoundError:
@@ -63,7 +65,11 @@ def bucket_segments(
             continue
         start, seg_id, suffix = int(match[1]), match[2], match[3]
         found.setdefault(seg_id, (start, {}))[1][suffix] = entry.path
-    return {seg_id: BucketSegment(start, seg_id, objects) for seg_id, (start, objects) in found.items()}
+        mtimes[seg_id] = max(mtimes.get(seg_id, 0), entry.mtime_ms)
+    return {
+        seg_id: BucketSegment(start, seg_id, objects, mtimes[seg_id])
+        for seg_id, (start, objects) in found.items()
+    }
 
 
 def bucket_partitions(storage: Storage, root: str, settings: TierSettings) -> list[TopicIdPartition]:

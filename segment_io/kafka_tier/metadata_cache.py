@@ -152,6 +152,18 @@ def epoch_chain(segments: list[SegmentMetadata]) -> list[tuple[int, int]]:
     return chain[::-1]
 
 
+def segment_epochs(chain: list[tuple[int, int]], start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The leader epochs a segment of offsets [start, end] gets from a broker's epoch chain (what
+    the broker records in the segment's metadata on upload): the epoch in force at its start, from
+    `start`, and each that begins inside it."""
+    epochs = []
+    for i, (epoch, offset) in enumerate(chain):
+        ended_before = i + 1 < len(chain) and chain[i + 1][1] <= start
+        if offset <= end and not ended_before:
+            epochs.append((epoch, max(offset, start)))
+    return tuple(epochs)
+
+
 def remote_log(
     state: PartitionState, chain: list[tuple[int, int]], log_start: int | None, where: str
 ) -> list[SegmentMetadata]:

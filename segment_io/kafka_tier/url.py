@@ -24,6 +24,7 @@ class KafkaTierSource:
     settings: str
     bootstrap: str | None = None
     verify: bool = False  # every object of every segment read and checked (inspect, validate)
+    from_bucket: bool = False  # the remote segments from the storage's objects, not the metadata topic
 
 
 def kafka_tier_url(
@@ -33,12 +34,14 @@ def kafka_tier_url(
     bootstrap: str | None = None,
     remote_only: bool = False,
     verify: bool = False,
+    from_bucket: bool = False,
 ) -> str:
     """The URL of a Kafka remote tier: the broker's tiered-storage settings (a properties file),
     its log directory (local segments, checkpoints and, unless `metadata` names another log
     directory or `bootstrap` a live cluster to read it from, the `__remote_log_metadata`
     partitions). `remote_only`: the remote segments alone, no local one (a running broker's,
-    which it is writing). `verify`: each segment's index objects verified when it is listed."""
+    which it is writing). `verify`: each segment's index objects verified when it is listed.
+    `from_bucket`: the remote segments found in the storage itself (the metadata topic lost)."""
     given = {
         "settings": settings,
         "local": local,
@@ -46,6 +49,7 @@ def kafka_tier_url(
         "bootstrap": bootstrap,
         "remote_only": "1" if remote_only else None,
         "verify": "1" if verify else None,
+        "from_bucket": "1" if from_bucket else None,
     }
     return f"{SCHEME}:{urlencode({k: v for k, v in given.items() if v}, quote_via=quote, safe='')}"
 
@@ -86,4 +90,5 @@ def remote_only_url(url: str) -> str:
         given.get("bootstrap"),
         remote_only=True,
         verify=given.get("verify") == "1",
+        from_bucket=given.get("from_bucket") == "1",
     )

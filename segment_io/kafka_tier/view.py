@@ -23,6 +23,7 @@ from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_
 from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings, OverlappingSegments
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.bucket import bucket_segments
+from segment_io.kafka_tier.bucket_metadata import bucket_metadata, describe_differences
 from segment_io.kafka_tier.extent import (
     log_starts,
     orphans,
@@ -30,14 +31,14 @@ from segment_io.kafka_tier.extent import (
     require_log_start,
     require_metadata_heads,
 )
-from segment_io.kafka_tier.index_check import verify_indexes
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.local_tiered import LocalTieredSegment
 from segment_io.kafka_tier.metadata import MetadataRecord, SegmentMetadata, TopicIdPartition
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState, epoch_chain, remote_log
 from segment_io.kafka_tier.metadata_live import read_metadata_live
-from segment_io.kafka_tier.metadata_log import read_metadata_log
+from segment_io.kafka_tier.metadata_log import metadata_partitions, read_metadata_log
 from segment_io.kafka_tier.objects import SegmentObjects
+from segment_io.kafka_tier.segment_check import agrees_with_metadata, verify_indexes
 from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC
 from segment_io.kafka_tier.url import ROOT, SCHEME, kafka_tier_url, read_settings, url_params
 from segment_io.layout import (
@@ -47,7 +48,6 @@ from segment_io.layout import (
     parse_topic_partition,
     segment_file_name,
 )
-from segment_io.segment.scan import scan_buffer
 from segment_io.storage.base import FileInfo, Storage
 from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
@@ -76,30 +76,9 @@ def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
         params.get("bootstrap"),
         remote_only=params.get("remote_only") == "1",
         verify=params.get("verify") == "1",
+        from_bucket=params.get("from_bucket") == "1",
     )
     return view, ROOT
-
-
-def agrees_with_metadata(s: SegmentObjects, data: bytes) -> None:
-    """A whole remote segment's batches lie within the offsets its metadata gives, end whole, and
-    (in the current format) reach the largest timestamp it records: the metadata describes these
-    bytes, not other ones."""
-    seg = s.seg
-    scan = scan_buffer(s.log_url, seg.start_offset, np.frombuffer(data, dtype=np.uint8))
-    table, problems = scan.table, []
-    if scan.tail is not None:
-        problems.append(f"its last batch is cut short at byte {scan.tail.position}")
-    if len(table):
-        first, last = int(table.base_offset[0]), int(table.last_offset[-1])
-        if first < seg.start_offset or last > seg.end_offset:
-            problems.append(
-                f"it holds offsets {first}-{last}, outside its metadata's {seg.start_offset}-{seg.end_offset}"
-            )
-        largest = int(table.max_timestamp.max())
-        if bool((table.magic == 2).all()) and largest != seg.max_timestamp_ms:
-            problems.append(f"its largest timestamp is {largest}, its metadata's {seg.max_timestamp_ms}")
-    if problems:
-        raise KafkaTierCorrupt(s.log_url, None, f"segment {seg.segment_id}: " + "; ".join(problems))
 
 
 def _is_metadata_partition(info: FileInfo) -> bool:
@@ -123,6 +102,7 @@ class KafkaTierView(LogView):
         bootstrap: str | None = None,
         remote_only: bool = False,
         verify: bool = False,
+        from_bucket: bool = False,
     ) -> None:
         from segment_io.storage import open_storage
 
@@ -132,8 +112,9 @@ class KafkaTierView(LogView):
         self.bootstrap = bootstrap
         self.remote_only = remote_only
         self.verify = verify
+        self.from_bucket = from_bucket
         self.settings = read_settings(settings_url)
-        if metadata_url is None and local_url is None and bootstrap is None:
+        if metadata_url is None and local_url is None and bootstrap is None and not from_bucket:
             raise KafkaTierSettings(
                 "a Kafka remote tier is read with its remote log metadata: give the broker's log directory "
                 "(or a copy of its __remote_log_metadata partitions)"
@@ -160,17 +141,21 @@ class KafkaTierView(LogView):
                 self.local_url,
                 self.metadata_url,
                 self.bootstrap,
-                self.remote_only,
-                self.verify,
+                remote_only=self.remote_only,
+                verify=self.verify,
+                from_bucket=self.from_bucket,
             )
         return path
 
     # --- the remote log ------------------------------------------------------------------------
 
     def _metadata(self) -> Iterator[MetadataRecord]:
-        """The remote log metadata records: from the live cluster, or a log directory's partitions."""
+        """The remote log metadata records: rebuilt from the storage's objects, from the live cluster,
+        or from a log directory's partitions."""
         from segment_io.storage import open_storage
 
+        if self.from_bucket:
+            return bucket_metadata(*self.objects, self.settings)
         if self.bootstrap is not None:
             return read_metadata_live(self.bootstrap)
         if self.metadata_url is not None:
@@ -189,7 +174,7 @@ class KafkaTierView(LogView):
     def _states(self) -> dict[TopicPartition, PartitionState]:
         """What the remote log metadata says of each partition (of the topic its name stands for)."""
         files = self._metadata_files()
-        if files is not None:
+        if files is not None and not self.from_bucket:
             require_metadata_heads(*files, self.settings)
         replay = MetadataReplay.of(self._metadata())
         candidates: dict[TopicPartition, list[tuple[TopicIdPartition, PartitionState]]] = {}
@@ -208,7 +193,22 @@ class KafkaTierView(LogView):
             chain = self._local_chain(tp) or epoch_chain(state.served())
             served = remote_log(state, chain, self._log_starts.get(tp), self.describe(tp))
             out[tp] = tuple(self._objects(s) for s in served)
+        if self.from_bucket:
+            self._compare_with_topic(out)
         return out
+
+    def _compare_with_topic(self, rebuilt: dict[TopicPartition, tuple[SegmentObjects, ...]]) -> None:
+        """Where the metadata topic is at hand too, the segments it serves and those rebuilt from
+        the storage, compared: every difference named."""
+        files = self._metadata_files()
+        if files is not None and metadata_partitions(*files):
+            found = {tp.dir_name: [s.seg for s in segs] for tp, segs in rebuilt.items()}
+            differences = describe_differences(MetadataReplay.of(read_metadata_log(*files)), found)
+            if differences:
+                _say_once(
+                    "warning: the metadata topic and the storage's objects disagree (the log is read from "
+                    "the storage): " + "; ".join(differences)
+                )
 
     def _objects(self, seg: SegmentMetadata) -> SegmentObjects:
         storage, root = self.objects

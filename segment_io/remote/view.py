@@ -72,6 +72,7 @@ def log_location(
             at.storage.url(at.path),
             bootstrap=kafka_tier.bootstrap,
             verify=kafka_tier.verify,
+            from_bucket=kafka_tier.from_bucket,
         )
         return Location(url)
     if remote:

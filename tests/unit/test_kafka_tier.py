@@ -212,7 +212,8 @@ def test_a_range_read_transforms_only_the_chunks_it_needs(tmp_path: Path) -> Non
 def test_a_segment_whose_bytes_the_metadata_does_not_describe_is_refused(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from segment_io.kafka_tier.view import KafkaTierView, agrees_with_metadata
+    from segment_io.kafka_tier.segment_check import agrees_with_metadata
+    from segment_io.kafka_tier.view import KafkaTierView
 
     t = tier(PLAIN, tmp_path)
     view, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))

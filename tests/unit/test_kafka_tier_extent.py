@@ -181,3 +181,52 @@ def test_a_damaged_index_chunk_is_found_by_a_verifying_read(name: str, chunk: st
         for part in ("kip405-0", "kip405-1"):
             storage.list(f"{root}/{part}")
     assert info.value.path.startswith(str(indexes))
+
+
+def read_from_bucket(t: Tier) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    storage, root = open_storage(kafka_tier_url(str(t.settings), str(t.logdir), from_bucket=True))
+    return records(storage, root)
+
+
+@pytest.mark.parametrize("name", [PLAIN, ENCRYPTED])
+def test_a_topic_is_rebuilt_from_its_bucket_alone(name: str, tmp_path: Path) -> None:
+    """The metadata partitions gone: the segments, offsets and leader epochs from the manifests,
+    every record read back exactly, from offset 0."""
+    t = tier(name, tmp_path, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    assert read_from_bucket(t) == t.produced
+
+
+def test_the_bucket_and_the_metadata_topic_are_compared_where_both_are_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    assert read_from_bucket(t) == t.produced
+    assert "disagree" not in capsys.readouterr().err  # the same segments, whole
+    keep_batches(t.logdir / METADATA_LOG, lambda i: i >= 10)  # the metadata lost its first five segments
+    assert read_from_bucket(t) == t.produced
+    err = capsys.readouterr().err
+    assert "the metadata topic and the storage's objects disagree" in err
+    assert "kip405-0: only the metadata topic serves []; only the storage [" in err
+
+
+def test_a_half_deleted_segment_in_the_bucket_is_not_read_and_its_offsets_are_refused(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path, copy_bucket=True, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    manifest = sorted(t.bucket.rglob("*.rsm-manifest"))[6]
+    manifest.with_suffix(".log").unlink()  # its deletion stopped half way
+    with pytest.raises(KafkaTierCorrupt, match=r"offsets \d+-\d+ are in no remote segment"):
+        read_from_bucket(t)
+
+
+def test_a_manifest_that_contradicts_its_name_is_refused(tmp_path: Path) -> None:
+    import json
+
+    t = tier(PLAIN, tmp_path, copy_bucket=True, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    manifest = sorted(t.bucket.rglob("*.rsm-manifest"))[2]
+    doc = json.loads(manifest.read_bytes())
+    doc["remoteLogSegmentMetadata"]["startOffset"] += 1
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(KafkaTierCorrupt, match="which one it is cannot be told"):
+        read_from_bucket(t)
