@@ -130,6 +130,14 @@ def test_the_readme_documents_every_setting_read_and_its_walk_through_runs(tmp_p
     for name in ("kip405-0", "kip405-1"):
         assert (out / name / "leader-epoch-checkpoint").read_text().splitlines()[2:] == ["0 0"]
     assert run_segpipe("inspect", str(out)).returncode == ExitCode.OK
+    # The rebuild from the bucket alone, as written: the same records.
+    block = section[section.index("--from-bucket`** rebuilds") :]
+    block = block[block.index("```\n") + 4 :]
+    (line,) = block[: block.index("```")].splitlines()
+    paths["/tmp/orders-rebuilt"] = str(tmp_path / "from-bucket")
+    proc = run_segpipe(*[paths.get(word, word) for word in line.split()[1:]])
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert records(LocalStorage(), str(tmp_path / "from-bucket")) == t.produced
 
 
 def test_cut_and_erase_of_a_tiered_topic_write_plain_logs(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ a topic of several partitions written in every codec by idempotent and transacti
 remote segments by retention (their DELETE records must hide them). With the broker stopped,
 segpipe reads its log directory with the broker's own server.properties and prints exactly what
 a consumer read through the broker, both isolation levels; restored to a plain log directory and
-put into a fresh broker (no tiering), that broker serves the same."""
+put into a fresh broker (no tiering), that broker serves the same. With the metadata topic's
+partitions deleted, the topic rebuilt from the bucket alone (--from-bucket) is the same, file for
+file, and it is what the fresh broker serves."""
 
 from __future__ import annotations
 
@@ -184,7 +186,19 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(
         restored = tmp_path / "restored"
         proc = run_segpipe("restore", str(broker.log_dir), str(restored), "--kafka-tier", server)
         assert proc.returncode == ExitCode.OK, proc.stderr
-        for internal in restored.glob("__*"):  # the fresh broker keeps its own internal topics
+        # The metadata topic lost: the same topic rebuilt from the bucket alone, file for file.
+        lost = Path(shutil.copytree(broker.log_dir, tmp_path / "lost"))
+        for metadata in lost.glob("__remote_log_metadata-*"):
+            shutil.rmtree(metadata)
+        rebuilt = tmp_path / "rebuilt"
+        proc = run_segpipe("restore", str(lost), str(rebuilt), "--kafka-tier", server, "--from-bucket")
+        assert proc.returncode == ExitCode.OK, proc.stderr
+        for name in NAMES:
+            files = sorted(p.name for p in (restored / name).iterdir())
+            assert files == sorted(p.name for p in (rebuilt / name).iterdir()), name
+            for file in files:
+                assert (restored / name / file).read_bytes() == (rebuilt / name / file).read_bytes(), file
+        for internal in rebuilt.glob("__*"):  # the fresh broker keeps its own internal topics
             shutil.rmtree(internal)
         fresh = Broker(tmp_path / "fresh")
         fresh.start()
@@ -192,8 +206,8 @@ def test_segpipe_reads_a_tier_kafka_wrote_as_the_broker_serves_it(
 
         create_topics(fresh, {TOPIC: PARTITIONS})
         fresh.stop()
-        proc = run_segpipe(
-            "restore-kafka", str(restored), str(fresh.log_dir), "--backup", str(tmp_path / "bk")
+        proc = run_segpipe(  # the one rebuilt from the bucket: a fresh broker serves it as the first served
+            "restore-kafka", str(rebuilt), str(fresh.log_dir), "--backup", str(tmp_path / "bk")
         )
         assert proc.returncode == ExitCode.OK, proc.stderr
         fresh.start()
