@@ -54,6 +54,13 @@ def parse_offset_checkpoint(data: bytes, path: str) -> dict[TopicPartition, int]
     return out
 
 
+def without_topic(data: bytes, path: str, topic: str) -> bytes | None:
+    """An offset checkpoint with `topic`'s entries left out, or None where it has none."""
+    entries = parse_offset_checkpoint(data, path)
+    kept = {tp: offset for tp, offset in entries.items() if tp.topic != topic}
+    return None if len(kept) == len(entries) else format_offset_checkpoint(kept)
+
+
 def format_offset_checkpoint(entries: dict[TopicPartition, int]) -> bytes:
     lines = ["0", str(len(entries))]
     lines += [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(entries.items())]

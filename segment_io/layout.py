@@ -31,8 +31,12 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # only partitions the cleaner 
 ROOT_CHECKPOINTS = (RECOVERY_CHECKPOINT, LOG_START_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT, CLEANER_CHECKPOINT)
 LOCK_FILE = ".lock"  # held by a running broker
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # the broker stopped cleanly: its logs load without recovery
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"  # KRaft's bootstrap metadata: the cluster's, not the log's
+# The broker's own state, not the log's: no output carries them (its .lock, its clean-shutdown mark).
+BROKER_STATE_FILES = (LOCK_FILE, CLEAN_SHUTDOWN, BOOTSTRAP_CHECKPOINT)
+META_PROPERTIES = "meta.properties"  # the log directory's identity (cluster, node, directory id)
 # Files only a Kafka log directory holds at its root.
-KAFKA_ROOT_FILES = ("meta.properties", LOCK_FILE, CLEAN_SHUTDOWN, *ROOT_CHECKPOINTS)
+KAFKA_ROOT_FILES = (META_PROPERTIES, LOCK_FILE, CLEAN_SHUTDOWN, *ROOT_CHECKPOINTS)
 # segpipe's own names in a log directory it wrote, and the marker of a remote tier's root.
 META_DIR = "_segpipe"
 INCOMPLETE = "INCOMPLETE"  # an object-store output whose run has not finished (or was killed)

@@ -74,6 +74,11 @@ class SegmentMetadata:
     updated_ms: int = field(default=-1, compare=False)
 
     @property
+    def mtime_ms(self) -> int:
+        """The time a listing gives the segment's files: its largest timestamp, else its upload's."""
+        return self.max_timestamp_ms if self.max_timestamp_ms >= 0 else self.event_timestamp_ms
+
+    @property
     def txn_index_empty(self) -> bool | None:
         """Whether the segment has no transaction index (Kafka 3.9+ says; None where it does not)."""
         value = dict(self.tagged).get(TXN_INDEX_EMPTY)

@@ -10,7 +10,12 @@ from segment_io.kafka_tier.metadata import MetadataRecord, decode_metadata_recor
 from segment_io.kafka_tier.settings import METADATA_TOPIC
 from segment_io.layout import list_partition, parse_topic_partition
 from segment_io.segment.reader import SegmentReader
-from segment_io.storage.base import Storage
+from segment_io.storage.base import FileInfo, Storage
+
+
+def is_metadata_partition(info: FileInfo) -> bool:
+    tp = parse_topic_partition(info.name) if info.is_dir else None
+    return tp is not None and tp.topic == METADATA_TOPIC
 
 
 def metadata_partitions(storage: Storage, root: str) -> list[str]:

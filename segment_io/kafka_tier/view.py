@@ -19,7 +19,11 @@ from functools import cached_property
 
 import numpy as np
 
-from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
+from segment_io.checkpoints import (
+    format_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
+    without_topic,
+)
 from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings, OverlappingSegments
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.bucket import bucket_segments
@@ -36,7 +40,7 @@ from segment_io.kafka_tier.local_tiered import LocalTieredSegment
 from segment_io.kafka_tier.metadata import MetadataRecord, SegmentMetadata, TopicIdPartition
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState, epoch_chain, remote_log
 from segment_io.kafka_tier.metadata_live import read_metadata_live
-from segment_io.kafka_tier.metadata_log import metadata_partitions, read_metadata_log
+from segment_io.kafka_tier.metadata_log import is_metadata_partition, metadata_partitions, read_metadata_log
 from segment_io.kafka_tier.objects import SegmentObjects
 from segment_io.kafka_tier.segment_check import agrees_with_metadata, verify_indexes
 from segment_io.kafka_tier.settings import AIVEN_RSM, METADATA_TOPIC
@@ -44,8 +48,8 @@ from segment_io.kafka_tier.url import ROOT, SCHEME, kafka_tier_url, read_setting
 from segment_io.layout import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    ROOT_CHECKPOINTS,
     SEGMENT_SUFFIXES,
-    parse_topic_partition,
     segment_file_name,
 )
 from segment_io.storage.base import FileInfo, Storage
@@ -79,15 +83,6 @@ def open_kafka_tier(url: str) -> tuple[KafkaTierView, str]:
         from_bucket=params.get("from_bucket") == "1",
     )
     return view, ROOT
-
-
-def _is_metadata_partition(info: FileInfo) -> bool:
-    tp = parse_topic_partition(info.name) if info.is_dir else None
-    return tp is not None and tp.topic == METADATA_TOPIC
-
-
-def _mtime(seg: SegmentMetadata) -> int:
-    return seg.max_timestamp_ms if seg.max_timestamp_ms >= 0 else seg.event_timestamp_ms
 
 
 class KafkaTierView(LogView):
@@ -270,8 +265,11 @@ class KafkaTierView(LogView):
 
     def _list_root(self) -> builtins.list[FileInfo]:
         # The remote log metadata describes the remote tier, which the view has made local: a log
-        # read (or restored) through the view has none.
-        entries = {f.name: f for f in self._local_entries() if not _is_metadata_partition(f)}
+        # read (or restored) through the view has none, nor their entries in the root checkpoints.
+        entries = {f.name: f for f in self._local_entries() if not is_metadata_partition(f)}
+        for name in set(ROOT_CHECKPOINTS) & set(entries):
+            kept = without_topic(LogView.read(self, entries[name].path), entries[name].path, METADATA_TOPIC)
+            entries[name] = entries[name] if kept is None else self._virtual_file(name, kept)
         for tp in self.remote:
             entries.setdefault(tp.dir_name, FileInfo(f"{ROOT}/{tp.dir_name}", tp.dir_name, 0, 0, True))
         return sorted(
@@ -315,7 +313,7 @@ class KafkaTierView(LogView):
         with ThreadPoolExecutor(max_workers=CHECK_THREADS) as pool:
             list(pool.map(self._check_segment, segs))
         for s in segs:
-            base, mtime = s.seg.start_offset, _mtime(s.seg)
+            base, mtime = s.seg.start_offset, s.seg.mtime_ms
             out.append(FileInfo(s.log_url, segment_file_name(base, "log"), s.seg.size, mtime, False))
             for kind in _INDEX_KINDS:
                 size = s.index_size(kind)

@@ -233,3 +233,24 @@ def test_outputs_made_from_a_tier_are_proved_against_that_tier(tmp_path: Path) -
     assert proc.returncode == ExitCode.INVALID and "erasure proof failed" in proc.stdout, proc.stdout
     proc = run_segpipe("validate", str(cleaned), *against)
     assert proc.returncode == ExitCode.INVALID, proc.stdout + proc.stderr
+
+
+def test_outputs_of_a_tier_carry_the_root_files_that_apply_to_them(tmp_path: Path) -> None:
+    """restore and erase write the log directory's identity (meta.properties) and root checkpoints
+    without the partitions they do not hold (__remote_log_metadata), nor the broker's own state."""
+    t = tier(PLAIN, tmp_path)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k-000000004\n")
+    restored, erased = tmp_path / "restored", tmp_path / "erased"
+    tiered = ("--kafka-tier", str(t.settings), *NO_JVM)
+    assert run_segpipe("restore", str(t.logdir), str(restored), *tiered).returncode == ExitCode.OK
+    assert (
+        run_segpipe("erase", str(t.logdir), str(erased), *tiered, "--keys", str(keys)).returncode
+        == ExitCode.OK
+    )
+    assert "__remote_log_metadata" in (t.logdir / "recovery-point-offset-checkpoint").read_text()
+    for out in (restored, erased):
+        assert (out / "meta.properties").read_bytes() == (t.logdir / "meta.properties").read_bytes()
+        assert not (out / "bootstrap.checkpoint").exists()
+        for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+            assert (out / name).read_text().splitlines()[1:] == ["1", "kip405 0 20000"], (out, name)

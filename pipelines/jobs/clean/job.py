@@ -378,7 +378,7 @@ def _copy(
     run_packed(spark, copies, [c.size for c in copies], SCAN_TASKS_PER_CORE, copy_pack, near)
     for part, plan in zip(scanned.listing.partitions, plans, strict=True):
         write_partition_files(scanned.storage, part, plan, scanned.segments[plan.tp], staging, log)
-    write_root_checkpoints(scanned.listing, plans, scanned.segments, staging)
+    write_root_checkpoints(scanned.listing, plans, scanned.segments, staging, scanned.src)
 
 
 def _corrupt_one_batch(staging: Staging) -> None:

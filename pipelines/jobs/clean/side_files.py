@@ -28,7 +28,7 @@ from segment_io.layout import (
     segment_file_name,
 )
 from segment_io.producer_snapshot import snapshot_offset
-from segment_io.storage import Storage, transfer
+from segment_io.storage import Location, Storage, transfer
 from segment_io.topic_partition import TopicPartition
 
 
@@ -99,8 +99,10 @@ def write_root_checkpoints(
     plans: list[PartitionPlan],
     segments: dict[TopicPartition, list[ScannedSegment]],
     staging: Staging,
+    source: Location,
 ) -> None:
-    """Root checkpoints carried over; log start offsets and cleaner offsets updated."""
+    """Root checkpoints carried over (log start offsets and cleaner offsets updated), and the
+    source's identity."""
     cps = {name: dict(v) for name, v in listing.checkpoints.items()}
     log_start = cps.get(LOG_START_CHECKPOINT, {})
     cleaner = cps.get(CLEANER_CHECKPOINT, {})
@@ -121,4 +123,4 @@ def write_root_checkpoints(
             recovery[plan.tp] = min(recovery[plan.tp], plan.log_end_offset)
     cps[LOG_START_CHECKPOINT] = log_start
     cps[CLEANER_CHECKPOINT] = cleaner
-    write_checkpoint_files(staging, cps, set(listing.checkpoints))
+    write_checkpoint_files(staging, cps, set(listing.checkpoints), source)

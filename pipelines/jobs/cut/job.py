@@ -337,7 +337,7 @@ def _side_files(
         name: {tp: checkpointed(name, tp, offset) for tp, offset in entries.items() if tp in cuts}
         for name, entries in scanned.listing.checkpoints.items()
     }
-    write_checkpoint_files(staging, checkpoints, set(scanned.listing.checkpoints))
+    write_checkpoint_files(staging, checkpoints, set(scanned.listing.checkpoints), scanned.src)
 
 
 def _write_report(report: CutReport, at: Location | None) -> None:

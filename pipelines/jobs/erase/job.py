@@ -191,7 +191,9 @@ def _copy_side_files(scanned: Scanned, staging: Staging, log: Log) -> None:
         write_snapshots(scanned.storage, part, segments, [True] * len(segments), log_start,
                         [f.base_offset for f in part.segments], log_end_offset(segments), staging.storage,
                         posixpath.join(staging.path, part.tp.dir_name), log)  # fmt: skip
-    write_checkpoint_files(staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints))
+    write_checkpoint_files(
+        staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints), scanned.src
+    )
 
 
 def fill_report(

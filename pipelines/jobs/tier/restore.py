@@ -14,7 +14,7 @@ from pipelines.runtime.harness import Checked, checked, job_run, publish, staged
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs
-from segment_io.layout import LogDirListing, list_log_dir
+from segment_io.layout import BROKER_STATE_FILES, LogDirListing, list_log_dir
 from segment_io.storage import Location, Place
 from segment_io.text import counted
 
@@ -59,7 +59,7 @@ def run_restore(
 
 def _copy_tasks(listing: LogDirListing, view: Location) -> list[CopyTask]:
     """Every file of the two tiers as one log: segments with their indexes, the partitions' other
-    files, the root files."""
+    files, the root files (not the broker's own state: its lock, clean-shutdown mark, bootstrap)."""
     tasks: list[CopyTask] = []
     for part in listing.partitions:
         name = part.tp.dir_name
@@ -67,7 +67,7 @@ def _copy_tasks(listing: LogDirListing, view: Location) -> list[CopyTask]:
             tasks.extend(segment_copies(name, files, view))
         for info in (*part.snapshots, *part.other_files):
             tasks.append(CopyTask(view, info.path, posixpath.join(name, info.name), info.mtime_ms, info.size))
-    for info in view.storage.list(view.path):
-        if not info.is_dir:
+    for info in view.storage.list(view.path):  # the broker's own state is not the log's
+        if not info.is_dir and info.name not in BROKER_STATE_FILES:
             tasks.append(CopyTask(view, info.path, info.name, info.mtime_ms, info.size))
     return tasks
