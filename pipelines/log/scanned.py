@@ -13,6 +13,7 @@ from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import run_packed
 from segment_io.errors import SegmentError
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
+from segment_io.remote.view import described
 from segment_io.segment.scan import SegmentScan, check_segment_ranges
 from segment_io.storage import Location, Place, Storage
 from segment_io.topic_partition import TopicPartition
@@ -75,7 +76,9 @@ def scan_log(
             checkpoints=without(listing.checkpoints, left_out),
         )
     if not listing.partitions:  # most likely a wrong path: say so, though the run is valid
-        log(f"segpipe: no partition directories in {src}; the output is an empty log directory")
+        log(
+            f"segpipe: no partition directories in {described(src.url)}; the output is an empty log directory"
+        )
     tasks = scan_tasks(listing, src)
     results: list[ScannedSegment | ScanFailure] = run_packed(
         spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipelines.errors import DestinationExists, DestinationInsideSource
 from pipelines.output.staging import require_writable
+from segment_io.remote.view import described
 from segment_io.storage import Location, Place
 
 
@@ -39,7 +40,9 @@ def require_outside(src: Place, dst: Place, why: str) -> None:
     src, dst = Location.of(src), Location.of(dst)
     (src_fs, src_path), (dst_fs, dst_path) = _canonical(src), _canonical(dst)
     if src_fs == dst_fs and (dst_path == src_path or dst_path.startswith(src_path.rstrip("/") + "/")):
-        raise DestinationInsideSource(f"destination {dst} is inside the source {src}, which {why}")
+        raise DestinationInsideSource(
+            f"destination {dst} is inside the source {described(src.url)}, which {why}"
+        )
 
 
 def require_linkable(src: Place, dst: Place) -> None:

@@ -123,7 +123,8 @@ class KafkaTierView(LogView):
         self.keyring = Keyring(self.settings.private_keys)
 
     def describe(self, tp: TopicPartition | None = None) -> str:
-        """The log as the user named it: its log directory (or metadata) and its settings."""
+        """The log (or one of its partitions) as the user named it: its log directory (or
+        metadata) and its settings."""
         where = self.local_url or self.metadata_url or f"the cluster at {self.bootstrap}"
         if tp is not None:
             where = f"{where.rstrip('/')}/{tp.dir_name}"

@@ -103,6 +103,23 @@ def log_url(path: str, remote: str | None = None, kafka_tier: KafkaTierSource | 
     return log_location(path, remote, kafka_tier).url
 
 
+def described(url: str) -> str:
+    """A log's URL as the user named it: a two-tier URL as its places, anything else as it is."""
+    from segment_io.kafka_tier.url import SCHEME as KAFKA_TIER
+    from segment_io.kafka_tier.url import url_params
+
+    if url.startswith(f"{KAFKA_TIER}:"):
+        given = url_params(url)
+        where = given.get("local") or given.get("metadata") or f"the cluster at {given.get('bootstrap')}"
+        return f"{where} (with its Kafka remote tier, {given.get('settings')})"
+    if url.startswith(f"{SCHEME}:"):
+        given = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+        if "local" in given:
+            return f"{given['local']} (with its remote tier {given.get('remote')})"
+        return str(given.get("remote"))
+    return url
+
+
 def sources_of(url: str) -> list[str]:
     """The locations a log URL reads: a tiered URL's remote tier and local directory, else itself
     (what a destination must stay outside of)."""

@@ -210,7 +210,8 @@ def _tamper(out: Path) -> None:
 
 def test_outputs_made_from_a_tier_are_proved_against_that_tier(tmp_path: Path) -> None:
     """validate OUT --against LOG_DIR --kafka-tier S reads SRC with the tier (OUT, a plain log,
-    as it is): the clean and the erase of a tier pass, a tampered output fails."""
+    as it is): the clean, the erase and the cut of a tier pass (a cut judged as SRC cut again at
+    its manifest's offset, byte for byte), a tampered output fails."""
     t = tier(PLAIN, tmp_path)
     tiered = ("--kafka-tier", str(t.settings))
     cleaned = tmp_path / "cleaned"
@@ -227,12 +228,21 @@ def test_outputs_made_from_a_tier_are_proved_against_that_tier(tmp_path: Path) -
     assert proc.returncode == ExitCode.OK, proc.stderr
     proc = run_segpipe("validate", str(erased), "--erased", str(keys), "--against", str(t.logdir), *tiered)
     assert proc.returncode == ExitCode.OK and "erasure proved" in proc.stdout, proc.stdout + proc.stderr
-    for out in (cleaned, erased):
+    cut = tmp_path / "cut"
+    proc = run_segpipe("cut", str(t.logdir), str(cut), *tiered, "--until-offset", "5000", *NO_JVM)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    proc = run_segpipe("validate", str(cut), *against)
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    assert f"judged as {t.logdir} (with its Kafka remote tier, {t.settings}) cut again" in proc.stdout
+    for out in (cleaned, erased, cut):
         _tamper(out)
     proc = run_segpipe("validate", str(erased), "--erased", str(keys), "--against", str(t.logdir), *tiered)
     assert proc.returncode == ExitCode.INVALID and "erasure proof failed" in proc.stdout, proc.stdout
     proc = run_segpipe("validate", str(cleaned), *against)
     assert proc.returncode == ExitCode.INVALID, proc.stdout + proc.stderr
+    proc = run_segpipe("validate", str(cut), *against)
+    assert proc.returncode == ExitCode.INVALID, proc.stdout + proc.stderr
+    assert "cut_is_the_source_truncated" in proc.stdout and "segment 0:" in proc.stdout, proc.stdout
 
 
 def test_outputs_of_a_tier_carry_the_root_files_that_apply_to_them(tmp_path: Path) -> None:

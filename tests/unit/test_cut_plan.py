@@ -1,4 +1,4 @@
-"""Where a partition is cut (pipelines.jobs.cut.plan), one rule of Kafka's truncation per test, on
+"""Where a partition is cut (pipelines.log.truncation), one rule of Kafka's truncation per test, on
 hand-built batch headers: whole batches only, later segments dropped, the floor segment kept
 (perhaps empty), an offset below the log, at or past its end, and the transactions left open."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.jobs.cut.plan import (
+from pipelines.log.truncation import (
     OpenTransaction,
     cut_partition,
     kept_epochs,

@@ -11,18 +11,18 @@ import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipelines.jobs.cut.plan import (
+from pipelines.jobs.cut.request import CutRequest
+from pipelines.log.producers import kept_snapshots, listed_log_start, state_at_end
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
+from pipelines.log.truncation import (
     OpenTransaction,
     PartitionCut,
-    cut_partition,
+    cut_at,
     kept_epochs,
     kept_txns,
     lowered,
     lowered_cleaner_offset,
 )
-from pipelines.jobs.cut.request import CutRequest
-from pipelines.log.producers import kept_snapshots, listed_log_start, state_at_end
-from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
 from pipelines.output.report import write_json_report
@@ -36,7 +36,6 @@ from segment_io.checkpoints import format_leader_epoch_checkpoint, parse_leader_
 from segment_io.index import read_txn_index
 from segment_io.layout import CLEANER_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_CHECKPOINT, SegmentFiles
 from segment_io.producer_snapshot import snapshot_name, snapshot_offset, write_snapshot
-from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.reader import SegmentReader
 from segment_io.segment.writer import SegmentLimits, SegmentWriter
 from segment_io.storage import Location, Place
@@ -193,20 +192,17 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
 def _plan(scanned: Scanned, request: CutRequest) -> dict[TopicPartition, PartitionCut]:
     """Each partition's cut: at the offset asked, or at ListOffsets of the time asked."""
     starts = scanned.listing.checkpoints.get(LOG_START_CHECKPOINT, {})
-    cuts = {}
-    for part in scanned.listing.partitions:
-        segments = scanned.segments[part.tp]
-        tables = [s.table for s in segments]
-        ends = [int(t.last_offset[-1]) + 1 for t in tables if len(t)]
-        log_end = ends[-1] if ends else (part.segments[-1].base_offset if part.segments else 0)
-        asked = request.until_offset
-        if request.until_time is not None:
-            found = offset_for_time(
-                scanned.storage, part.segments, request.until_time, starts.get(part.tp, 0)
-            )
-            asked = None if found is None else found.offset
-        cuts[part.tp] = cut_partition([f.base_offset for f in part.segments], tables, asked, log_end)
-    return cuts
+    return {
+        part.tp: cut_at(
+            scanned.storage,
+            part,
+            [s.table for s in scanned.segments[part.tp]],
+            request.until_offset,
+            request.until_time,
+            starts.get(part.tp, 0),
+        )
+        for part in scanned.listing.partitions
+    }
 
 
 def _partition_report(scanned: Scanned, tp: TopicPartition, c: PartitionCut) -> PartitionReport:

@@ -26,6 +26,7 @@ from pipelines.jobs.validate.checks import (
     file_checks,
     record_checks,
 )
+from pipelines.jobs.validate.cut_promise import cut_verdicts, is_cut
 from pipelines.jobs.validate.docs_page import write_page
 from pipelines.jobs.validate.frames import collected, kept, of_kind, with_key_b64
 from pipelines.jobs.validate.promise import PROMISE_RULES, PartitionPair, promise_rows
@@ -52,6 +53,7 @@ from segment_io.layout import (
     PartitionListing,
     list_log_dir,
 )
+from segment_io.remote.view import described
 from segment_io.storage import Location, Place, Storage
 from segment_io.topic_partition import TopicPartition
 
@@ -127,7 +129,8 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
     storage, root = at.storage, at.path
     listing = list_log_dir(storage, root, allow_incomplete=staged)
     manifest = None if staged else published_manifest(at)
-    if against is not None and terms is None:
+    cut = against is not None and is_cut(manifest)  # a cut's promise: the source truncated, byte for byte
+    if against is not None and terms is None and not cut:
         terms = promise_terms(path, manifest, request.config, request.now_ms)  # refused before any work
     require_topics(suites, {p.tp.topic for p in listing.partitions}, path)
     parts = list(listing.partitions)
@@ -150,7 +153,14 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
         verdicts.add(r.rule, r.topic, r.partition, r.ok, r.detail)
     _inventory(verdicts, manifest, listing, file_rows, remote, report)
     source = None
-    if request.source is not None:
+    if cut:
+        assert request.source is not None and manifest is not None
+        report.notes.append(
+            f"segpipe: note: {path} is the output of a cut: it is judged as {described(request.source.url)} "
+            "cut again at what its manifest records, segment for segment, byte for byte"
+        )
+        cut_verdicts(request.source, at, listing, manifest, verdicts)
+    elif request.source is not None:
         assert terms is not None
         report.notes.append(
             f"segpipe: note: the promise is judged under the topic configs and now ({iso(terms.now_ms)}) "

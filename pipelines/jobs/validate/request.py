@@ -55,10 +55,12 @@ class ValidateRequest:
         """A missing or misnamed PATH; a promise whose terms are neither given nor recorded in
         PATH's manifest."""
         from pipelines.jobs.validate.allowed import promise_terms
+        from pipelines.jobs.validate.cut_promise import is_cut
         from pipelines.output.staging import published_manifest
         from segment_io.layout import list_log_dir
 
         list_log_dir(self.log.storage, self.log.path, allow_incomplete=self.staged)
         if self.against is not None and self.terms is None:
             manifest = None if self.staged else published_manifest(self.log)
-            promise_terms(self.path.url, manifest, self.config, self.now_ms)
+            if not is_cut(manifest):  # a cut's terms are its manifest's offset or time
+                promise_terms(self.path.url, manifest, self.config, self.now_ms)

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from segment_io.index import AbortedTxn
+from segment_io.layout import PartitionListing
 from segment_io.producer_snapshot import producer_batches, replay
+from segment_io.segment.list_offsets import offset_for_time
 from segment_io.segment.scan import BatchTable
+from segment_io.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,25 @@ def cut_partition(
     at_cut, open_as_is = _open(tables, kept), set(_open(tables, whole))
     already = tuple(t for t in at_cut if t in open_as_is)
     return PartitionCut(asked, log_end, end, kept, None, at_cut, already)
+
+
+def cut_at(
+    storage: Storage,
+    part: PartitionListing,
+    tables: Sequence[BatchTable],
+    until_offset: int | None,
+    until_time: int | None,
+    log_start: int,
+) -> PartitionCut:
+    """A partition's cut at `until_offset`, or at the offset ListOffsets gives `until_time` (the
+    whole log where no record is that late); `tables`: its segments' batch tables, in order."""
+    ends = [int(t.last_offset[-1]) + 1 for t in tables if len(t)]
+    log_end = ends[-1] if ends else (part.segments[-1].base_offset if part.segments else 0)
+    asked = until_offset
+    if until_time is not None:
+        found = offset_for_time(storage, part.segments, until_time, log_start)
+        asked = None if found is None else found.offset
+    return cut_partition([f.base_offset for f in part.segments], tables, asked, log_end)
 
 
 def _open(tables: Sequence[BatchTable], kept: tuple[int | None, ...]) -> tuple[OpenTransaction, ...]:
