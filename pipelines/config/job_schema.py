@@ -47,6 +47,9 @@ JOB_KEYS: tuple[Key, ...] = (
         "(KIP-405) are read with their remote segments: the broker's tiered-storage settings (its "
         "server.properties, or its remote.*, rlmm.* and rsm.* lines), as `--kafka-tier`. Not with tier "
         "or expire on the source itself"),
+    Key("kafka_tier_from_bucket", "true or false", "with kafka_tier: the remote segments found in the "
+        "storage itself, not in __remote_log_metadata (the topic rebuilt when its metadata topic is "
+        "lost), as `--from-bucket`; default false"),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
     Key("cut", "map", "where the cut step cuts each partition (keys below). Needed by cut"),
     Key("erase", "map", "what the erase step removes (keys below). Needed by erase"),

@@ -280,13 +280,21 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         raise items["source"].refuse(f"source {source}: no such log directory")
     state = location("state") or _default_state(output, remote, source)
     kafka_tier = location("kafka_tier")
+    from_bucket = "kafka_tier_from_bucket" in items and items["kafka_tier_from_bucket"].boolean(
+        "kafka_tier_from_bucket"
+    )
+    if from_bucket and kafka_tier is None:
+        raise items["kafka_tier_from_bucket"].refuse(
+            "kafka_tier_from_bucket says how kafka_tier is read: give kafka_tier too"
+        )
     if kafka_tier is not None:
         if check_source and not _exists(kafka_tier):
             raise items["kafka_tier"].refuse(f"kafka_tier {kafka_tier}: no such settings file")
         from segment_io.kafka_tier.url import KafkaTierSource
         from segment_io.remote.view import log_url
 
-        source = log_url(source, kafka_tier=KafkaTierSource(kafka_tier))  # every step reads it so
+        tier = KafkaTierSource(kafka_tier, from_bucket=from_bucket)
+        source = log_url(source, kafka_tier=tier)  # every step reads it so
     writes = any(s in WRITING_STEPS for s in steps)
     if writes and output is None:
         raise items["steps"].refuse(

@@ -50,6 +50,12 @@ class YamlNode:
             raise self.refuse(f"{what} must be a list")
         return [YamlNode(self.file, item).string(f"an item of {what}") for item in self.node.value]
 
+    def boolean(self, what: str) -> bool:
+        value = self.value()
+        if not isinstance(value, bool):
+            raise self.refuse(f"{what} must be true or false")
+        return value
+
     def integer(self, what: str, minimum: int) -> int:
         value = self.value()
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:

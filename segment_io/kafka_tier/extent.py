@@ -20,28 +20,68 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from segment_io.checkpoints import parse_offset_checkpoint
-from segment_io.errors import KafkaTierCorrupt
+from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
 from segment_io.kafka_tier.bucket import BucketSegment
 from segment_io.kafka_tier.metadata import SegmentMetadata, SegmentState
 from segment_io.kafka_tier.metadata_cache import PartitionState
 from segment_io.kafka_tier.metadata_log import metadata_partitions
+from segment_io.kafka_tier.objects import SegmentObjects
 from segment_io.kafka_tier.settings import METADATA_TOPIC, TierSettings
-from segment_io.layout import LOG_START_CHECKPOINT, list_partition, parse_topic_partition
+from segment_io.layout import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    RECOVERY_CHECKPOINT,
+    list_partition,
+    parse_topic_partition,
+)
 from segment_io.storage.base import Storage
 from segment_io.topic_partition import TopicPartition
 
 FROM_BUCKET_HINT = "--from-bucket reads the topic from its storage's objects alone"
 
 
-def log_starts(storage: Storage, root: str) -> dict[TopicPartition, int]:
-    """The log-start-offset-checkpoint of the log directory at `root` (empty where it has none).
-    A broker lists every partition whose remote storage is enabled, and any other whose log start
-    is above its first local segment."""
-    path = f"{root.rstrip('/')}/{LOG_START_CHECKPOINT}"
+def root_checkpoint(storage: Storage, root: str, name: str) -> dict[TopicPartition, int]:
+    """One root checkpoint of the log directory at `root` (empty where it has none)."""
+    path = f"{root.rstrip('/')}/{name}"
     return parse_offset_checkpoint(storage.read(path), path) if storage.is_file(path) else {}
+
+
+def log_starts(storage: Storage, root: str) -> dict[TopicPartition, int]:
+    """The log-start-offset-checkpoint of the log directory at `root`. A broker lists every
+    partition whose remote storage is enabled, and any other whose log start is above its first
+    local segment."""
+    return root_checkpoint(storage, root, LOG_START_CHECKPOINT)
+
+
+def log_reaches(storage: Storage, root: str) -> dict[TopicPartition, int]:
+    """The offset each partition's log reached by the broker's own word: the larger of its high
+    watermark and recovery point checkpoints (both at most the log end offset)."""
+    out = dict(root_checkpoint(storage, root, HIGH_WATERMARK_CHECKPOINT))
+    for tp, offset in root_checkpoint(storage, root, RECOVERY_CHECKPOINT).items():
+        out[tp] = max(out.get(tp, offset), offset)
+    return out
+
+
+def require_log_end(
+    tp: TopicPartition, reaches: int | None, served: list[SegmentMetadata], local_bases: list[int], where: str
+) -> None:
+    """A partition whose remote log ends with no local segment above it ends there; the broker's
+    checkpoints must not say it reached further (its partition directory lost, or its newest
+    segments)."""
+    if reaches is None or not served:
+        return
+    end = served[-1].end_offset + 1
+    if reaches > end and not any(b >= end for b in local_bases):
+        raise KafkaTierCorrupt(
+            where,
+            None,
+            f"the broker's {HIGH_WATERMARK_CHECKPOINT} and {RECOVERY_CHECKPOINT} say the log of "
+            f"{tp.dir_name} reached {reaches}, its remote log ends at {end - 1} and no local segment is "
+            f"above it: offsets {end}-{reaches - 1} are in neither tier",
+        )
 
 
 def require_metadata_heads(storage: Storage, root: str, settings: TierSettings) -> None:
@@ -148,6 +188,33 @@ def require_contiguous(where: str, segs: list[SegmentMetadata], local_bases: lis
             f"the remote log ends at {segs[-1].end_offset} and the local log "
             f"begins at {above[0]}: offsets between are in neither",
         )
+
+
+def stray_objects(
+    found: dict[str, BucketSegment],
+    segs: Sequence[SegmentObjects],
+    state: PartitionState | None,
+    settings: TierSettings,
+    tp: TopicPartition,
+) -> str | None:
+    """The storage holds the partition's objects (else the settings point at another place: a
+    settings error naming the setting), and what it holds beyond the served segments, named in a
+    warning (never read); None where there is nothing to say."""
+    if not found and not segs[0].present():
+        tip = segs[0].seg.tp
+        prefix = f" (rsm.config.key.prefix={settings.key_prefix})" if settings.key_prefix else ""
+        raise KafkaTierSettings(
+            f"{settings.source}: {settings.storage_setting}={settings.storage_url}{prefix} holds no object "
+            f"of topic {tip.topic} (id {tip.topic_id}) partition {tip.partition}: the remote log metadata "
+            "names its segments, so these settings point at another cluster's storage, or at the wrong place"
+        )
+    lost = orphans(found, (s.seg for s in segs), state)
+    if not lost:
+        return None
+    return (
+        f"warning: {tp.dir_name}: {len(lost)} segment(s) in the remote storage are not part of the log the "
+        "broker serves, and are not read: " + "; ".join(lost)
+    )
 
 
 def orphans(

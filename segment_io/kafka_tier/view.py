@@ -29,11 +29,13 @@ from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.bucket import bucket_segments
 from segment_io.kafka_tier.bucket_metadata import bucket_metadata, describe_differences
 from segment_io.kafka_tier.extent import (
+    log_reaches,
     log_starts,
-    orphans,
     require_contiguous,
+    require_log_end,
     require_log_start,
     require_metadata_heads,
+    stray_objects,
 )
 from segment_io.kafka_tier.keyring import Keyring
 from segment_io.kafka_tier.local_tiered import LocalTieredSegment
@@ -244,6 +246,10 @@ class KafkaTierView(LogView):
     def _log_starts(self) -> dict[TopicPartition, int]:
         return log_starts(*self.local) if self.local is not None else {}
 
+    @cached_property
+    def _log_reaches(self) -> dict[TopicPartition, int]:
+        return log_reaches(*self.local) if self.local is not None else {}
+
     def _local_chain(self, tp: TopicPartition) -> list[tuple[int, int]]:
         local = {f.name: f for f in self._local_entries(tp.dir_name)}
         if LEADER_EPOCH_CHECKPOINT not in local:
@@ -294,6 +300,7 @@ class KafkaTierView(LogView):
         next_offset = segs[-1].seg.end_offset + 1
         starts = {s.seg.start_offset for s in segs}
         require_contiguous(where, [s.seg for s in segs], bases)
+        require_log_end(tp, self._log_reaches.get(tp), [s.seg for s in segs], bases, where)
         self._check_bucket(tp, segs, state)
         out: builtins.list[FileInfo] = []
         for f in local:
@@ -341,25 +348,11 @@ class KafkaTierView(LogView):
     def _check_bucket(
         self, tp: TopicPartition, segs: tuple[SegmentObjects, ...], state: PartitionState | None
     ) -> None:
-        """The storage holds this partition's objects (else the settings point at another place),
-        and what it holds beyond the served segments is named, never read."""
         storage, root = self.objects
         found = bucket_segments(storage, root, self.settings, segs[0].seg.tp)
-        if not found and not segs[0].present():
-            tip = segs[0].seg.tp
-            raise KafkaTierSettings(
-                f"{self.settings_url}: {self.settings.storage_setting}={self.settings.storage_url}"
-                + (f" (rsm.config.key.prefix={self.settings.key_prefix})" if self.settings.key_prefix else "")
-                + f" holds no object of topic {tip.topic} (id {tip.topic_id}) partition {tip.partition}: "
-                "the remote log metadata names its segments, so these settings point at another cluster's "
-                "storage, or at the wrong place"
-            )
-        lost = orphans(found, (s.seg for s in segs), state)
-        if lost:
-            _say_once(
-                f"warning: {tp.dir_name}: {len(lost)} segment(s) in the remote storage are not part of the "
-                "log the broker serves, and are not read: " + "; ".join(lost)
-            )
+        warning = stray_objects(found, segs, state, self.settings, tp)
+        if warning is not None:
+            _say_once(warning)
 
     # --- reading -----------------------------------------------------------------------------------
 

@@ -47,3 +47,18 @@ def test_range_options_read_what_the_filter_keeps(spark: Any, remote: Tier, opti
     assert ranged.count() > 0
     assert_df_equality(ranged.select(COLS), whole.where(where).select(COLS), ignore_row_order=True,
                        ignore_nullable=True)  # fmt: skip
+
+
+def test_from_bucket_the_source_reads_the_topic_without_its_metadata_topic(spark: Any, tmp_path: Any) -> None:
+    import shutil
+
+    t = tier(ENCRYPTED, tmp_path, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    rows = (
+        frame(spark, t, topic="kip405", fromBucket="true")
+        .select("partition", "offset", "key", "value")
+        .collect()
+    )
+    assert {(r.partition, r.offset): (bytes(r.key), bytes(r.value)) for r in rows} == t.produced
+    with pytest.raises(Exception, match="0-9999 are in neither tier"):  # without it: refused, not 0 rows
+        frame(spark, t, topic="kip405").count()

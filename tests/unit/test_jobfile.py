@@ -125,6 +125,8 @@ def test_one_half_of_the_cleanup_policy(tmp_path: Path) -> None:
         ),
         (("name: nightly\n", ""), 1, "the job needs 'name'"),
         (("topics: [orders", "topics: [7, orders"), 5, None),  # a number is a name like any other
+        (("name: nightly\n", "name: nightly\nkafka_tier_from_bucket: true\n"), 2, "give kafka_tier too"),
+        (("name: nightly\n", "name: nightly\nkafka_tier_from_bucket: maybe\n"), 2, "must be true or false"),
     ],
 )
 def test_a_bad_job_file_is_refused_with_its_line(
@@ -138,6 +140,17 @@ def test_a_bad_job_file_is_refused_with_its_line(
         load_job_file(str(path))
     assert str(caught.value).startswith(f"{path}:{line}: "), str(caught.value)
     assert reason in str(caught.value)
+
+
+def test_a_kafka_tier_read_from_its_bucket_is_the_source_every_step_reads(tmp_path: Path) -> None:
+    from segment_io.kafka_tier.url import url_params
+
+    (tmp_path / "server.properties").write_text("")
+    text = "name: rebuild\nsource: logs\noutput: out\nsteps: [compact]\nkafka_tier: server.properties\n"
+    job = load_job_file(str(_job(tmp_path, text + "kafka_tier_from_bucket: true\n")))
+    given = url_params(job.source)
+    assert given["from_bucket"] == "1" and given["local"] == str(tmp_path / "logs")
+    assert "from_bucket" not in url_params(load_job_file(str(_job(tmp_path, text))).source)
 
 
 def test_paths_with_run_need_a_run_name(tmp_path: Path) -> None:

@@ -230,3 +230,49 @@ def test_a_manifest_that_contradicts_its_name_is_refused(tmp_path: Path) -> None
     manifest.write_text(json.dumps(doc))
     with pytest.raises(KafkaTierCorrupt, match="which one it is cannot be told"):
         read_from_bucket(t)
+
+
+def test_a_tiered_partition_whose_directory_is_gone_is_refused_where_the_broker_says_it_reached_further(
+    tmp_path: Path,
+) -> None:
+    """The partition directory lost, the remote log ends at 19999: the broker's high watermark and
+    recovery point (20000) say no record is missing, and the read stands; had the broker's log
+    reached further, the offsets between would be in neither tier."""
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    shutil.rmtree(t.logdir / "kip405-0")
+    assert read(t) == t.produced
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        path = t.logdir / name
+        path.write_text(path.read_text().replace("kip405 0 20000", "kip405 0 20100"))
+    with pytest.raises(
+        KafkaTierCorrupt, match=r"reached 20100, its remote log ends at 19999 .* 20000-20099 are in neither"
+    ):
+        read(t)
+
+
+def test_a_segment_a_new_leader_uploaded_again_replaces_the_old_copy_when_rebuilt_from_the_bucket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's rule: the later upload of a segment's offsets in the same epoch replaces the earlier
+    one. The same bytes under a new id, uploaded later: that one is read, the old named."""
+    import json
+
+    t = tier(PLAIN, tmp_path, copy_bucket=True, copy_logdir=True)
+    shutil.rmtree(t.logdir / "__remote_log_metadata-0")
+    manifest = sorted(t.bucket.rglob("*.rsm-manifest"))[5]
+    start, old_id = manifest.stem.split("-", 1)
+    new_id = "N" * 22
+    doc = json.loads(manifest.read_bytes())
+    doc["remoteLogSegmentMetadata"]["remoteLogSegmentId"]["id"] = new_id
+    doc["remoteLogSegmentMetadata"]["eventTimestampMs"] += 1000
+    manifest.with_name(f"{start}-{new_id}.rsm-manifest").write_text(json.dumps(doc))
+    for suffix in (".log", ".indexes"):
+        shutil.copy(manifest.with_suffix(suffix), manifest.with_name(f"{start}-{new_id}{suffix}"))
+    manifest.with_suffix(".log").write_bytes(
+        b"\0" * manifest.with_suffix(".log").stat().st_size
+    )  # never read
+    assert read_from_bucket(t) == t.produced
+    assert (
+        f"{old_id} (from offset {int(start)}; indexes, log, rsm-manifest): another segment serves"
+        in capsys.readouterr().err
+    )
