@@ -9,16 +9,14 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import yaml
 
 from pipelines.config.job import JobConfig
+from pipelines.config.job_runtime import airflow_settings, spark_settings
 from pipelines.config.job_schema import (
-    AIRFLOW_KEYS,
     CLEAN_STEPS,
     CUT_KEYS,
     CUT_SUFFIX,
@@ -26,18 +24,16 @@ from pipelines.config.job_schema import (
     ERASED_SUFFIX,
     JOB_KEYS,
     RUN_PLACEHOLDER,
-    SPARK_KEYS,
     STEPS,
     WRITING_STEPS,
     AirflowSettings,
     CutSettings,
     EraseSettings,
-    Key,
     SparkSettings,
 )
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.config.selection import TopicSelection
-from pipelines.config.yaml_node import YamlNode, keyed
+from pipelines.config.yaml_node import YamlNode, keyed, section
 from pipelines.errors import ConfigError
 
 
@@ -203,47 +199,6 @@ def _configs(node: YamlNode) -> JobConfig:
         raise node.refuse(str(exc)) from None
 
 
-def _section(node: YamlNode | None, keys: tuple[Key, ...], what: str) -> dict[str, YamlNode]:
-    return {} if node is None else keyed(node, keys, what)
-
-
-def _spark(node: YamlNode | None) -> SparkSettings:
-    items = _section(node, SPARK_KEYS, "spark")
-    conf: dict[str, str] = {}
-    if "conf" in items:
-        for name, item in items["conf"].mapping("spark.conf").items():
-            if not name.startswith("spark."):
-                raise item.refuse(f"spark.conf: '{name}' is not a Spark setting (names start with spark.)")
-            conf[name] = str(item.value())
-    return SparkSettings(
-        master=items["master"].string("spark.master") if "master" in items else None,
-        connection=(
-            items["connection"].string("spark.connection") if "connection" in items else "spark_default"
-        ),
-        conf=conf,
-    )
-
-
-def _airflow(node: YamlNode | None) -> AirflowSettings:
-    items = _section(node, AIRFLOW_KEYS, "airflow")
-    defaults = AirflowSettings()
-    integer: Callable[[str, int], int] = lambda name, low: (  # noqa: E731
-        items[name].integer(f"airflow.{name}", low) if name in items else getattr(defaults, name)
-    )
-    start = items["start_date"].string("airflow.start_date") if "start_date" in items else defaults.start_date
-    try:  # as the DAG reads it
-        datetime.fromisoformat(start)
-    except ValueError:
-        raise items["start_date"].refuse(f"airflow.start_date {start!r}: expected an ISO-8601 date") from None
-    return AirflowSettings(
-        schedule=items["schedule"].string("airflow.schedule") if "schedule" in items else defaults.schedule,
-        start_date=start,
-        retries=integer("retries", 0),
-        retry_delay_minutes=integer("retry_delay_minutes", 0),
-        timeout_minutes=integer("timeout_minutes", 1),
-    )
-
-
 def _default_state(output: str | None, remote: str | None, source: str) -> str:
     return f"{(output or remote or source).rstrip('/')}.run.json"
 
@@ -295,6 +250,13 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
 
         tier = KafkaTierSource(kafka_tier, from_bucket=from_bucket)
         source = log_url(source, kafka_tier=tier)  # every step reads it so
+    elif check_source:
+        from segment_io.kafka_tier.extent import untiered_read
+        from segment_io.storage import open_storage
+
+        hint = untiered_read(*open_storage(source))
+        if hint is not None:
+            raise items["source"].refuse(hint)
     writes = any(s in WRITING_STEPS for s in steps)
     if writes and output is None:
         raise items["steps"].refuse(
@@ -340,8 +302,8 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
             now_ms = parse_time(items["now"].string("now"), "now")
         except ConfigError as exc:
             raise items["now"].refuse(str(exc)) from None
-    spark = _spark(items.get("spark"))
-    airflow = _airflow(items.get("airflow"))
+    spark = spark_settings(items.get("spark"))
+    airflow = airflow_settings(items.get("airflow"))
     what = {
         "source": source, "steps": steps, "output": output, "remote": remote, "topics": topics.patterns,
         "configs": {"defaults": configs.defaults.to_kafka(),
@@ -357,7 +319,7 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
 
 
 def _cut(node: YamlNode) -> CutSettings:
-    items = _section(node, CUT_KEYS, "cut")
+    items = section(node, CUT_KEYS, "cut")
     if ("until_offset" in items) == ("until_time" in items):
         raise node.refuse("cut: exactly one of until_offset and until_time")
     if "until_offset" in items:
@@ -376,7 +338,7 @@ def _cut(node: YamlNode) -> CutSettings:
 
 
 def _erase(node: YamlNode | None, base: str, check_source: bool) -> EraseSettings:
-    items = _section(node, ERASE_KEYS, "erase")
+    items = section(node, ERASE_KEYS, "erase")
     keys = _resolve(items["keys"].string("erase.keys"), base)
     if check_source and not _exists(keys):
         raise items["keys"].refuse(f"erase.keys {keys}: no such file")

@@ -75,3 +75,8 @@ def keyed(node: YamlNode, keys: tuple[Key, ...], what: str) -> dict[str, YamlNod
         if key.required and key.name not in items:
             raise node.refuse(f"{what} needs '{key.name}' ({key.doc})")
     return items
+
+
+def section(node: YamlNode | None, keys: tuple[Key, ...], what: str) -> dict[str, YamlNode]:
+    """An optional map's keys (none where it is absent), each checked against `keys`."""
+    return {} if node is None else keyed(node, keys, what)

@@ -153,6 +153,19 @@ def test_a_kafka_tier_read_from_its_bucket_is_the_source_every_step_reads(tmp_pa
     assert "from_bucket" not in url_params(load_job_file(str(_job(tmp_path, text))).source)
 
 
+def test_a_tiered_brokers_log_directory_as_a_source_needs_its_tier(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.kip405 import KIP405, PLAIN
+
+    shutil.copytree(KIP405 / PLAIN / "logdir", tmp_path / "broker")
+    text = "name: rebuild\nsource: broker\noutput: out\nsteps: [compact]\n"
+    with pytest.raises(
+        ConfigError, match=r"job.yaml:2: .*holds __remote_log_metadata.*a job file.s kafka_tier"
+    ):
+        load_job_file(str(_job(tmp_path, text)))
+
+
 def test_paths_with_run_need_a_run_name(tmp_path: Path) -> None:
     job = load_job_file(str(_job(tmp_path, GOOD)))
     with pytest.raises(ConfigError, match="--run NAME"):
