@@ -46,22 +46,48 @@ def size_spec(gb: float, partitions: int) -> TopicSpec:
     """Records per partition chosen so the on-disk set is about `gb` GB (measured: ~430 on-disk bytes per record)."""
     per_partition = int(gb * 1e9 / partitions / 430)
     return TopicSpec(
-        "events", partitions=partitions, records=per_partition, keys=max(1000, per_partition // 50),
-        key_skew=1.1, value_min=300, value_max=1500, records_per_batch=(20, 60), tombstone_ratio=0.01,
-        header_ratio=0.1, codecs=("none", "lz4", "zstd", "snappy"), transactional_ratio=0.0,
-        open_transaction=False, idempotent_ratio=0.5, segment_bytes=128 * 1024 * 1024,
-        span_ms=7 * 24 * 3600 * 1000, start_ms=NOW_MS - 8 * 24 * 3600 * 1000,
-    )  # fmt: skip
+        "events",
+        partitions=partitions,
+        records=per_partition,
+        keys=max(1000, per_partition // 50),
+        key_skew=1.1,
+        value_min=300,
+        value_max=1500,
+        records_per_batch=(20, 60),
+        tombstone_ratio=0.01,
+        header_ratio=0.1,
+        codecs=("none", "lz4", "zstd", "snappy"),
+        transactional_ratio=0.0,
+        open_transaction=False,
+        idempotent_ratio=0.5,
+        segment_bytes=128 * 1024 * 1024,
+        span_ms=7 * 24 * 3600 * 1000,
+        start_ms=NOW_MS - 8 * 24 * 3600 * 1000,
+    )
 
 
 def keys_spec(keys: int) -> TopicSpec:
     """One partition where every record has its own key (nothing superseded), small values."""
     return TopicSpec(
-        "keys", partitions=1, records=keys, keys=keys, key_skew=0.0, distinct_keys=True, value_min=8,
-        value_max=24, records_per_batch=(400, 600), tombstone_ratio=0.0, header_ratio=0.0,
-        codecs=("lz4", "zstd"), transactional_ratio=0.0, open_transaction=False, idempotent_ratio=0.0,
-        segment_bytes=256 * 1024 * 1024, span_ms=3600 * 1000, start_ms=NOW_MS - 2 * 3600 * 1000,
-    )  # fmt: skip
+        "keys",
+        partitions=1,
+        records=keys,
+        keys=keys,
+        key_skew=0.0,
+        distinct_keys=True,
+        value_min=8,
+        value_max=24,
+        records_per_batch=(400, 600),
+        tombstone_ratio=0.0,
+        header_ratio=0.0,
+        codecs=("lz4", "zstd"),
+        transactional_ratio=0.0,
+        open_transaction=False,
+        idempotent_ratio=0.0,
+        segment_bytes=256 * 1024 * 1024,
+        span_ms=3600 * 1000,
+        start_ms=NOW_MS - 2 * 3600 * 1000,
+    )
 
 
 def _generate_one(args: tuple[str, TopicSpec, int]) -> tuple[TopicPartition, int]:
@@ -110,8 +136,16 @@ def run_clean(
     """The command line's clean (on `master`, or where `flags` say: --spark-remote), with the
     topic configs `sets` (the compacted set's) and `extra`."""
     shutil.rmtree(dst, ignore_errors=True)
-    cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "clean", str(src), str(dst), "--now-ms", str(NOW_MS),
-           *(["--master", master] if master else []), *flags]  # fmt: skip
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "segpipe"),
+        "clean",
+        str(src),
+        str(dst),
+        "--now-ms",
+        str(NOW_MS),
+        *(["--master", master] if master else []),
+        *flags,
+    ]
     for s in sets + extra:
         cmd += ["--set", s]
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
@@ -175,19 +209,25 @@ def operator_cases(src: Path, master: str) -> None:
         cp_s = cp_kept(src, out, copy)
         cp_sync_s = cp_kept(src, out, copy, sync=True)  # durable, as segpipe's copies are
         mb = sum(p["bytes_out"] for p in report["partitions"]) / 1e6
-        print(f"retention only, run {attempt + 1}: {wall:.1f} s whole process ({mb:,.0f} MB kept); cp of the kept "
-              f"files {cp_s:.1f} s; segpipe at {cp_s / wall:.2f}x cp's speed (target >= 0.8); cp + sync "
-              f"{cp_sync_s:.1f} s ({cp_sync_s / wall:.2f}x); {_stages(report['seconds_by_stage'])}")  # fmt: skip
+        print(
+            f"retention only, run {attempt + 1}: {wall:.1f} s whole process ({mb:,.0f} MB kept); cp of the kept "
+            f"files {cp_s:.1f} s; segpipe at {cp_s / wall:.2f}x cp's speed (target >= 0.8); cp + sync "
+            f"{cp_sync_s:.1f} s ({cp_sync_s / wall:.2f}x); {_stages(report['seconds_by_stage'])}"
+        )
         wall, _, report = run_clean(src, out, master, RETENTION_ONLY, ("--link",))
-        print(f"retention only with --link, run {attempt + 1}: {wall:.1f} s whole process (target <= 1 s); "
-              f"{_stages(report['seconds_by_stage'])}")  # fmt: skip
+        print(
+            f"retention only with --link, run {attempt + 1}: {wall:.1f} s whole process (target <= 1 s); "
+            f"{_stages(report['seconds_by_stage'])}"
+        )
     shutil.rmtree(copy, ignore_errors=True)
     wall, _, report = run_clean(src, out, master, [])
     print(f"compaction pass: {wall:.1f} s whole process; {_stages(report['seconds_by_stage'])}")
     for attempt in range(2):
         wall, _, report = run_clean(out, out2, master, [])
-        print(f"second pass over the compacted output, run {attempt + 1}: {wall:.1f} s whole process "
-              f"(target <= 3 s); {_stages(report['seconds_by_stage'])}")  # fmt: skip
+        print(
+            f"second pass over the compacted output, run {attempt + 1}: {wall:.1f} s whole process "
+            f"(target <= 3 s); {_stages(report['seconds_by_stage'])}"
+        )
         wall, _, report = run_clean(out, out2, master, [], ("--select", "kafka"))
         print(f"  the same with --select kafka: {wall:.1f} s; {_stages(report['seconds_by_stage'])}")
     shutil.rmtree(out, ignore_errors=True)
@@ -242,8 +282,10 @@ def target_cases(master: str, runs: int) -> None:
     connect, classic = connect_cases(src, Path(f"{src}-out"), max(2, runs))
     shutil.rmtree(f"{src}-out", ignore_errors=True)
     ratio = connect[1] / classic[1]
-    lines.append(f"Spark Connect / classic, second runs: {connect[1]:.1f} / {classic[1]:.1f} s = "
-                 f"{ratio:.2f} (target <= {CONNECT_TARGET:.2f}: {_met(ratio <= CONNECT_TARGET)})")  # fmt: skip
+    lines.append(
+        f"Spark Connect / classic, second runs: {connect[1]:.1f} / {classic[1]:.1f} s = "
+        f"{ratio:.2f} (target <= {CONNECT_TARGET:.2f}: {_met(ratio <= CONNECT_TARGET)})"
+    )
     spark = pipelines.get_spark("local[2]")
     try:
         reads = hour_against_whole(spark, src, runs)
@@ -290,31 +332,47 @@ def erase_case(src: Path, dst: Path, master: str, listed: int, runs: int, joined
             listing = DATA / f"erase-{listed}.parquet"
             pq.write_table(pa.table({"key": pa.array(keys, pa.binary())}), listing)
             shutil.rmtree(dst, ignore_errors=True)
-            cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "erase", str(src), str(dst), "--keys", str(listing),
-                   "--master", master]  # fmt: skip
+            cmd = [
+                str(ROOT / ".venv" / "bin" / "segpipe"),
+                "erase",
+                str(src),
+                str(dst),
+                "--keys",
+                str(listing),
+                "--master",
+                master,
+            ]
             wall, peaks = run_measured(cmd, env, "erase")
             report = json.loads((dst / "_segpipe" / "report.json").read_text())
             rewritten = sum(p["segments_rewritten"] for p in report["partitions"])
             how = "joined" if report["not_found"] is None else "read whole"
-            print(f"erase of {listed:,} keys ({case}, {how}), run {attempt + 1}: {wall:.1f} s whole process, "
-                  f"{mb / wall:.0f} MB/s; {report['records_erased']:,} records erased, {rewritten} segments "
-                  f"rewritten; peak {peaks.total / 2**30:.2f} GiB; {_stages(report['seconds_by_stage'])}")  # fmt: skip
+            print(
+                f"erase of {listed:,} keys ({case}, {how}), run {attempt + 1}: {wall:.1f} s whole process, "
+                f"{mb / wall:.0f} MB/s; {report['records_erased']:,} records erased, {rewritten} segments "
+                f"rewritten; peak {peaks.total / 2**30:.2f} GiB; {_stages(report['seconds_by_stage'])}"
+            )
             # The same erase as a dry run: every record decoded and matched, nothing written.
             shutil.rmtree(dst, ignore_errors=True)
             dry = dst.with_name(dst.name + ".dry.json")
             dry.unlink(missing_ok=True)
             wall, _ = run_measured([*cmd, "--dry-run", "--report", str(dry)], env, "erase")
-            print(f"  its dry run (decoded and matched, nothing written): {wall:.1f} s whole process; "
-                  f"{_stages(json.loads(dry.read_text())['seconds_by_stage'])}")  # fmt: skip
+            print(
+                f"  its dry run (decoded and matched, nothing written): {wall:.1f} s whole process; "
+                f"{_stages(json.loads(dry.read_text())['seconds_by_stage'])}"
+            )
             dry.unlink()
             listing.unlink()
         wall, _, report = run_clean(src, dst, master, [])
-        print(f"clean of the same set, run {attempt + 1}: {wall:.1f} s whole process; "
-              f"{_stages(report['seconds_by_stage'])}; {report['bytes_out'] / 1e6:,.0f} MB written")  # fmt: skip
+        print(
+            f"clean of the same set, run {attempt + 1}: {wall:.1f} s whole process; "
+            f"{_stages(report['seconds_by_stage'])}; {report['bytes_out'] / 1e6:,.0f} MB written"
+        )
         # What writing the whole set durably costs here: a retention-only clean copies every byte.
         wall, _, report = run_clean(src, dst, master, [], sets=["segpipe.last.segment.sealed=true"])
-        print(f"retention-only clean (every byte copied and fsynced), run {attempt + 1}: {wall:.1f} s "
-              f"whole process; {_stages(report['seconds_by_stage'])}")  # fmt: skip
+        print(
+            f"retention-only clean (every byte copied and fsynced), run {attempt + 1}: {wall:.1f} s "
+            f"whole process; {_stages(report['seconds_by_stage'])}"
+        )
     shutil.rmtree(dst, ignore_errors=True)
 
 
@@ -368,23 +426,32 @@ def main() -> None:
     mb = size / 1e6
     wall, peaks, report = run_clean(src, dst, args.master, [])
     inner = report["seconds_total"]
-    print(f"input {mb:,.0f} MB in {sum(p['segments_in'] for p in report['partitions'])} segments, "
-          f"{report['bytes_out'] / 1e6:,.0f} MB out, records {sum(p['records_in'] for p in report['partitions']):,} -> "
-          f"{sum(p['records_out'] for p in report['partitions']):,}")  # fmt: skip
+    print(
+        f"input {mb:,.0f} MB in {sum(p['segments_in'] for p in report['partitions'])} segments, "
+        f"{report['bytes_out'] / 1e6:,.0f} MB out, records {sum(p['records_in'] for p in report['partitions']):,} -> "
+        f"{sum(p['records_out'] for p in report['partitions']):,}"
+    )
     print(f"whole process ({args.master}): {wall:.1f} s, {mb / wall:.0f} MB/s")
     print(
         f"  inside the session: {inner:.1f} s, {mb / inner:.0f} MB/s; {_stages(report['seconds_by_stage'])}"
     )
-    print("  peak RSS: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(peaks.rss.items()))
-          + f"; all together {peaks.total / 2**30:.2f} GiB, of which anonymous (not mapped segment "
-          f"files) {peaks.anon / 2**30:.2f} GiB")  # fmt: skip
+    print(
+        "  peak RSS: "
+        + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sorted(peaks.rss.items()))
+        + f"; all together {peaks.total / 2**30:.2f} GiB, of which anonymous (not mapped segment "
+        f"files) {peaks.anon / 2**30:.2f} GiB"
+    )
     if not args.no_steady:
         (first, first_stages), *runs = steady_state(src, dst, args.master, [], args.steady_runs)
         times = sorted(t for t, _ in runs)
-        print(f"first run in a new session (starts its Python workers): {first:.1f} s, {mb / first:.0f} MB/s; "
-              + _stages(first_stages))  # fmt: skip
-        print(f"steady state (session and workers up, {len(runs)} runs): best {mb / times[0]:.0f} MB/s, "
-              f"median {mb / times[len(times) // 2]:.0f} MB/s")  # fmt: skip
+        print(
+            f"first run in a new session (starts its Python workers): {first:.1f} s, {mb / first:.0f} MB/s; "
+            + _stages(first_stages)
+        )
+        print(
+            f"steady state (session and workers up, {len(runs)} runs): best {mb / times[0]:.0f} MB/s, "
+            f"median {mb / times[len(times) // 2]:.0f} MB/s"
+        )
         for t, stages in runs:
             print(f"  {t:.1f} s: {_stages(stages)}")
     shutil.rmtree(dst, ignore_errors=True)

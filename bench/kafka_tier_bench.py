@@ -54,8 +54,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t = tier(ENCRYPTED, Path(tmp))
         plain = Path(tmp) / "plain"
-        subprocess.run([sys.executable, "-m", "pipelines.cli", "restore", str(t.logdir), str(plain), "--kafka-tier",
-                        str(t.settings)], check=True, capture_output=True, cwd=ROOT)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipelines.cli",
+                "restore",
+                str(t.logdir),
+                str(plain),
+                "--kafka-tier",
+                str(t.settings),
+            ],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
         read_all(str(plain))  # compile and warm both paths once
         tiered_url = kafka_tier_url(str(t.settings), str(t.logdir))
         read_all(tiered_url)
@@ -65,8 +78,10 @@ def main() -> None:
         print(
             f"plain log directory: {n_plain:,} records in {s_plain * 1000:.1f} ms = {n_plain / s_plain:,.0f} records/s"
         )
-        print(f"Kafka remote tier (zstd + AES-GCM): {n_tier:,} records in {s_tier * 1000:.1f} ms = "
-              f"{n_tier / s_tier:,.0f} records/s")  # fmt: skip
+        print(
+            f"Kafka remote tier (zstd + AES-GCM): {n_tier:,} records in {s_tier * 1000:.1f} ms = "
+            f"{n_tier / s_tier:,.0f} records/s"
+        )
         print(f"ratio: {s_tier / s_plain:.2f}x the plain read's time")
 
 

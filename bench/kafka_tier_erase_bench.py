@@ -53,12 +53,21 @@ def main() -> None:
     try:
         broker.start()
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        configs = {"remote.storage.enable": "true", "segment.bytes": str(args.segment_mb << 20),
-                   "local.retention.bytes": "1", "retention.ms": "-1"}  # fmt: skip
+        configs = {
+            "remote.storage.enable": "true",
+            "segment.bytes": str(args.segment_mb << 20),
+            "local.retention.bytes": "1",
+            "retention.ms": "-1",
+        }
         admin.create_topics([NewTopic(TOPIC, args.partitions, 1, topic_configs=configs)])
         admin.close()
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, compression_type="lz4",
-                                 linger_ms=20, batch_size=256 << 10)  # fmt: skip
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap,
+            acks=1,
+            compression_type="lz4",
+            linger_ms=20,
+            batch_size=256 << 10,
+        )
         per_partition = (args.mb_per_partition << 20) // 1024
         start = time.perf_counter()
         pool = [os.urandom(1024) for _ in range(4096)]  # incompressible, repeats too far apart for lz4
@@ -87,10 +96,20 @@ def main() -> None:
         report = home / "report.json"
         start = time.perf_counter()
         proc = run_segpipe(
-            "erase", str(broker.log_dir), "--kafka-tier", str(home / "server.properties"), "--bootstrap-server",
-            broker.bootstrap, "--in-place", "--keys", str(keys), "--grace-ms", str(args.grace_ms), "--report",
+            "erase",
+            str(broker.log_dir),
+            "--kafka-tier",
+            str(home / "server.properties"),
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--in-place",
+            "--keys",
+            str(keys),
+            "--grace-ms",
+            str(args.grace_ms),
+            "--report",
             str(report),
-        )  # fmt: skip
+        )
         wall = time.perf_counter() - start
         readers.stop.set()
         thread.join()
@@ -100,8 +119,10 @@ def main() -> None:
         n = len(swapped)
         mb = sum(s["bytes_before"] for s in swapped) / 2**20
         stages = doc["seconds_by_stage"]
-        print(f"swapped {n} segments ({mb:.0f} MB) in {wall:.1f} s, whole process; "
-              f"{doc['records_erased']:,} records erased")  # fmt: skip
+        print(
+            f"swapped {n} segments ({mb:.0f} MB) in {wall:.1f} s, whole process; "
+            f"{doc['records_erased']:,} records erased"
+        )
         print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()))
         busy = (
             stages.get("erase", 0)
@@ -109,8 +130,10 @@ def main() -> None:
             + stages.get("swap", 0)
             - doc["kafka_tier"]["grace_waited_s"]
         )
-        print(f"per swapped segment: {busy / max(n, 1):.2f} s (erase, proof, upload and records; "
-              f"grace waited {doc['kafka_tier']['grace_waited_s']:.1f} s once for all)")  # fmt: skip
+        print(
+            f"per swapped segment: {busy / max(n, 1):.2f} s (erase, proof, upload and records; "
+            f"grace waited {doc['kafka_tier']['grace_waited_s']:.1f} s once for all)"
+        )
         print(f"consumer passes during the run: {len(readers.passes)}, fetch errors: {len(readers.errors)}")
         for e in readers.errors[:5]:
             print("  ", e)

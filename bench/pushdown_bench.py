@@ -91,8 +91,10 @@ def main() -> None:
                 group_s, _ = timed(lambda df=df: df.groupBy("key").count().collect())
                 figures.append((count_s, group_s, rows))
             (on_c, on_g, rows), (off_c, off_g, _) = figures
-            print(f"{name}, run {attempt + 1}: {rows:,} rows; count {on_c:.2f} s ranged, {off_c:.2f} s not "
-                  f"({on_c / off_c:.3f}); groupBy(key) {on_g:.2f} s ranged, {off_g:.2f} s not ({on_g / off_g:.3f})")  # fmt: skip
+            print(
+                f"{name}, run {attempt + 1}: {rows:,} rows; count {on_c:.2f} s ranged, {off_c:.2f} s not "
+                f"({on_c / off_c:.3f}); groupBy(key) {on_g:.2f} s ranged, {off_g:.2f} s not ({on_g / off_g:.3f})"
+            )
     spark.stop()
 
 

@@ -36,10 +36,21 @@ def batch_columns(rng: np.random.Generator, pool: np.ndarray, n: int) -> RecordC
     values = np.concatenate([pool[s : s + 80] for s in starts])
     z = np.zeros(n + 1, dtype=np.int64)
     return RecordColumns(
-        np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64), np.arange(0, 11 * (n + 1), 11, dtype=np.int64),
-        keys, np.zeros(n, np.bool_), np.arange(0, 80 * (n + 1), 80, dtype=np.int64), values, np.zeros(n, np.bool_),
-        z, np.zeros(1, np.int64), np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.bool_),
-    )  # fmt: skip
+        np.arange(n, dtype=np.int64),
+        np.arange(n, dtype=np.int64),
+        np.arange(0, 11 * (n + 1), 11, dtype=np.int64),
+        keys,
+        np.zeros(n, np.bool_),
+        np.arange(0, 80 * (n + 1), 80, dtype=np.int64),
+        values,
+        np.zeros(n, np.bool_),
+        z,
+        np.zeros(1, np.int64),
+        np.zeros(0, np.uint8),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.uint8),
+        np.zeros(0, np.bool_),
+    )
 
 
 def make_sections(records: int) -> list[tuple[bytes, int]]:
@@ -58,9 +69,14 @@ def write_segment(
     raw = 0
     for section, n in sections:
         batch = build_v2_batch(
-            base_offset=offset, records=compress(codec, section), records_count=n, last_offset_delta=n - 1,
-            base_timestamp=TS, max_timestamp=TS + n - 1, attributes=int(codec),
-        )  # fmt: skip
+            base_offset=offset,
+            records=compress(codec, section),
+            records_count=n,
+            last_offset_delta=n - 1,
+            base_timestamp=TS,
+            max_timestamp=TS + n - 1,
+            attributes=int(codec),
+        )
         writer.append(batch, offset, offset + n - 1, TS + n - 1)
         offset += n
         raw += len(section)

@@ -62,11 +62,31 @@ def plain_put(endpoint: str, src: Path, bucket: str) -> float:
 
 
 def run_tier(endpoint: str, src: Path, remote: str, report: Path, *extra: str) -> tuple[float, Peaks, dict]:  # type: ignore[type-arg]
-    env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-               PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
-    cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "tier", str(src), remote, "--set", "retention.ms=-1",
-           "--set", "segpipe.last.segment.sealed=true", "--now-ms", str(NOW_MS), "--report", str(report),
-           "--master", "local[2]", *extra]  # fmt: skip
+    env = dict(
+        os.environ,
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"),
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "segpipe"),
+        "tier",
+        str(src),
+        remote,
+        "--set",
+        "retention.ms=-1",
+        "--set",
+        "segpipe.last.segment.sealed=true",
+        "--now-ms",
+        str(NOW_MS),
+        "--report",
+        str(report),
+        "--master",
+        "local[2]",
+        *extra,
+    ]
     wall, peaks = run_measured(cmd, env, "tier")
     return wall, peaks, json.loads(report.read_text())
 
@@ -86,10 +106,14 @@ def bench_store(name: str, endpoint: str, src: Path, work: Path) -> None:
     put_mbs, upload_mbs = size / MB / put_s, report["bytes_uploaded"] / MB / upload_s
     print(f"{name}: {size / 1e9:.2f} GB in {report['segments_uploaded']} segments")
     print(f"  s3fs put (no read-back)          {put_s:6.1f} s  {put_mbs:7.1f} MB/s")
-    print(f"  tier upload stage (read back)    {upload_s:6.1f} s  {upload_mbs:7.1f} MB/s  "
-          f"= {upload_mbs / put_mbs:.2f}x of s3fs put")  # fmt: skip
-    print(f"  tier whole process               {wall:6.1f} s  {size / MB / wall:7.1f} MB/s  "
-          f"(stages: {', '.join(f'{k} {v:.1f}' for k, v in report['seconds_by_stage'].items())})")  # fmt: skip
+    print(
+        f"  tier upload stage (read back)    {upload_s:6.1f} s  {upload_mbs:7.1f} MB/s  "
+        f"= {upload_mbs / put_mbs:.2f}x of s3fs put"
+    )
+    print(
+        f"  tier whole process               {wall:6.1f} s  {size / MB / wall:7.1f} MB/s  "
+        f"(stages: {', '.join(f'{k} {v:.1f}' for k, v in report['seconds_by_stage'].items())})"
+    )
     kinds = ", ".join(f"{k} {v / MB:,.0f} MB" for k, v in sorted(peaks.rss.items()))
     print(
         f"  peak memory: {kinds}; process tree {peaks.total / MB:,.0f} MB (anonymous {peaks.anon / MB:,.0f} MB)"
@@ -97,12 +121,20 @@ def bench_store(name: str, endpoint: str, src: Path, work: Path) -> None:
     # The same log tiered again with every local copy released: a hard-linked copy (the set stays).
     released = work / f"release-{name}"
     shutil.copytree(src, released, copy_function=os.link)
-    wall, _, report = run_tier(endpoint, released, f"s3://{bucket}/released", work / f"release-{name}.json",
-                               "--set", "local.retention.ms=0")  # fmt: skip
+    wall, _, report = run_tier(
+        endpoint,
+        released,
+        f"s3://{bucket}/released",
+        work / f"release-{name}.json",
+        "--set",
+        "local.retention.ms=0",
+    )
     stages = report["seconds_by_stage"]
     freed = report["local_bytes_removed"]
-    print(f"  tier + release of every copy     {wall:6.1f} s  release stage {stages['release']:.1f} s "
-          f"({freed / MB / max(stages['release'], 1e-9):,.0f} MB/s proven and removed)")  # fmt: skip
+    print(
+        f"  tier + release of every copy     {wall:6.1f} s  release stage {stages['release']:.1f} s "
+        f"({freed / MB / max(stages['release'], 1e-9):,.0f} MB/s proven and removed)"
+    )
 
 
 def main() -> None:

@@ -23,8 +23,15 @@ from measure import run_measured  # noqa: E402
 
 
 def run_validate(path: Path, against: Path | None, master: str) -> float:
-    cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "validate", str(path), "--report", str(path.parent / "docs"),
-           "--master", master] + (["--against", str(against)] if against else [])  # fmt: skip
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "segpipe"),
+        "validate",
+        str(path),
+        "--report",
+        str(path.parent / "docs"),
+        "--master",
+        master,
+    ] + (["--against", str(against)] if against else [])
     shutil.rmtree(path.parent / "docs", ignore_errors=True)
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
     wall, _ = run_measured(cmd, env, "validate")
@@ -36,8 +43,15 @@ SAMPLES_FLAGS = ["--config", str(ROOT / "conf" / "samples.yaml"), "--now", "2023
 
 def clean_samples(dst: Path, master: str) -> float:
     shutil.rmtree(dst, ignore_errors=True)
-    cmd = [str(ROOT / ".venv" / "bin" / "segpipe"), "clean", str(ROOT / "data" / "samples"), str(dst),
-           *SAMPLES_FLAGS, "--master", master]  # fmt: skip
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "segpipe"),
+        "clean",
+        str(ROOT / "data" / "samples"),
+        str(dst),
+        *SAMPLES_FLAGS,
+        "--master",
+        master,
+    ]
     env = dict(os.environ, PYSPARK_PYTHON=str(ROOT / ".venv" / "bin" / "python"), SPARK_LOCAL_IP="127.0.0.1")
     wall, _ = run_measured(cmd, env, "clean")
     return wall
@@ -78,8 +92,10 @@ def main() -> None:
     structure_s = run_validate(dst, None, args.master)
     promise_s = run_validate(dst, src, args.master)
     mb = dir_bytes(src) / 1e6
-    print(f"input {mb:,.0f} MB, output {report['bytes_out'] / 1e6:,.0f} MB "
-          f"({sum(p['records_out'] for p in report['partitions']):,} records)")  # fmt: skip
+    print(
+        f"input {mb:,.0f} MB, output {report['bytes_out'] / 1e6:,.0f} MB "
+        f"({sum(p['records_out'] for p in report['partitions']):,} records)"
+    )
     print(f"  clean                          {clean_s:6.1f} s")
     print(f"  validate (structure)           {structure_s:6.1f} s  = {structure_s / clean_s:.2f}x the clean")
     print(f"  validate --against (promise)   {promise_s:6.1f} s  = {promise_s / clean_s:.2f}x the clean")

@@ -55,9 +55,12 @@ for path in sorted(JOBS.glob("*.yaml")):
         previous = None
         for unit in job.units():
             task = SegpipeStep(
-                task_id=unit_name(unit).replace("+", "_"), job_file=str(path), step=unit[0],
-                conn_id=job.spark.connection, conf=dict(job.spark.conf),
-            )  # fmt: skip
+                task_id=unit_name(unit).replace("+", "_"),
+                job_file=str(path),
+                step=unit[0],
+                conn_id=job.spark.connection,
+                conf=dict(job.spark.conf),
+            )
             if previous is not None:
                 previous >> task
             previous = task

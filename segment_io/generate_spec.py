@@ -40,8 +40,14 @@ class TopicSpec:
 
 
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_RATIOS = ("tombstone_ratio", "null_key_ratio", "header_ratio", "transactional_ratio", "abort_ratio",
-           "idempotent_ratio")  # fmt: skip
+_RATIOS = (
+    "tombstone_ratio",
+    "null_key_ratio",
+    "header_ratio",
+    "transactional_ratio",
+    "abort_ratio",
+    "idempotent_ratio",
+)
 
 
 def spec_problems(spec: TopicSpec) -> list[str]:
@@ -49,8 +55,14 @@ def spec_problems(spec: TopicSpec) -> list[str]:
     out = []
     if not _TOPIC_NAME.fullmatch(spec.name) or spec.name in (".", ".."):
         out.append(f"topic name {spec.name!r}: Kafka allows 1-249 of a-z A-Z 0-9 . _ -")
-    for name, low in (("partitions", 1), ("records", 0), ("keys", 1), ("value_min", 0), ("span_ms", 0),
-                      ("segment_bytes", 1024)):  # fmt: skip
+    for name, low in (
+        ("partitions", 1),
+        ("records", 0),
+        ("keys", 1),
+        ("value_min", 0),
+        ("span_ms", 0),
+        ("segment_bytes", 1024),
+    ):
         if getattr(spec, name) < low:
             out.append(f"{name} must be at least {low} (got {getattr(spec, name)})")
     if spec.value_max < spec.value_min:
@@ -60,8 +72,11 @@ def spec_problems(spec: TopicSpec) -> list[str]:
         out.append(f"records_per_batch must be MIN,MAX with 1 ≤ MIN ≤ MAX (got {low},{high})")
     if spec.key_skew < 0:
         out.append(f"key_skew must be ≥ 0 (got {spec.key_skew})")
-    out += [f"{name} must be within 0..1 (got {getattr(spec, name)})" for name in _RATIOS
-            if not 0 <= getattr(spec, name) <= 1]  # fmt: skip
+    out += [
+        f"{name} must be within 0..1 (got {getattr(spec, name)})"
+        for name in _RATIOS
+        if not 0 <= getattr(spec, name) <= 1
+    ]
     for codec in spec.codecs:
         try:
             Codec.parse(codec)

@@ -127,8 +127,10 @@ class IndexBuilder:
         self.offset_entries.extend(zip(entries[:made, 0].tolist(), entries[:made, 1].tolist(), strict=True))
         self.time_entries.extend(zip(times[:timed, 0].tolist(), times[:timed, 1].tolist(), strict=True))
         self.bytes_since_last_entry, self.max_timestamp, self.offset_of_max_timestamp = (
-            int(state[0]), int(state[1]), int(state[2]),
-        )  # fmt: skip
+            int(state[0]),
+            int(state[1]),
+            int(state[2]),
+        )
 
     def _maybe_append_time(self) -> None:
         last_ts = self.time_entries[-1][0] if self.time_entries else -1

@@ -145,9 +145,14 @@ def inspect_partition(
     except SegmentError as exc:
         errors.append(exc)
     return PartitionReport(
-        listing.tp.topic, listing.tp.partition, listing.path, tuple(reports), listing.ignored, tuple(errors),
+        listing.tp.topic,
+        listing.tp.partition,
+        listing.path,
+        tuple(reports),
+        listing.ignored,
+        tuple(errors),
         listing.stray_files,
-    )  # fmt: skip
+    )
 
 
 def _segment_report(
@@ -156,9 +161,22 @@ def _segment_report(
     txns = files.txnindex.size // TXN_ENTRY if files.txnindex else 0
     if scan is None or len(scan.table) == 0:
         return SegmentReport(
-            files.base_offset, files.log.path, files.size, files.log.mtime_ms, 0, 0,
-            None, None, None, None, (), (), txns, tuple(errors), tuple(warnings),
-        )  # fmt: skip
+            files.base_offset,
+            files.log.path,
+            files.size,
+            files.log.mtime_ms,
+            0,
+            0,
+            None,
+            None,
+            None,
+            None,
+            (),
+            (),
+            txns,
+            tuple(errors),
+            tuple(warnings),
+        )
     t = scan.table
     first = np.where(t.base_offset >= 0, t.base_offset, t.last_offset)
     ts = t.max_timestamp[t.max_timestamp >= 0]

@@ -77,10 +77,18 @@ def write_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
     by_id = {e.producer_id: e for e in entries}
     ordered = [by_id[pid] for pid in iteration_order(by_id)]
     body = _COUNT.pack(len(ordered)) + b"".join(
-        ENTRY.pack(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
-                    e.coordinator_epoch, e.txn_first_offset)
+        ENTRY.pack(
+            e.producer_id,
+            e.epoch,
+            e.last_sequence,
+            e.last_offset,
+            e.offset_delta,
+            e.timestamp,
+            e.coordinator_epoch,
+            e.txn_first_offset,
+        )
         for e in ordered
-    )  # fmt: skip
+    )
     return _HEAD.pack(VERSION, crc32c.crc32c(body)) + body
 
 

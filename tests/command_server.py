@@ -185,9 +185,13 @@ def _started() -> _Server | None:
             path = os.path.join(tempfile.mkdtemp(prefix="segpipe-commands-"), "socket")
             env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.command_server", path], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, cwd=REPO, env=env, start_new_session=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "tests.command_server", path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                cwd=REPO,
+                env=env,
+                start_new_session=True,
+            )
             assert proc.stdout is not None
             line = proc.stdout.readline()
             _server = _Server(proc, path, env if line == b"ready\n" else {})
@@ -275,9 +279,14 @@ def _read_both(out: int, err: int, deadline: float, cmd: list[str]) -> tuple[byt
 
 def _fresh(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     proc = subprocess.Popen(
-        [*COMMAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=REPO, env=env, start_new_session=True,
-    )  # fmt: skip
+        [*COMMAND, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:

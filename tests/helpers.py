@@ -177,9 +177,13 @@ def sigterm_once_staged(*args: str, where: Path) -> subprocess.CompletedProcess[
     """The command line (`args`) stopped with SIGTERM once it has staged its output in `where`
     (bounded: a minute, or until it ends on its own)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=REPO, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "pipelines.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while not any(where.glob(".*.segpipe-staging-*")) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)  # bounded by the deadline
@@ -203,10 +207,17 @@ def lock_held(path: Path) -> Iterator[None]:
     """Another process holds a POSIX lock on `path` (what a running Kafka broker does to its
     `.lock`) while the block runs."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
-         "print('held', flush=True); sys.stdin.read()", str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         yield

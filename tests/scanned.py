@@ -44,9 +44,14 @@ def marker(offset: int, pid: int, kind: ControlType, **kw: object) -> Batch:
 
 
 def segment(
-    sid: int, base: int, *batches: Batch, mtime: int = T0, largest: int | None = None, size: int | None = None,
+    sid: int,
+    base: int,
+    *batches: Batch,
+    mtime: int = T0,
+    largest: int | None = None,
+    size: int | None = None,
     aborted: tuple[AbortedTxn, ...] = (),
-) -> ScannedSegment:  # fmt: skip
+) -> ScannedSegment:
     n = len(batches)
     table = BatchTable.empty(n)
     position = 0
@@ -56,12 +61,21 @@ def segment(
         )
         attributes |= DELETE_HORIZON_MASK if b.horizon is not None else 0
         row = {
-            "position": position, "size": b.size, "magic": b.magic, "base_offset": b.base,
-            "last_offset": b.last, "leader_epoch": 0, "crc": 0, "attributes": attributes,
-            "base_timestamp": b.ts if b.horizon is None else b.horizon, "max_timestamp": b.ts,
-            "producer_id": b.pid, "producer_epoch": b.epoch, "base_sequence": -1 if b.pid < 0 else 0,
+            "position": position,
+            "size": b.size,
+            "magic": b.magic,
+            "base_offset": b.base,
+            "last_offset": b.last,
+            "leader_epoch": 0,
+            "crc": 0,
+            "attributes": attributes,
+            "base_timestamp": b.ts if b.horizon is None else b.horizon,
+            "max_timestamp": b.ts,
+            "producer_id": b.pid,
+            "producer_epoch": b.epoch,
+            "base_sequence": -1 if b.pid < 0 else 0,
             "records_count": b.last - b.base + 1,
-        }  # fmt: skip
+        }
         for name, value in row.items():
             getattr(table, name)[i] = value
         position += b.size

@@ -219,9 +219,13 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
     from pipelines.jobs.clean.request import CleanRequest
 
     asked = CleanRequest(
-        src=args.src, config=config, now_ms=now_ms, dry_run=args.dry_run,
-        report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
-    )  # fmt: skip
+        src=args.src,
+        config=config,
+        now_ms=now_ms,
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
+    )
     with workers_for(args, "pipelines.jobs.clean") as sc:
         from pipelines.jobs.clean.in_place import clean_in_place
 

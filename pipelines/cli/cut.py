@@ -68,11 +68,14 @@ def run(args: argparse.Namespace) -> int:
 
     # Refusals before any work: a bad request, a missing source, a destination in use.
     asked = CutRequest(
-        src=Location(log_url(args.src, kafka_tier=kafka_tier_of(args))), dst=Location(args.dst),
+        src=Location(log_url(args.src, kafka_tier=kafka_tier_of(args))),
+        dst=Location(args.dst),
         until_offset=args.until_offset,
-        until_time=args.until_time, dry_run=args.dry_run, report_path=Location.of_optional(args.report),
+        until_time=args.until_time,
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
         on_corrupt=args.on_corrupt,
-    )  # fmt: skip
+    )
     selection, _ = source_topics(asked.src, JobConfig(), tuple(args.topic), args.src)
     request = preflight(replace(asked, topics=None if selection.everything else selection))
     # Where work runs, by the one rule (runtime.tasks.placement): a cut copies, it decodes no record.

@@ -98,8 +98,10 @@ def _lines(storage: Any, partitions: list[Any], args: argparse.Namespace) -> Ite
                 if window is None:
                     continue
                 if window.note and not warned:
-                    print(f"segpipe: warning: reading whole segments, an index is unusable ({window.note})",
-                          file=sys.stderr)  # fmt: skip
+                    print(
+                        f"segpipe: warning: reading whole segments, an index is unusable ({window.note})",
+                        file=sys.stderr,
+                    )
                     warned = True
             reader = SegmentReader(storage, seg.log.path, seg.base_offset, window)
             scan = reader.scan()

@@ -148,11 +148,18 @@ def run(args: argparse.Namespace) -> int:
     src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)) if args.kafka_tier else args.src)
     selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
     asked = EraseRequest(
-        src=src, dst=Location.of_optional(args.dst), keys=args.keys, key_format=args.key_format,
-        header_names=tuple(args.also_in_headers), topics=None if selection.everything else selection,
-        dry_run=args.dry_run, report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt,
-        validate=args.validate, digest=None if args.secret_file is None else read_secret(args.secret_file),
-    )  # fmt: skip
+        src=src,
+        dst=Location.of_optional(args.dst),
+        keys=args.keys,
+        key_format=args.key_format,
+        header_names=tuple(args.also_in_headers),
+        topics=None if selection.everything else selection,
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
+        validate=args.validate,
+        digest=None if args.secret_file is None else read_secret(args.secret_file),
+    )
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)
     # In place, SRC is a remote tier (not a log directory), whatever its storage.
@@ -208,12 +215,18 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
     keys = checked_key_list(args.keys, args.key_format, console.say)
     request = EraseRequest(
-        src=src, dst=None, keys=args.keys, key_format=args.key_format,
+        src=src,
+        dst=None,
+        keys=args.keys,
+        key_format=args.key_format,
         header_names=tuple(args.also_in_headers),
-        topics=None if selection.everything else selection, dry_run=args.dry_run,
-        report_path=Location.of_optional(args.report), on_corrupt=args.on_corrupt, checked=keys,
+        topics=None if selection.everything else selection,
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
+        checked=keys,
         digest=None if args.secret_file is None else read_secret(args.secret_file),
-    )  # fmt: skip
+    )
     with spark_on_demand(args, False, "pipelines.jobs.erase.job", local_likely=True) as spark:
         from pipelines.jobs.erase.kafka_tier import erase_kafka_tier
 

@@ -118,11 +118,15 @@ def _offsets_at(storage: Any, path: str, args: argparse.Namespace) -> int:
             "path": args.path,
             "at": args.at,
             "partitions": [
-                {"topic": tp.topic, "partition": tp.partition, "offset": None if a is None else a.offset,
-                 "timestamp": None if a is None else a.timestamp}
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "offset": None if a is None else a.offset,
+                    "timestamp": None if a is None else a.timestamp,
+                }
                 for tp, a in answers
             ],
-        }  # fmt: skip
+        }
         print(json.dumps(doc, indent=2))
         return ExitCode.OK
     for tp, answer in answers:

@@ -19,8 +19,14 @@ from pathlib import Path
 from segment_io.exit_codes import ExitCode
 
 NOW_MS = "1700700000000"  # the samples' clock: their retention and compaction both have work
-COMPACT_AND_DELETE = ["--set", "cleanup.policy=compact,delete", "--set", "retention.ms=259200000",
-                      "--now-ms", NOW_MS]  # fmt: skip
+COMPACT_AND_DELETE = [
+    "--set",
+    "cleanup.policy=compact,delete",
+    "--set",
+    "retention.ms=259200000",
+    "--now-ms",
+    NOW_MS,
+]
 
 
 def workload(root: Path) -> list[list[str]]:

@@ -71,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
         redo(job, state, args.redo, console.say)
     units = chosen_units(job, state, args.step)
     pending = [u for u in units if not state.done(u[0])]
-    console.say(f"segpipe: job {job.name}{f' run {args.run}' if args.run else ''}: now = {state.now_ms} "
-                f"({iso(state.now_ms)}); state {job.state}")  # fmt: skip
+    console.say(
+        f"segpipe: job {job.name}{f' run {args.run}' if args.run else ''}: now = {state.now_ms} "
+        f"({iso(state.now_ms)}); state {job.state}"
+    )
     for unit in units:
         console.say(f"  {unit_name(unit)}: {'done' if state.done(unit[0]) else 'to run'}")
     if not pending:

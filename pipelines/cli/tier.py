@@ -97,10 +97,16 @@ def run(args: argparse.Namespace) -> int:
     from segment_io.storage import Location
 
     asked = TierRequest(
-        log_dir=Location(log_dir), remote=Location(remote), config=config, now_ms=now_ms,
-        dry_run=args.dry_run, report_path=Location.of_optional(args.report),
-        max_bytes_per_second=args.max_bytes_per_second, new_history=args.new_history, plan_json=args.json,
-    )  # fmt: skip
+        log_dir=Location(log_dir),
+        remote=Location(remote),
+        config=config,
+        now_ms=now_ms,
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        max_bytes_per_second=args.max_bytes_per_second,
+        new_history=args.new_history,
+        plan_json=args.json,
+    )
     request = preflight(asked)
     note = config.ignored_note()
     if note:

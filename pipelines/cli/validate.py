@@ -87,9 +87,12 @@ def run(args: argparse.Namespace) -> int:
             path=Location(log_url(args.path, kafka_tier=path_tier)),
             remote=Location.of_optional(args.remote),
             report_dir=args.report or default_report_dir(args.path),
-            against=Location.of_optional(against), now_ms=now_from(args), config=config, suites=suites,
+            against=Location.of_optional(against),
+            now_ms=now_from(args),
+            config=config,
+            suites=suites,
         )
-    )  # fmt: skip
+    )
     with spark_on_demand(args, needs_spark(request.request), *VALIDATION_MODULES) as spark:
         result = run_validate(spark, request, console.say)
     result.say(console.say)

@@ -35,48 +35,83 @@ class Key:
 
 JOB_KEYS: tuple[Key, ...] = (
     Key("name", "string", "the job's name ([A-Za-z0-9_.-]); its DAG is `segpipe_<name>`", required=True),
-    Key("source", "path or URL", "the log directory the job reads; no step modifies it",
-        required=True),
+    Key("source", "path or URL", "the log directory the job reads; no step modifies it", required=True),
     Key("steps", "list", f"what runs, in this order: any of {', '.join(STEPS)}", required=True),
-    Key("output", "path or URL", "where cut/erase/retention/compact write the log directory (absent or "
+    Key(
+        "output",
+        "path or URL",
+        "where cut/erase/retention/compact write the log directory (absent or "
         f"empty); `{RUN_PLACEHOLDER}` is replaced by the run's name; a cut followed by another of them "
         f"writes `<output>{CUT_SUFFIX}`, an erase followed by retention or compact "
-        f"`<output>{ERASED_SUFFIX}`, which the next reads. Needed by cut, erase, retention and compact"),
+        f"`<output>{ERASED_SUFFIX}`, which the next reads. Needed by cut, erase, retention and compact",
+    ),
     Key("remote", "URL", "the remote tier that tier writes and expire prunes. Needed by tier and expire"),
-    Key("kafka_tier", "path or URL", "the source is a Kafka broker's log directory whose tiered topics "
+    Key(
+        "kafka_tier",
+        "path or URL",
+        "the source is a Kafka broker's log directory whose tiered topics "
         "(KIP-405) are read with their remote segments: the broker's tiered-storage settings (its "
         "server.properties, or its remote.*, rlmm.* and rsm.* lines), as `--kafka-tier`. Not with tier "
-        "or expire on the source itself"),
-    Key("kafka_tier_from_bucket", "true or false", "with kafka_tier: the remote segments found in the "
+        "or expire on the source itself",
+    ),
+    Key(
+        "kafka_tier_from_bucket",
+        "true or false",
+        "with kafka_tier: the remote segments found in the "
         "storage itself, not in __remote_log_metadata (the topic rebuilt when its metadata topic is "
-        "lost), as `--from-bucket`; default false"),
+        "lost), as `--from-bucket`; default false",
+    ),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
     Key("cut", "map", "where the cut step cuts each partition (keys below). Needed by cut"),
     Key("erase", "map", "what the erase step removes (keys below). Needed by erase"),
-    Key("suites", "list", "great-expectations suite files (JSON, as GE saves them; paths or URLs) the "
-        "validate step also runs over the records of the topics each names. Needs validate"),
+    Key(
+        "suites",
+        "list",
+        "great-expectations suite files (JSON, as GE saves them; paths or URLs) the "
+        "validate step also runs over the records of the topics each names. Needs validate",
+    ),
     Key("configs", "map", "Kafka topic configs: `defaults:` and `topics:` maps, as in `--config` files"),
-    Key("now", "epoch ms or ISO-8601", "the `now` of every time rule; default: the clock when the run first "
+    Key(
+        "now",
+        "epoch ms or ISO-8601",
+        "the `now` of every time rule; default: the clock when the run first "
         "starts (kept in the state file, so a resumed run uses the same; `tier` then refuses to delete by "
-        "Kafka's default retention.ms). Expiry's grace period runs on the wall clock either way"),
-    Key("state", "path or URL", "the run's state file; default: beside the output (`<output>.run.json`), "
-        "else beside the remote tier, else beside the source"),
+        "Kafka's default retention.ms). Expiry's grace period runs on the wall clock either way",
+    ),
+    Key(
+        "state",
+        "path or URL",
+        "the run's state file; default: beside the output (`<output>.run.json`), "
+        "else beside the remote tier, else beside the source",
+    ),
     Key("spark", "map", "how steps run on Spark (keys below)"),
     Key("airflow", "map", "how the maintenance DAG schedules the job (keys below)"),
-)  # fmt: skip
+)
 CUT_KEYS: tuple[Key, ...] = (
     Key("until_offset", "integer ≥ 0", "keep each partition's batches that end below this offset"),
-    Key("until_time", "epoch ms or ISO-8601", "cut each partition at its first record at or after this time "
-        "(Kafka's ListOffsets); one of until_offset and until_time"),
-)  # fmt: skip
+    Key(
+        "until_time",
+        "epoch ms or ISO-8601",
+        "cut each partition at its first record at or after this time "
+        "(Kafka's ListOffsets); one of until_offset and until_time",
+    ),
+)
 ERASE_KEYS: tuple[Key, ...] = (
-    Key("keys", "path or URL", "the key list: one key per line, or a Parquet or CSV file with a `key` column",
-        required=True),
+    Key(
+        "keys",
+        "path or URL",
+        "the key list: one key per line, or a Parquet or CSV file with a `key` column",
+        required=True,
+    ),
     Key("key_format", "string", "utf8 (the default), hex or base64: how a key is written in a text list"),
     Key("also_in_headers", "list", "header names: a record whose header carries a listed key goes too"),
-    Key("secret_file", "path or URL", "a file holding the secret (≥ 16 bytes) the evidence names keys under "
-        "(HMAC-SHA-256); default: one made for the run and kept nowhere"),
-)  # fmt: skip
+    Key(
+        "secret_file",
+        "path or URL",
+        "a file holding the secret (≥ 16 bytes) the evidence names keys under "
+        "(HMAC-SHA-256); default: one made for the run and kept nowhere",
+    ),
+)
 SPARK_KEYS: tuple[Key, ...] = (
     Key("master", "string", "Spark master for `segpipe run` (default: local[*]; spark-submit's own wins)"),
     Key("connection", "string", "the Airflow Spark connection the DAG submits with (default: spark_default)"),

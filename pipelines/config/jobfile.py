@@ -305,17 +305,39 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     spark = spark_settings(items.get("spark"))
     airflow = airflow_settings(items.get("airflow"))
     what = {
-        "source": source, "steps": steps, "output": output, "remote": remote, "topics": topics.patterns,
-        "configs": {"defaults": configs.defaults.to_kafka(),
-                    "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())}},
-        "now": now_ms, "suites": suites, "erase": None if erase is None else vars(erase),
+        "source": source,
+        "steps": steps,
+        "output": output,
+        "remote": remote,
+        "topics": topics.patterns,
+        "configs": {
+            "defaults": configs.defaults.to_kafka(),
+            "topics": {t: c.to_kafka() for t, c in sorted(configs.topics.items())},
+        },
+        "now": now_ms,
+        "suites": suites,
+        "erase": None if erase is None else vars(erase),
         **({} if cut is None else {"cut": vars(cut)}),
-    }  # fmt: skip
+    }
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
     return JobFile(
-        os.path.abspath(path), name, source, steps, output, remote, topics, configs, now_ms, state, spark,
-        airflow, digest, suites, erase, cut,
-    )  # fmt: skip
+        os.path.abspath(path),
+        name,
+        source,
+        steps,
+        output,
+        remote,
+        topics,
+        configs,
+        now_ms,
+        state,
+        spark,
+        airflow,
+        digest,
+        suites,
+        erase,
+        cut,
+    )
 
 
 def _cut(node: YamlNode) -> CutSettings:

@@ -99,66 +99,175 @@ class ConfigDef:
 
 
 TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
-    ConfigDef("cleanup.policy", "cleanup_policy", "list", _policy,
-              "delete (retention only), compact (compaction; retention by log start offset only) or both"),
-    ConfigDef("retention.ms", "retention_ms", "long ≥ -1", _long(-1, "milliseconds", "no time limit"),
-              "delete a segment once its largest timestamp is older than this; -1: never by time"),
-    ConfigDef("retention.bytes", "retention_bytes", "long ≥ -1", _long(-1, "bytes", "no size limit"),
-              "delete the oldest segments while the partition stays at least this large; -1: no limit"),
-    ConfigDef("delete.retention.ms", "delete_retention_ms", "long ≥ 0", _long(0, "milliseconds"),
-              "how long tombstones and transaction markers stay after their first compaction"),
-    ConfigDef("min.compaction.lag.ms", "min_compaction_lag_ms", "long ≥ 0", _long(0, "milliseconds"),
-              "records newer than this are not compacted yet"),
-    ConfigDef("max.compaction.lag.ms", "max_compaction_lag_ms", "long ≥ 1", _long(1, "milliseconds"),
-              "with --select kafka: a partition whose oldest dirty segment is older than this is compacted "
-              "whatever its dirty ratio (without it, every partition is compacted)"),
-    ConfigDef("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", "0..1", _ratio,
-              "with --select kafka: a partition is compacted only when its dirty share of the log is above "
-              "this (without it, every partition is compacted)"),
-    ConfigDef("segment.bytes", "segment_bytes", "long ≥ 14", _long(14, "bytes"),
-              "largest output segment: input segments are grouped up to this size"),
-    ConfigDef("segment.index.bytes", "segment_index_bytes", "long ≥ 8", _long(8, "bytes"),
-              "largest offset or time index of an output segment"),
-    ConfigDef("index.interval.bytes", "index_interval_bytes", "long ≥ 0", _long(0, "bytes"),
-              "bytes of log between two offset-index entries"),
-    ConfigDef("producer.id.expiration.ms", "producer_id_expiration_ms", "long ≥ 1", _long(1, "milliseconds"),
-              "a producer idle this long loses the empty batch that keeps its last sequence"),
-    ConfigDef("message.timestamp.type", "message_timestamp_type", "string", _ts_type,
-              "CreateTime or LogAppendTime (accepted; batches keep the type they were written with)"),
-    ConfigDef("compression.gzip.level", "gzip_level", "int ≥ -1", _long(-1),
-              "level for gzip batches that compaction rewrites"),
-    ConfigDef("compression.lz4.level", "lz4_level", "int 1..17", _between(1, 17),
-              "level for lz4 batches that compaction rewrites (9, the default: LZ4's fast compressor, as "
-              "Kafka's writer; any other: LZ4 HC at that level)"),
-    ConfigDef("compression.zstd.level", "zstd_level", "int ≥ -131072", _long(-131072),
-              "level for zstd batches that compaction rewrites"),
-    ConfigDef("local.retention.ms", "local_retention_ms", "long ≥ -2", _long(-2, "milliseconds"),
-              "tier: local copies of tiered segments older than this are released; -2: retention.ms"),
-    ConfigDef("local.retention.bytes", "local_retention_bytes", "long ≥ -2", _long(-2, "bytes"),
-              "tier: tiered segments are released locally while the local log stays this large; "
-              "-2: retention.bytes"),
-    ConfigDef("segpipe.remote.orphan.grace.ms", "remote_orphan_grace_ms", "long ≥ 0",
-              _long(0, "milliseconds"),
-              "segpipe's own: tier --expire deletes remote objects no manifest references only this "
-              "long after they stopped being referenced (or were written)"),
-    ConfigDef("segpipe.last.segment.sealed", "last_segment_sealed", "boolean", _bool,
-              "segpipe's own: treat the last segment as inactive (archives from tiered storage or "
-              "backups have no active segment), so it is cleaned too"),
-)  # fmt: skip
+    ConfigDef(
+        "cleanup.policy",
+        "cleanup_policy",
+        "list",
+        _policy,
+        "delete (retention only), compact (compaction; retention by log start offset only) or both",
+    ),
+    ConfigDef(
+        "retention.ms",
+        "retention_ms",
+        "long ≥ -1",
+        _long(-1, "milliseconds", "no time limit"),
+        "delete a segment once its largest timestamp is older than this; -1: never by time",
+    ),
+    ConfigDef(
+        "retention.bytes",
+        "retention_bytes",
+        "long ≥ -1",
+        _long(-1, "bytes", "no size limit"),
+        "delete the oldest segments while the partition stays at least this large; -1: no limit",
+    ),
+    ConfigDef(
+        "delete.retention.ms",
+        "delete_retention_ms",
+        "long ≥ 0",
+        _long(0, "milliseconds"),
+        "how long tombstones and transaction markers stay after their first compaction",
+    ),
+    ConfigDef(
+        "min.compaction.lag.ms",
+        "min_compaction_lag_ms",
+        "long ≥ 0",
+        _long(0, "milliseconds"),
+        "records newer than this are not compacted yet",
+    ),
+    ConfigDef(
+        "max.compaction.lag.ms",
+        "max_compaction_lag_ms",
+        "long ≥ 1",
+        _long(1, "milliseconds"),
+        "with --select kafka: a partition whose oldest dirty segment is older than this is compacted "
+        "whatever its dirty ratio (without it, every partition is compacted)",
+    ),
+    ConfigDef(
+        "min.cleanable.dirty.ratio",
+        "min_cleanable_dirty_ratio",
+        "0..1",
+        _ratio,
+        "with --select kafka: a partition is compacted only when its dirty share of the log is above "
+        "this (without it, every partition is compacted)",
+    ),
+    ConfigDef(
+        "segment.bytes",
+        "segment_bytes",
+        "long ≥ 14",
+        _long(14, "bytes"),
+        "largest output segment: input segments are grouped up to this size",
+    ),
+    ConfigDef(
+        "segment.index.bytes",
+        "segment_index_bytes",
+        "long ≥ 8",
+        _long(8, "bytes"),
+        "largest offset or time index of an output segment",
+    ),
+    ConfigDef(
+        "index.interval.bytes",
+        "index_interval_bytes",
+        "long ≥ 0",
+        _long(0, "bytes"),
+        "bytes of log between two offset-index entries",
+    ),
+    ConfigDef(
+        "producer.id.expiration.ms",
+        "producer_id_expiration_ms",
+        "long ≥ 1",
+        _long(1, "milliseconds"),
+        "a producer idle this long loses the empty batch that keeps its last sequence",
+    ),
+    ConfigDef(
+        "message.timestamp.type",
+        "message_timestamp_type",
+        "string",
+        _ts_type,
+        "CreateTime or LogAppendTime (accepted; batches keep the type they were written with)",
+    ),
+    ConfigDef(
+        "compression.gzip.level",
+        "gzip_level",
+        "int ≥ -1",
+        _long(-1),
+        "level for gzip batches that compaction rewrites",
+    ),
+    ConfigDef(
+        "compression.lz4.level",
+        "lz4_level",
+        "int 1..17",
+        _between(1, 17),
+        "level for lz4 batches that compaction rewrites (9, the default: LZ4's fast compressor, as "
+        "Kafka's writer; any other: LZ4 HC at that level)",
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        "zstd_level",
+        "int ≥ -131072",
+        _long(-131072),
+        "level for zstd batches that compaction rewrites",
+    ),
+    ConfigDef(
+        "local.retention.ms",
+        "local_retention_ms",
+        "long ≥ -2",
+        _long(-2, "milliseconds"),
+        "tier: local copies of tiered segments older than this are released; -2: retention.ms",
+    ),
+    ConfigDef(
+        "local.retention.bytes",
+        "local_retention_bytes",
+        "long ≥ -2",
+        _long(-2, "bytes"),
+        "tier: tiered segments are released locally while the local log stays this large; "
+        "-2: retention.bytes",
+    ),
+    ConfigDef(
+        "segpipe.remote.orphan.grace.ms",
+        "remote_orphan_grace_ms",
+        "long ≥ 0",
+        _long(0, "milliseconds"),
+        "segpipe's own: tier --expire deletes remote objects no manifest references only this "
+        "long after they stopped being referenced (or were written)",
+    ),
+    ConfigDef(
+        "segpipe.last.segment.sealed",
+        "last_segment_sealed",
+        "boolean",
+        _bool,
+        "segpipe's own: treat the last segment as inactive (archives from tiered storage or "
+        "backups have no active segment), so it is cleaned too",
+    ),
+)
 _BY_NAME = {d.name: d for d in TOPIC_CONFIGS}
 
 # Kafka 4.x topic configs that do not change what cleaning leaves (how a broker writes, replicates,
 # flushes, rolls or tiers): accepted,
 # so that `kafka-configs --describe` output can be pasted, and ignored with one note.
-IGNORED_KAFKA_CONFIGS = frozenset({
-    "compression.type", "file.delete.delay.ms", "flush.messages", "flush.ms",
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-    "max.message.bytes", "message.downconversion.enable",
-    "message.format.version", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
-    "message.timestamp.difference.max.ms", "min.insync.replicas",
-    "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
-    "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
-})  # fmt: skip
+IGNORED_KAFKA_CONFIGS = frozenset(
+    {
+        "compression.type",
+        "file.delete.delay.ms",
+        "flush.messages",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "max.message.bytes",
+        "message.downconversion.enable",
+        "message.format.version",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms",
+        "min.insync.replicas",
+        "preallocate",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+        "remote.storage.enable",
+        "segment.jitter.ms",
+        "segment.ms",
+        "unclean.leader.election.enable",
+    }
+)
 
 
 @dataclass(frozen=True)

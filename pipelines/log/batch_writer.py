@@ -116,14 +116,30 @@ def write_chunk(
     with_horizon = horizon_set | stamp
     chosen = np.flatnonzero(rewrite)
     sections, section_bounds, base_ts, largest_ts = rec.rebase_batches(
-        framed.sections.data, framed.record_start, framed.body_start, framed.record_end, framed.timestamp,
-        keep, bounds[chosen], bounds[chosen + 1],
-        np.where(horizon_set, table.base_timestamp[live], out.horizon_new)[chosen], with_horizon[chosen],
-    )  # fmt: skip
+        framed.sections.data,
+        framed.record_start,
+        framed.body_start,
+        framed.record_end,
+        framed.timestamp,
+        keep,
+        bounds[chosen],
+        bounds[chosen + 1],
+        np.where(horizon_set, table.base_timestamp[live], out.horizon_new)[chosen],
+        with_horizon[chosen],
+    )
     stats.records_out += int(kept.sum())
     stats.horizons_stamped += int(stamp.sum())
-    built, built_at = _rewritten(out, table, live[chosen], kept[chosen], with_horizon[chosen], sections,
-                                 section_bounds, base_ts, largest_ts)  # fmt: skip
+    built, built_at = _rewritten(
+        out,
+        table,
+        live[chosen],
+        kept[chosen],
+        with_horizon[chosen],
+        sections,
+        section_bounds,
+        base_ts,
+        largest_ts,
+    )
     txn_by_marker = out.txn_by_marker
     cols = {name: getattr(table, name)[live].tolist() for name in _HEADER_COLUMNS}
     slot = np.cumsum(rewrite) - 1
@@ -139,9 +155,12 @@ def write_chunk(
             resume = int(run_ends[np.searchsorted(run_ends, j)]) + 1
             run = live[j:resume]
             writer.append_run(
-                reader.batches_bytes(i, int(live[resume - 1]) + 1), table.size[run], table.base_offset[run],
-                table.last_offset[run], table.max_timestamp[run],
-            )  # fmt: skip
+                reader.batches_bytes(i, int(live[resume - 1]) + 1),
+                table.size[run],
+                table.base_offset[run],
+                table.last_offset[run],
+                table.max_timestamp[run],
+            )
             stats.batches_copied += resume - j
         elif verbatim[j]:  # a marker, after which the aborted transaction it ends may be indexed
             writer.append(reader.batch_bytes(i), base, last, cols["max_timestamp"][j])
@@ -168,9 +187,12 @@ def write_chunk(
                 writer.append(built[built_at[s0] : built_at[s1]], base, last, int(built.max_timestamp[s0]))
             else:
                 writer.append_run(
-                    built[built_at[s0] : built_at[s1]], np.diff(built_at[s0 : s1 + 1]),
-                    table.base_offset[run], table.last_offset[run], built.max_timestamp[s0:s1],
-                )  # fmt: skip
+                    built[built_at[s0] : built_at[s1]],
+                    np.diff(built_at[s0 : s1 + 1]),
+                    table.base_offset[run],
+                    table.last_offset[run],
+                    built.max_timestamp[s0:s1],
+                )
             stats.batches_rewritten += resume - j
         else:  # a kept legacy entry becomes a v2 batch (4.x)
             r0, r1 = int(bounds[j]), int(bounds[j + 1])
@@ -271,9 +293,14 @@ def _empty_for_legacy(
     max_ts = int(table.max_timestamp[i]) if int(table.magic[i]) == 1 else NO_TIMESTAMP
     attributes = TIMESTAMP_TYPE_MASK if log_append else 0
     batch = build_v2_batch(
-        base_offset=base, records=b"", records_count=0, last_offset_delta=last - base,
-        base_timestamp=NO_TIMESTAMP, max_timestamp=max_ts, attributes=attributes,
-    )  # fmt: skip
+        base_offset=base,
+        records=b"",
+        records_count=0,
+        last_offset_delta=last - base,
+        base_timestamp=NO_TIMESTAMP,
+        max_timestamp=max_ts,
+        attributes=attributes,
+    )
     return batch, base, last, max_ts
 
 

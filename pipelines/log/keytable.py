@@ -301,9 +301,18 @@ class LatestOffsets:
         self._reserve(len(rows), int(rows.lengths.sum()))
         row_entry = np.empty(len(rows), dtype=np.int64)
         self.n, self.nk = _upsert_max(
-            self._arrays(), self.e_offset, self.n, self.nk,
-            rows.hash, rows.tp, rows.data, rows.starts, rows.lengths, rows.offset, row_entry,
-        )  # fmt: skip
+            self._arrays(),
+            self.e_offset,
+            self.n,
+            self.nk,
+            rows.hash,
+            rows.tp,
+            rows.data,
+            rows.starts,
+            rows.lengths,
+            rows.offset,
+            row_entry,
+        )
         return row_entry
 
     def latest(self, entries: np.ndarray) -> np.ndarray:

@@ -327,9 +327,15 @@ def plan_log(
             cleaner=cps.get(CLEANER_CHECKPOINT, {}).get(tp),
         )
         plan = plan_partition(
-            tp, segments[tp], checkpoints, config.for_topic(tp.topic), now_ms, gid, select_kafka,
+            tp,
+            segments[tp],
+            checkpoints,
+            config.for_topic(tp.topic),
+            now_ms,
+            gid,
+            select_kafka,
             None if known is None else known.get(tp),
-        )  # fmt: skip
+        )
         plan.stray_files = part.stray_files
         if plan.compaction:
             gid += len(plan.compaction.groups)

@@ -88,8 +88,10 @@ def states_at(
     kept = [
         np.flatnonzero(t.last_offset[: n or 0] >= since) for t, n in zip(tables, kept_batches, strict=True)
     ]
-    epochs = [_marker_epochs(storage, f.log.path, f.base_offset, s, r)
-              for f, s, r in zip(part.segments, segments, kept, strict=True)]  # fmt: skip
+    epochs = [
+        _marker_epochs(storage, f.log.path, f.base_offset, s, r)
+        for f, s, r in zip(part.segments, segments, kept, strict=True)
+    ]
     out = {}
     for offset in offsets:  # the batches from the previous offset up to this one
         rows = [

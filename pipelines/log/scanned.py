@@ -81,9 +81,13 @@ def scan_log(
         )
     tasks = scan_tasks(listing, src)
     results: list[ScannedSegment | ScanFailure] = run_packed(
-        spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
-        lambda pack: [run_scan_task(t, skip_corrupt) for t in pack], storage.near,
-    )  # fmt: skip
+        spark,
+        tasks,
+        [t.files.size for t in tasks],
+        SCAN_TASKS_PER_CORE,
+        lambda pack: [run_scan_task(t, skip_corrupt) for t in pack],
+        storage.near,
+    )
     by_id = {(r.meta.segment_id if isinstance(r, ScannedSegment) else r.segment_id): r for r in results}
     skipped: dict[TopicPartition, SegmentError] = {}
     segments: dict[TopicPartition, list[ScannedSegment]] = {p.tp: [] for p in listing.partitions}

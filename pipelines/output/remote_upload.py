@@ -55,16 +55,24 @@ def upload_tasks(
     tasks = []
     for segment_id, end_offset in chosen:
         files = scanned.files[segment_id]
-        kinds = [("log", files.log), ("index", files.index), ("timeindex", files.timeindex),
-                 ("txnindex", files.txnindex),
-                 ("snapshot", snapshots.get(segment_file_name(end_offset + 1, "snapshot")))]  # fmt: skip
+        kinds = [
+            ("log", files.log),
+            ("index", files.index),
+            ("timeindex", files.timeindex),
+            ("txnindex", files.txnindex),
+            ("snapshot", snapshots.get(segment_file_name(end_offset + 1, "snapshot"))),
+        ]
         present = [(kind, info) for kind, info in kinds if info is not None]
         meta = scanned.scanned_by_id[segment_id].meta
         upload = SegmentUpload(
-            part.tp, files.base_offset, end_offset, meta.largest_timestamp, meta.mtime_ms,
+            part.tp,
+            files.base_offset,
+            end_offset,
+            meta.largest_timestamp,
+            meta.mtime_ms,
             tuple((kind, info.path) for kind, info in present),
             tuple(e for e in (epochs or ()) if e[1] <= end_offset),
-        )  # fmt: skip
+        )
         tasks.append(UploadTask(key, scanned.url, upload, sum(info.size for _, info in present)))
     return tasks
 

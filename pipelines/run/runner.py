@@ -78,8 +78,11 @@ def run_units(
         published = step_output(job, unit[0])
         if published is not None:  # what a later step reading it checks it is
             record[OUTPUT] = identity(published)
-        record.update(state="done", finished=iso(int(time.time() * 1000)),
-                      seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        record.update(
+            state="done",
+            finished=iso(int(time.time() * 1000)),
+            seconds=round(time.perf_counter() - started, 3),
+        )
         state.record(unit, record)
         log(f"segpipe: step {name}: done in {record['seconds']:.1f} s (recorded in {state.url})")
         fault_point(f"after-step-{unit[-1]}")
@@ -98,9 +101,13 @@ def clean_request(
 
     assert job.output is not None
     return CleanRequest(
-        src=Location(job.clean_source), dst=Location(job.output), config=job.clean_config(unit),
-        now_ms=now_ms, dry_run=dry_run, topics=job.selection,
-    )  # fmt: skip
+        src=Location(job.clean_source),
+        dst=Location(job.output),
+        config=job.clean_config(unit),
+        now_ms=now_ms,
+        dry_run=dry_run,
+        topics=job.selection,
+    )
 
 
 def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
@@ -110,9 +117,13 @@ def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
 
     assert job.cut is not None
     return CutRequest(
-        src=Location(job.source), dst=Location(job.cut_dir), until_offset=job.cut.until_offset,
-        until_time=job.cut.until_time, topics=job.selection, dry_run=dry_run,
-    )  # fmt: skip
+        src=Location(job.source),
+        dst=Location(job.cut_dir),
+        until_offset=job.cut.until_offset,
+        until_time=job.cut.until_time,
+        topics=job.selection,
+        dry_run=dry_run,
+    )
 
 
 def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
@@ -125,10 +136,15 @@ def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
     assert job.erase is not None
     secret = job.erase.secret_file
     return EraseRequest(
-        src=Location(job.erase_source), dst=Location(job.erased_dir), keys=job.erase.keys,
-        key_format=job.erase.key_format, header_names=job.erase.also_in_headers, topics=job.selection,
-        dry_run=dry_run, digest=None if secret is None else read_secret(secret),
-    )  # fmt: skip
+        src=Location(job.erase_source),
+        dst=Location(job.erased_dir),
+        keys=job.erase.keys,
+        key_format=job.erase.key_format,
+        header_names=job.erase.also_in_headers,
+        topics=job.selection,
+        dry_run=dry_run,
+        digest=None if secret is None else read_secret(secret),
+    )
 
 
 def tier_request(job: JobFile, now_ms: int | None) -> TierRequest:
@@ -139,9 +155,12 @@ def tier_request(job: JobFile, now_ms: int | None) -> TierRequest:
 
     assert job.remote is not None
     return TierRequest(
-        log_dir=Location(job.log_dir), remote=Location(job.remote), config=job.configs, now_ms=now_ms,
+        log_dir=Location(job.log_dir),
+        remote=Location(job.remote),
+        config=job.configs,
+        now_ms=now_ms,
         now_given=job.now_ms is not None,
-    )  # fmt: skip
+    )
 
 
 def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
@@ -153,10 +172,12 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
     from segment_io.storage import Location
 
     return ValidateRequest(
-        path=Location(job.log_dir), report_dir=default_report_dir(job.log_dir),
-        against=Location(job.clean_source) if job.cleans else None, now_ms=now_ms,
+        path=Location(job.log_dir),
+        report_dir=default_report_dir(job.log_dir),
+        against=Location(job.clean_source) if job.cleans else None,
+        now_ms=now_ms,
         suites=tuple(load_suite(s) for s in job.suites),
-    )  # fmt: skip
+    )
 
 
 def _run_unit(spark: Spark, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
@@ -192,11 +213,14 @@ def _cut(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
         "partitions": {
-            p.partition: {"log_end_offset": p.log_end_offset, "records_removed": p.records_removed,
-                          "open_transactions": len(p.open_transactions)}
+            p.partition: {
+                "log_end_offset": p.log_end_offset,
+                "records_removed": p.records_removed,
+                "open_transactions": len(p.open_transactions),
+            }
             for p in report.partitions or []
         },
-    }  # fmt: skip
+    }
 
 
 def _erase(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
@@ -207,8 +231,11 @@ def _erase(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
     published = published_manifest(request.out)
     remaining = {"remaining_copies": _remaining_copies(job)}
     # Published by this step before the run stopped: the same source and key list.
-    if published is not None and published.get(MANIFEST_JOB) == ERASE_JOB and (
-        published.get("src"), published.get("keys_file")) == (request.src.url, request.keys):  # fmt: skip
+    if (
+        published is not None
+        and published.get(MANIFEST_JOB) == ERASE_JOB
+        and (published.get("src"), published.get("keys_file")) == (request.src.url, request.keys)
+    ):
         log(f"segpipe: step erase: {request.dst} was published by this run before it stopped")
         return {"adopted": True, "run_id": published.get("run_id"), **remaining}
     # A job that validates proves the erasure before the erased log is published (as erase
@@ -250,8 +277,10 @@ def release_cut(job: JobFile, state: RunState, log: Log) -> None:
     erased = published_manifest(Location(job.erased_dir))
     ours = made.get(MANIFEST_JOB) == CUT_JOB and made.get("src") == job.source
     if not ours or erased is None or erased.get(MANIFEST_JOB) != ERASE_JOB or erased.get("src") != cut.url:
-        log(f"segpipe: warning: {job.cut_dir} holds the listed keys' records and is not this job's cut "
-            "of its source with its erase published: left as it is; remove it yourself")  # fmt: skip
+        log(
+            f"segpipe: warning: {job.cut_dir} holds the listed keys' records and is not this job's cut "
+            "of its source with its erase published: left as it is; remove it yourself"
+        )
         return
     cut.storage.remove(cut.path)
     withdraw(cut.storage.url(cut.path))  # a stop's line names only what exists
@@ -289,8 +318,10 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
     topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions if job.topics(p.tp.topic)})
     configs = json.loads(json.dumps(job.clean_config(unit).describe(topics)))
     return (manifest.get("src"), manifest.get("now_ms"), manifest.get("configs")) == (
-        job.clean_source, state.now_ms, configs,
-    )  # fmt: skip
+        job.clean_source,
+        state.now_ms,
+        configs,
+    )
 
 
 def _validate(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:
@@ -298,8 +329,12 @@ def _validate(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str
 
     result = run_validate(spark, validate_request(job, state.now_ms), log)  # a session is made if needed
     result.say(log)
-    record = {"success": result.success, "failed": result.failed, "checked": result.checked,
-              "data_docs": result.data_docs}  # fmt: skip
+    record = {
+        "success": result.success,
+        "failed": result.failed,
+        "checked": result.checked,
+        "data_docs": result.data_docs,
+    }
     if job.erases:
         record["erasure"] = "proved by the erase step before it published"
     if not record["success"]:
@@ -339,9 +374,10 @@ def _tier(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str, An
     return {
         "segments_uploaded": report.segments_uploaded,
         "bytes_uploaded": report.bytes_uploaded,
-        "partitions": {str(p.get("partition")): {k: v for k, v in p.items() if k != "partition"}
-                       for p in report.rows()},
-    }  # fmt: skip
+        "partitions": {
+            str(p.get("partition")): {k: v for k, v in p.items() if k != "partition"} for p in report.rows()
+        },
+    }
 
 
 def _expire(job: JobFile, state: RunState, log: Log) -> dict[str, Any]:

@@ -30,8 +30,15 @@ class RunState:
         return self.steps.get(step, {}).get("state") == "done"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "job": self.job, "digest": self.digest, "run": self.run,
-                "now_ms": self.now_ms, "now": iso(self.now_ms), "steps": self.steps}  # fmt: skip
+        return {
+            "format": FORMAT,
+            "job": self.job,
+            "digest": self.digest,
+            "run": self.run,
+            "now_ms": self.now_ms,
+            "now": iso(self.now_ms),
+            "steps": self.steps,
+        }
 
     def record(self, steps: tuple[str, ...], record: dict[str, Any]) -> None:
         """Mark `steps` (one unit: they ran as one pass) with `record`, and write the file."""

@@ -110,9 +110,13 @@ def _conf(master: str | None, app_name: str, conf: dict[str, Any], log_level: st
 
 # Settings read only when the driver JVM starts: under spark-submit it already runs.
 JVM_START_SETTINGS = (
-    "spark.driver.memory", DRIVER_JAVA_OPTIONS, "spark.driver.extraClassPath",
-    "spark.driver.extraLibraryPath", "spark.jars", "spark.jars.packages",
-)  # fmt: skip
+    "spark.driver.memory",
+    DRIVER_JAVA_OPTIONS,
+    "spark.driver.extraClassPath",
+    "spark.driver.extraLibraryPath",
+    "spark.jars",
+    "spark.jars.packages",
+)
 
 
 def check_master(master: str | None, timeout_s: float = 5.0) -> None:

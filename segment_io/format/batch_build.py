@@ -97,10 +97,20 @@ def build_v2_batches(
     payload = np.frombuffer(b"".join(sections), dtype=np.uint8)
     h = headers
     out, sizes = _assemble(
-        payload, bounds, h.base_offset, h.records_count, h.last_offset_delta, h.base_timestamp,
-        h.max_timestamp, h.attributes, h.partition_leader_epoch, h.producer_id, h.producer_epoch,
-        h.base_sequence, native_crc,
-    )  # fmt: skip
+        payload,
+        bounds,
+        h.base_offset,
+        h.records_count,
+        h.last_offset_delta,
+        h.base_timestamp,
+        h.max_timestamp,
+        h.attributes,
+        h.partition_leader_epoch,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        native_crc,
+    )
     if not native_crc:  # the package's own (software) CRC, batch by batch
         view = memoryview(out.data)
         at = 0

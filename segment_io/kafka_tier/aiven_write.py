@@ -33,8 +33,13 @@ from segment_io.kafka_tier.metadata import SegmentMetadata
 from segment_io.storage.base import Storage
 
 # The manifest's names of the segment indexes, in the order the plugin stores them.
-INDEX_ORDER = (("offset", "index"), ("timestamp", "timeindex"), ("producerSnapshot", "snapshot"),
-               ("leaderEpoch", "leader-epoch"), ("transaction", "txnindex"))  # fmt: skip
+INDEX_ORDER = (
+    ("offset", "index"),
+    ("timestamp", "timeindex"),
+    ("producerSnapshot", "snapshot"),
+    ("leaderEpoch", "leader-epoch"),
+    ("transaction", "txnindex"),
+)
 DATA_KEY_BYTES = 32
 
 
@@ -60,14 +65,19 @@ class WrittenSegment:
 def _metadata_json(seg: SegmentMetadata) -> dict[str, Any]:
     out: dict[str, Any] = {
         "remoteLogSegmentId": {
-            "topicIdPartition": {"topicId": seg.tp.topic_id,
-                                 "topicPartition": {"topic": seg.tp.topic, "partition": seg.tp.partition}},
+            "topicIdPartition": {
+                "topicId": seg.tp.topic_id,
+                "topicPartition": {"topic": seg.tp.topic, "partition": seg.tp.partition},
+            },
             "id": seg.segment_id,
         },
-        "startOffset": seg.start_offset, "endOffset": seg.end_offset, "maxTimestampMs": seg.max_timestamp_ms,
-        "brokerId": seg.broker_id, "eventTimestampMs": seg.event_timestamp_ms,
+        "startOffset": seg.start_offset,
+        "endOffset": seg.end_offset,
+        "maxTimestampMs": seg.max_timestamp_ms,
+        "brokerId": seg.broker_id,
+        "eventTimestampMs": seg.event_timestamp_ms,
         "segmentLeaderEpochs": {str(epoch): offset for epoch, offset in seg.leader_epochs},
-    }  # fmt: skip
+    }
     if seg.txn_index_empty is not None:
         out["txnIdxEmpty"] = seg.txn_index_empty
     return out
@@ -104,8 +114,10 @@ def write_aiven_segment(
         data_key, aad = random(DATA_KEY_BYTES), random(DATA_KEY_BYTES)
         cipher = AESGCM(data_key)
         wrapped = how.public_key.wrap(data_key, random(64))
-        encryption = {"dataKey": f"{how.public_key.key_id}:{base64.b64encode(wrapped).decode()}",
-                      "aad": base64.b64encode(aad).decode()}  # fmt: skip
+        encryption = {
+            "dataKey": f"{how.public_key.key_id}:{base64.b64encode(wrapped).decode()}",
+            "aad": base64.b64encode(aad).decode(),
+        }
 
     def seal(chunk: bytes) -> bytes:
         if cipher is None:
@@ -140,15 +152,22 @@ def write_aiven_segment(
         stored = seal(data) if data else b""
         positions[name] = {"position": len(index_blob), "size": len(stored)}
         index_blob += stored
-    manifest: dict[str, Any] = {"version": "1", "chunkIndex": chunk_index, "segmentIndexes": positions,
-                                "compression": how.compression}  # fmt: skip
+    manifest: dict[str, Any] = {
+        "version": "1",
+        "chunkIndex": chunk_index,
+        "segmentIndexes": positions,
+        "compression": how.compression,
+    }
     if encryption is not None:
         manifest["encryption"] = encryption
     manifest["remoteLogSegmentMetadata"] = _metadata_json(seg)
     main = default_main_path(seg)
     sizes = {}
-    for suffix, body in (("log", b"".join(sealed)), ("indexes", bytes(index_blob)),
-                         ("rsm-manifest", json.dumps(manifest, separators=(",", ":")).encode())):  # fmt: skip
+    for suffix, body in (
+        ("log", b"".join(sealed)),
+        ("indexes", bytes(index_blob)),
+        ("rsm-manifest", json.dumps(manifest, separators=(",", ":")).encode()),
+    ):
         storage.upload(f"{root.rstrip('/')}/{how.prefix}{main}.{suffix}", [body])
         sizes[suffix] = len(body)
     return WrittenSegment(manifest, custom_metadata(sizes, how.prefix, main), main, sizes)

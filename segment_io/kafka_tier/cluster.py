@@ -41,9 +41,12 @@ class LiveCluster:
         try:
             self._admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
             self._producer = kafka.KafkaProducer(
-                bootstrap_servers=bootstrap, acks="all", max_in_flight_requests_per_connection=1,
-                retries=5, request_timeout_ms=30_000,
-            )  # fmt: skip
+                bootstrap_servers=bootstrap,
+                acks="all",
+                max_in_flight_requests_per_connection=1,
+                retries=5,
+                request_timeout_ms=30_000,
+            )
             partitions = self._producer.partitions_for(METADATA_TOPIC)
         except KafkaError as exc:
             raise KafkaTierSettings(f"{bootstrap}: cannot reach the cluster: {exc}") from None

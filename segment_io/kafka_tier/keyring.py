@@ -58,8 +58,16 @@ class PrivateKey:
         if not isinstance(key, rsa.RSAPrivateKey):
             raise KafkaTierSettings(f"key pair {key_id}: {path} is no RSA private key")
         nums = key.private_numbers()
-        return cls(key_id, nums.public_numbers.n, nums.public_numbers.e, nums.p, nums.q, nums.dmp1, nums.dmq1,
-                   nums.iqmp)  # fmt: skip
+        return cls(
+            key_id,
+            nums.public_numbers.n,
+            nums.public_numbers.e,
+            nums.p,
+            nums.q,
+            nums.dmp1,
+            nums.dmq1,
+            nums.iqmp,
+        )
 
     def _private(self, c: int) -> int:
         """c^d mod n, by the Chinese remainder theorem; checked by the public exponent (a wrong

@@ -181,10 +181,12 @@ def remote_log(
     for seg in _walk(state, chain, offset):
         if out and seg.start_offset <= out[-1].end_offset:
             raise OverlappingSegments(
-                where, None, f"remote segments {out[-1].segment_id} (offsets {out[-1].start_offset}-"
+                where,
+                None,
+                f"remote segments {out[-1].segment_id} (offsets {out[-1].start_offset}-"
                 f"{out[-1].end_offset}) and {seg.segment_id} (from {seg.start_offset}) overlap: an unclean "
                 "leader election left both; the broker's remote retention removes the diverged one",
-            )  # fmt: skip
+            )
         out.append(seg)
     return out
 

@@ -222,9 +222,10 @@ class Swapper:
             swap = Swap(swap.old, replace(swap.new, custom_metadata=custom))
             if self.store.read_back(swap.new) != files["log"]:
                 raise KafkaTierCorrupt(
-                    self.store.storage.url(self.store.root), None,
+                    self.store.storage.url(self.store.root),
+                    None,
                     f"segment {swap.new.segment_id}: its uploaded log does not read back as written",
-                )  # fmt: skip
+                )
             uploaded.append(swap)
             self.fault("kafka-tier-uploaded")
         replay = self.cluster.replay()

@@ -208,9 +208,10 @@ class TieredView(LogView):
         cut = _replaced_from(manifest, local)
         if cut is None:
             raise OverlappingSegments(
-                local[0].path.rsplit("/", 1)[0], None,
+                local[0].path.rsplit("/", 1)[0],
+                None,
                 "a local segment that is no copy of the remote tier's begins inside a remote segment",
-            )  # fmt: skip
+            )
         out: builtins.list[FileInfo] = []
         for f in local:
             start = local_start(f.name)

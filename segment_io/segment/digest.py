@@ -37,11 +37,19 @@ def _field(h: np.uint64, valid: bool, offsets: np.ndarray, data: np.ndarray, i: 
 
 @njit(cache=True, nogil=True)
 def _digests(
-    key_valid: np.ndarray, key_off: np.ndarray, key_data: np.ndarray,
-    val_valid: np.ndarray, val_off: np.ndarray, val_data: np.ndarray,
-    hdr_off: np.ndarray, hk_off: np.ndarray, hk_data: np.ndarray,
-    hv_valid: np.ndarray, hv_off: np.ndarray, hv_data: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+    key_valid: np.ndarray,
+    key_off: np.ndarray,
+    key_data: np.ndarray,
+    val_valid: np.ndarray,
+    val_off: np.ndarray,
+    val_data: np.ndarray,
+    hdr_off: np.ndarray,
+    hk_off: np.ndarray,
+    hk_data: np.ndarray,
+    hv_valid: np.ndarray,
+    hv_off: np.ndarray,
+    hv_data: np.ndarray,
+) -> np.ndarray:
     n = key_valid.shape[0]
     out = np.empty(n, dtype=np.uint64)
     for i in range(n):
@@ -74,7 +82,13 @@ def record_digests(batch: pa.RecordBatch) -> np.ndarray:
     _, hk_off, hk_data = _binary(items.field("key"))
     hv_valid, hv_off, hv_data = _binary(items.field("value"))
     out = _digests(
-        *_binary(batch.column("key")), *_binary(batch.column("value")),
-        header_offsets, hk_off, hk_data, hv_valid, hv_off, hv_data,
-    )  # fmt: skip
+        *_binary(batch.column("key")),
+        *_binary(batch.column("value")),
+        header_offsets,
+        hk_off,
+        hk_data,
+        hv_valid,
+        hv_off,
+        hv_data,
+    )
     return out.view(np.int64)

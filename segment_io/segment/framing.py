@@ -58,10 +58,15 @@ class Framed:
         shift = np.cumsum([0, *used[:-1]])
         data = np.concatenate([p.sections.data[:u] for p, u in zip(parts, used, strict=True)])
         joined = {
-            f.name: np.concatenate([getattr(p, f.name) + s if f.name in _POSITIONS else getattr(p, f.name)
-                                    for p, s in zip(parts, shift.tolist(), strict=True)])
-            for f in fields(Framed) if f.name != "sections"
-        }  # fmt: skip
+            f.name: np.concatenate(
+                [
+                    getattr(p, f.name) + s if f.name in _POSITIONS else getattr(p, f.name)
+                    for p, s in zip(parts, shift.tolist(), strict=True)
+                ]
+            )
+            for f in fields(Framed)
+            if f.name != "sections"
+        }
         return Framed(Sections.of_bytes(data), **joined)
 
     def _moved(self, sections: Sections, shift: np.ndarray, record_batch: np.ndarray) -> Framed:

@@ -269,9 +269,12 @@ def verify_crcs(path: str, buf: np.ndarray, table: BatchTable) -> None:
             rows = np.append(rows, bad)  # checked last, and again, to raise with the values
     view = buf.data
     for pos, size, magic, stored in zip(
-        table.position[rows].tolist(), table.size[rows].tolist(), table.magic[rows].tolist(),
-        table.crc[rows].tolist(), strict=True,
-    ):  # fmt: skip
+        table.position[rows].tolist(),
+        table.size[rows].tolist(),
+        table.magic[rows].tolist(),
+        table.crc[rows].tolist(),
+        strict=True,
+    ):
         if magic == 2:
             actual = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
         else:

@@ -100,9 +100,18 @@ def read_sections(
     pending = np.zeros(k, dtype=np.bool_)
     lz4_ok, zstd_ctx = native_codecs()
     total = decompress_sections(
-        buf, positions, sizes, table.attributes[index], magic, out, sections.start, sections.end, pending,
-        lz4_ok, zstd_ctx,
-    )  # fmt: skip
+        buf,
+        positions,
+        sizes,
+        table.attributes[index],
+        magic,
+        out,
+        sections.start,
+        sections.end,
+        pending,
+        lz4_ok,
+        zstd_ctx,
+    )
     rest = np.flatnonzero(pending)
     if len(rest):
         total, out = _read_pending(path, buf, table, rest, arena, out, total, sections)

@@ -44,10 +44,13 @@ def _imported(bag: DagBag) -> dict[str, Any]:
     """The import errors, each DAG's tasks, and the spark-submit command line of every
     spark-submit task (its templates not rendered)."""
     commands = {
-        d: {t.task_id: t._get_hook()._build_spark_submit_command(t.application)
-            for t in bag.dags[d].tasks if hasattr(t, "application")}
+        d: {
+            t.task_id: t._get_hook()._build_spark_submit_command(t.application)
+            for t in bag.dags[d].tasks
+            if hasattr(t, "application")
+        }
         for d in bag.dag_ids
-    }  # fmt: skip
+    }
     return {
         "errors": {k: str(v) for k, v in bag.import_errors.items()},
         "dags": {d: [t.task_id for t in bag.dags[d].tasks] for d in bag.dag_ids},

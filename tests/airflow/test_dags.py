@@ -68,8 +68,14 @@ def dag_runs(airflow_env: dict[str, str], sample_dir: Path) -> dict[str, dict]:
     one (its clean step publishes an output with one byte flipped: the corrupt-output fault) and
     of the on-demand DAG with its params, one after another by one Airflow process (its start
     paid once): {"imported": ..., "runs": {DAG id: result}}."""
-    params = {"src": str(sample_dir), "dst": str(Path(airflow_env["ROOT"]) / "on-demand"), "topics": ["orders"],
-              "now": "1700700000000", "configs": {"cleanup.policy": "compact"}, "validate": False}  # fmt: skip
+    params = {
+        "src": str(sample_dir),
+        "dst": str(Path(airflow_env["ROOT"]) / "on-demand"),
+        "topics": ["orders"],
+        "now": "1700700000000",
+        "configs": {"cleanup.policy": "compact"},
+        "validate": False,
+    }
     runs = [
         {"dag": "segpipe_good", "date": LOGICAL_DATE},
         {"dag": "segpipe_bad", "date": LOGICAL_DATE, "env": {"SEGPIPE_FAULT": "corrupt-output"}},
@@ -79,8 +85,14 @@ def dag_runs(airflow_env: dict[str, str], sample_dir: Path) -> dict[str, dict]:
 
 
 def _runner(env: dict[str, str], runs: list[dict]) -> dict:
-    proc = subprocess.run([sys.executable, str(RUNNER), json.dumps(runs)], env=env, capture_output=True, text=True,
-                          timeout=900, cwd=env["ROOT"])  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), json.dumps(runs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=env["ROOT"],
+    )
     assert proc.returncode == ExitCode.OK, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -125,9 +137,11 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
     found = _runner(env, [{"dag": "segpipe_typo", "date": LOGICAL_DATE}])
     bag = found["imported"]
     assert bag["errors"] == {}
-    assert bag["dags"]["segpipe_good"] == bag["dags"]["segpipe_remote"] == [
-        "retention_compact", "validate", "tier", "expire"
-    ]  # fmt: skip
+    assert (
+        bag["dags"]["segpipe_good"]
+        == bag["dags"]["segpipe_remote"]
+        == ["retention_compact", "validate", "tier", "expire"]
+    )
     assert bag["dags"]["segpipe_typo"] == ["job_file_refused"]
     assert {_java_options(c) for c in bag["commands"]["segpipe_remote"].values()} == {"-Xss4m"}
     assert {_java_options(c) for c in bag["commands"]["segpipe_good"].values()} == {driver_java_options()}
@@ -225,8 +239,13 @@ def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
         jobs[name] = tmp_path / name / "job.yaml"
         jobs[name].write_text(_job(name, sample_dir, tmp_path))
     env = {**airflow_env, "SEGPIPE_FAULT": "before-publish:SIGSTOP"}
-    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(jobs["killed"])], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(jobs["killed"])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["paused"] and result["code"] == ExitCode.TERMINATED and result["seconds"] < 30, (
@@ -243,8 +262,24 @@ def test_a_killed_step_task_stops_its_run_and_a_cleared_task_completes_it(
     assert not list(out.glob(".*staging*"))
     env = {k: v for k, v in airflow_env.items() if k != "SEGPIPE_FAULT"}
     for name in ("killed", "whole"):
-        step = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(jobs[name]), "--step", "compact",
-                               "--run", "r1"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        step = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipelines.cli",
+                "run",
+                str(jobs[name]),
+                "--step",
+                "compact",
+                "--run",
+                "r1",
+            ],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert step.returncode == ExitCode.OK, step.stderr[-3000:]
     from tests.helpers import files_of
 

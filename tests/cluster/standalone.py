@@ -73,8 +73,11 @@ def _daemon(cls: str, args: list[str], log: Path, env: dict[str, str]) -> subpro
     with open(log, "wb") as out:
         return subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), cls, *args],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -114,8 +117,19 @@ def standalone(workers: int = 2, cores: int = 1, memory: str = "2g") -> Iterator
         for index in range(workers):
             work = root / f"worker-{index}" / "work"
             work.mkdir(parents=True)
-            args = [cluster.master_url, "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
-                    "--work-dir", str(work), "--webui-port", str(_free_port())]  # fmt: skip
+            args = [
+                cluster.master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(cores),
+                "--memory",
+                memory,
+                "--work-dir",
+                str(work),
+                "--webui-port",
+                str(_free_port()),
+            ]
             log = root / f"worker-{index}.log"
             cluster.workers.append(_daemon("org.apache.spark.deploy.worker.Worker", args, log, env))
         for index, proc in enumerate(cluster.workers):

@@ -37,26 +37,40 @@ def submit(
     """`spark-submit` of the segpipe command line, as README "Running on a cluster" has it."""
     executor_env = [f"spark.executorEnv.{k}={v}" for k, v in sorted(env.items()) if k.startswith("AWS_")]
     command = spark_submit(
-        "--master", cluster.master_url,
-        "--archives", f"{archive}#segpipe",
-        "--conf", "spark.executorEnv.PYTHONPATH=segpipe",
-        "--conf", f"spark.pyspark.python={executor_python}",
-        "--conf", f"spark.pyspark.driver.python={sys.executable}",
-        "--conf", "spark.executor.memory=1g",
-        "--conf", "spark.task.maxFailures=4",
+        "--master",
+        cluster.master_url,
+        "--archives",
+        f"{archive}#segpipe",
+        "--conf",
+        "spark.executorEnv.PYTHONPATH=segpipe",
+        "--conf",
+        f"spark.pyspark.python={executor_python}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.task.maxFailures=4",
         # The executors' JVMs started as the driver's (spark_submit) and the daemons': short runs,
         # where the optimising compiler's threads cost more than they save (measured: the file's
         # CPU 155 -> 89 s, its time 120 -> 77 s).
-        "--conf", f"{EXECUTOR_JAVA_OPTIONS}={driver_java_options()}",
+        "--conf",
+        f"{EXECUTOR_JAVA_OPTIONS}={driver_java_options()}",
         *[item for pair in executor_env for item in ("--conf", pair)],
-        str(ROOT / "pipelines" / "cli" / "__main__.py"), *args,
-    )  # fmt: skip
+        str(ROOT / "pipelines" / "cli" / "__main__.py"),
+        *args,
+    )
     full = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SEGPIPE_FAULT"))}
     full.update(env, PYSPARK_DRIVER_PYTHON=sys.executable)  # how spark-submit finds its Spark
     return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=full,
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=full,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
@@ -95,12 +109,25 @@ def archive_logs(seaweed_env: dict[str, str], tmp_path_factory: pytest.TempPathF
 
 
 def test_clean_submitted_to_the_cluster_matches_a_local_run(
-    cluster: Cluster, segpipe_archive: Path, executor_python: str, seaweed_env: dict[str, str],
+    cluster: Cluster,
+    segpipe_archive: Path,
+    executor_python: str,
+    seaweed_env: dict[str, str],
     archive_logs: dict[str, str],
-) -> None:  # fmt: skip
+) -> None:
     started = time.perf_counter()
-    proc = finish(submit(cluster, segpipe_archive, executor_python, seaweed_env,
-                         "clean", archive_logs["src"], "s3://archive/cluster-out", *CONFIG))  # fmt: skip
+    proc = finish(
+        submit(
+            cluster,
+            segpipe_archive,
+            executor_python,
+            seaweed_env,
+            "clean",
+            archive_logs["src"],
+            "s3://archive/cluster-out",
+            *CONFIG,
+        )
+    )
     print(f"cluster clean: {time.perf_counter() - started:.1f} s")
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     expected = tree(archive_logs["reference"])
@@ -113,9 +140,13 @@ def test_clean_submitted_to_the_cluster_matches_a_local_run(
 
 
 def test_a_job_survives_a_worker_killed_mid_run(
-    cluster: Cluster, segpipe_archive: Path, executor_python: str, seaweed_env: dict[str, str],
-    archive_logs: dict[str, str], tmp_path: Path,
-) -> None:  # fmt: skip
+    cluster: Cluster,
+    segpipe_archive: Path,
+    executor_python: str,
+    seaweed_env: dict[str, str],
+    archive_logs: dict[str, str],
+    tmp_path: Path,
+) -> None:
     configs = (ROOT / "conf" / "samples.yaml").read_text()
     job = tmp_path / "job.yaml"
     job.write_text(

@@ -72,8 +72,17 @@ def test_clean_on_connect_equals_classic(
         shutil.copytree(sample_dir / "orders-0", src / "orders-0")
         flags = ["--set", sets[0], "--now-ms", NOW]
     clean_in_session(spark, src, tmp_path / "classic", int(NOW), sets)
-    proc = segpipe_ok("clean", str(src), str(tmp_path / "connect"), *flags, "--spark-remote", remote,
-                      "--validate", "--suite", "conf/suites/orders.json")  # fmt: skip
+    proc = segpipe_ok(
+        "clean",
+        str(src),
+        str(tmp_path / "connect"),
+        *flags,
+        "--spark-remote",
+        remote,
+        "--validate",
+        "--suite",
+        "conf/suites/orders.json",
+    )
     assert "validation passed" in proc.stdout + proc.stderr
     assert files_of(tmp_path / "connect") == files_of(tmp_path / "classic")
     assert len(files_of(tmp_path / "classic")) > 4
@@ -167,8 +176,11 @@ print(json.dumps(sorted([r[0], r[1], r[2], r[3]] for r in rows)))
 def test_the_data_source_on_connect(spark, remote: str, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
     proc = subprocess.run(
         [sys.executable, "-c", DATA_SOURCE, remote, str(sample_dir)],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     df = spark.read.format("kafka-segments").load(str(sample_dir))
     rows = df.groupBy("topic", "partition").agg({"offset": "sum", "*": "count"}).collect()
@@ -199,8 +211,9 @@ def test_a_server_with_segpipe_forks_its_workers_with_every_jobs_modules_loaded(
     (README: Spark Connect): a plain session's task, which imports nothing of segpipe, finds them."""
     from tests.connect_server import server_preload
 
-    proc = subprocess.run([sys.executable, "-c", PRELOADED, remote], capture_output=True, text=True, cwd=REPO,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELOADED, remote], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     found = json.loads(proc.stdout.splitlines()[-1])
     assert "-m pipelines.runtime.worker_daemon" in found["parent"], found["parent"]
@@ -223,8 +236,16 @@ def test_sigterm_stops_a_connect_run_and_publishes_nothing(
 def test_a_setting_the_server_fixed_at_its_start_is_refused(
     remote: str, sample_dir: Path, tmp_path: Path
 ) -> None:
-    proc = run_segpipe("clean", str(sample_dir), str(tmp_path / "out"), *SAMPLES, "--spark-remote", remote,
-                       "--conf", "spark.executor.memory=2g")  # fmt: skip
+    proc = run_segpipe(
+        "clean",
+        str(sample_dir),
+        str(tmp_path / "out"),
+        *SAMPLES,
+        "--spark-remote",
+        remote,
+        "--conf",
+        "spark.executor.memory=2g",
+    )
     assert proc.returncode == ExitCode.REFUSED, proc.stderr[-2000:]
     assert "--conf spark.executor.memory: the Spark Connect server does not take it" in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -297,8 +318,9 @@ def test_a_server_without_segpipe_runs_the_one_the_client_sends(
     `pipelines`, a segpipe session's task finds the client's own; a module the server's Python
     lacks is named before any work; an erase there writes what classic local mode writes."""
     remote = remote_without_segpipe
-    proc = subprocess.run([sys.executable, "-c", SHIPPED, remote], capture_output=True, text=True, cwd=REPO,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", SHIPPED, remote], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     found = json.loads(proc.stdout.splitlines()[-1])
     assert found["before"] == "missing: pipelines"

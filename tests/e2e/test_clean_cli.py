@@ -72,9 +72,16 @@ def test_a_destination_inside_the_source_is_refused(tmp_path: Path, sample_dir: 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: Path) -> None:
     proc = run_segpipe(
-        "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run",
+        "clean",
+        str(sample_dir),
+        str(tmp_path / "out"),
+        "--config",
+        "conf/samples.yaml",
+        "--now-ms",
+        str(NOW),
+        "--dry-run",
         "--json",
-    )  # fmt: skip
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     plan, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{") :])
     parts = {p["partition"]: p for p in plan["partitions"]}
@@ -85,8 +92,15 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, sample_dir: 
     assert proc.stdout.splitlines()[-1].startswith("segpipe: 4 partitions") and "dry run" in proc.stdout
     # For people, the same plan is a table: one row per partition.
     table = run_segpipe(
-        "clean", str(sample_dir), str(tmp_path / "out"), "--config", "conf/samples.yaml", "--now-ms", str(NOW), "--dry-run"
-    )  # fmt: skip
+        "clean",
+        str(sample_dir),
+        str(tmp_path / "out"),
+        "--config",
+        "conf/samples.yaml",
+        "--now-ms",
+        str(NOW),
+        "--dry-run",
+    )
     lines = table.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("partition"))
     rows = {line.split()[0]: line for line in lines[head + 1 : head + 5]}
@@ -129,9 +143,18 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     out1, out2 = tmp_path / "out1", tmp_path / "out2"
     report = tmp_path / "report.json"
     proc = run_segpipe(
-        "clean", str(sample_dir), str(out1), "--config", "conf/samples.yaml", "--now-ms", str(NOW),
-        "--report", str(report), "--master", "local[2]",
-    )  # fmt: skip
+        "clean",
+        str(sample_dir),
+        str(out1),
+        "--config",
+        "conf/samples.yaml",
+        "--now-ms",
+        str(NOW),
+        "--report",
+        str(report),
+        "--master",
+        "local[2]",
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("segpipe cleaned log")]
     assert len(lines) == 4 and "size reduction" in lines[0] and "MB/sec" in lines[0]
@@ -157,11 +180,21 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     events = tmp_path / "events"
     events.mkdir()
     proc = run_segpipe(
-        "clean", str(out1), str(out2), "--config", "conf/samples.yaml", "--now-ms", str(NOW + 3_600_000),
-        "--conf", "spark.python.unix.domain.socket.enabled=false",
-        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+        "clean",
+        str(out1),
+        str(out2),
+        "--config",
+        "conf/samples.yaml",
+        "--now-ms",
+        str(NOW + 3_600_000),
+        "--conf",
+        "spark.python.unix.domain.socket.enabled=false",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events.as_uri()}",
         env={DRIVER_WORK.env: "off"},
-    )  # fmt: skip
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert len(list(events.iterdir())) == 1  # this run's event log
     tombstones = [r for r in read_log(out2, "orders-0") if r["value"] is None and not r["is_control"]]
@@ -190,12 +223,28 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     its bytes are a direct run's. Spark under spark-submit: tests/cluster."""
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW)]
     proc = subprocess.run(
-        spark_submit("--master", "local[1]", "--conf", "spark.task.cpus=2", "pipelines/cli/__main__.py",
-                     "clean", str(sample_dir), str(tmp_path / "out"), *flags),
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-             DRIVER_WORK.env: "processes"},
-    )  # fmt: skip
+        spark_submit(
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.task.cpus=2",
+            "pipelines/cli/__main__.py",
+            "clean",
+            str(sample_dir),
+            str(tmp_path / "out"),
+            *flags,
+        ),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            DRIVER_WORK.env: "processes",
+        },
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert sum(line.startswith("segpipe cleaned log") for line in proc.stdout.splitlines()) == 4
     direct = run_segpipe("clean", str(sample_dir), str(tmp_path / "direct"), *flags)
@@ -208,11 +257,22 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     )
     # A setting the driver JVM reads at its start is refused there: the JVM already runs.
     late = subprocess.run(
-        spark_submit("--master", "local[1]", "pipelines/cli/__main__.py", "clean", str(sample_dir),
-                     str(tmp_path / "out2"), "--conf", "spark.driver.memory=2g"),
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        spark_submit(
+            "--master",
+            "local[1]",
+            "pipelines/cli/__main__.py",
+            "clean",
+            str(sample_dir),
+            str(tmp_path / "out2"),
+            "--conf",
+            "spark.driver.memory=2g",
+        ),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )  # fmt: skip
+    )
     # spark-submit passes its Python's stderr on through its own stdout.
     assert (
         late.returncode == ExitCode.REFUSED
@@ -233,12 +293,28 @@ def test_a_submitted_job_file_runs_on_the_master_spark_submit_was_given(
         f"steps: [retention, compact]\nnow: {NOW}\nspark: {{master: '{nowhere}', conf: {{spark.master: '{nowhere}'}}}}\n",
     )
     proc = subprocess.run(
-        spark_submit("--master", "local[1]", "--conf", "spark.task.cpus=2",
-                     "pipelines/cli/__main__.py", "run", str(job), "--run", "r1"),
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-             DRIVER_WORK.env: "processes"},
-    )  # fmt: skip
+        spark_submit(
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.task.cpus=2",
+            "pipelines/cli/__main__.py",
+            "run",
+            str(job),
+            "--run",
+            "r1",
+        ),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            DRIVER_WORK.env: "processes",
+        },
+    )
     assert proc.returncode == ExitCode.OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     state = json.loads((tmp_path / "out" / "r1.run.json").read_text())
     assert state["steps"]["compact"]["state"] == "done"
@@ -394,8 +470,12 @@ def test_an_unreachable_master_and_missing_credentials_fail_at_once(tmp_path: Pa
     )
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "inspect", "s3://segpipe-no-such-bucket/logs"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == ExitCode.REFUSED and proc.stderr.startswith("error: NoCredentialsError"), (
         proc.stderr
     )
@@ -409,10 +489,24 @@ def test_spark_leaves_no_sockets_behind(tmp_path: Path, sample_dir: Path) -> Non
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW),
-         "--set", "cleanup.policy=compact"],  # a run that compacts: it starts Spark
-        capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "clean",
+            str(sample_dir),
+            str(tmp_path / "out"),
+            "--now-ms",
+            str(NOW),
+            "--set",
+            "cleanup.policy=compact",
+        ],  # a run that compacts: it starts Spark
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert {p.name for p in Path(tempfile.gettempdir()).glob(".*.sock")} <= before
     assert list(scratch.iterdir()) == []  # the run's own directory (sockets, log config) is gone
@@ -425,11 +519,24 @@ def test_interrupting_a_run_publishes_nothing_and_says_so_in_one_line(
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(tmp_path / "out"), "--now-ms", str(NOW),
-         "--set", "cleanup.policy=compact"],  # a run that compacts, on Spark: it starts a JVM
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "clean",
+            str(sample_dir),
+            str(tmp_path / "out"),
+            "--now-ms",
+            str(NOW),
+            "--set",
+            "cleanup.policy=compact",
+        ],  # a run that compacts, on Spark: it starts a JVM
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
         env=dict(os.environ, **{DRIVER_WORK.env: "off"}),
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 60
     while not _has_java_child(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)  # bounded: until the JVM of the run exists
@@ -506,8 +613,15 @@ def test_skip_partition_finds_malformed_records_behind_a_valid_crc_before_writin
     good = v2_batch(0, [(0, NOW, b"k", b"v", [])])
     section = RecordColumns.from_records([(0, 0, b"k", b"v", []), (1, 0, b"k2", b"v2", [])]).encode()
     # Three records declared, two present: the CRC is right, the records are not.
-    bad = build_v2_batch(base_offset=1, records=section, records_count=3, last_offset_delta=2,
-                         base_timestamp=NOW, max_timestamp=NOW, attributes=0)  # fmt: skip
+    bad = build_v2_batch(
+        base_offset=1,
+        records=section,
+        records_count=3,
+        last_offset_delta=2,
+        base_timestamp=NOW,
+        max_timestamp=NOW,
+        attributes=0,
+    )
     write_log(src, "broken-0", [[good, bad], [v2_batch(4, [(0, NOW, b"k", b"v", [])])]])
     flags = ["--now-ms", str(NOW), "--set", "cleanup.policy=compact", "--on-corrupt", "skip-partition"]
     proc = run_segpipe("clean", str(src), str(tmp_path / "out"), *flags)
@@ -561,9 +675,15 @@ def test_a_plan_with_nothing_for_spark_starts_no_jvm(spark, tmp_path: Path) -> N
     # (made so here: SEGPIPE_DRIVER_WORK=processes), a partition larger than a core's share in
     # ranges of its groups; no JVM either.
     processes = run_segpipe(
-        "clean", samples, str(tmp_path / "in-processes"), *config, "--master", "local[2]", *bad_jvm,
+        "clean",
+        samples,
+        str(tmp_path / "in-processes"),
+        *config,
+        "--master",
+        "local[2]",
+        *bad_jvm,
         env={DRIVER_WORK.env: "processes"},
-    )  # fmt: skip
+    )
     assert processes.returncode == ExitCode.OK, processes.stderr
     assert files_of(tmp_path / "in-processes") == files_of(tmp_path / "once")
     refused = run_segpipe("clean", samples, str(tmp_path / "needs-spark"), *config, *bad_jvm, env=on_spark)
@@ -600,9 +720,15 @@ def test_a_range_that_fails_does_not_leave_the_others_waiting(tmp_path: Path) ->
     # Output groups of at most 96 KiB of input: several, so two ranges on two cores.
     sets = ["--set", "cleanup.policy=compact", "--set", "segment.bytes=98304", "--now-ms", str(NOW)]
     proc = run_segpipe(
-        "clean", str(src), str(tmp_path / "out"), *sets, "--master", "local[2]",
-        env={DRIVER_WORK.env: "processes"}, timeout=300,
-    )  # fmt: skip
+        "clean",
+        str(src),
+        str(tmp_path / "out"),
+        *sets,
+        "--master",
+        "local[2]",
+        env={DRIVER_WORK.env: "processes"},
+        timeout=300,
+    )
     assert proc.returncode == ExitCode.DATA, proc.stderr[-3000:]
     # The record's place: the batch's header is before it.
     assert f"{last.name} at byte {at + V2_HEADER_SIZE}" in proc.stderr, proc.stderr[-3000:]
@@ -616,11 +742,19 @@ def _producer_log(root: Path, snapshot_entries: list[int] | None, clean_shutdown
     from tests.helpers import v2_batch, write_log
 
     now = 1_700_000_000_000
-    write_log(root, "t-0", [
-        [v2_batch(0, [(0, now - 60_000, b"k1", b"a", [])], producer_id=7, producer_epoch=0, base_sequence=0),
-         v2_batch(1, [(0, now - 50_000, b"k1", b"b", [])])],
-        [v2_batch(2, [(0, now - 40_000, b"k2", b"c", [])])],
-    ])  # fmt: skip
+    write_log(
+        root,
+        "t-0",
+        [
+            [
+                v2_batch(
+                    0, [(0, now - 60_000, b"k1", b"a", [])], producer_id=7, producer_epoch=0, base_sequence=0
+                ),
+                v2_batch(1, [(0, now - 50_000, b"k1", b"b", [])]),
+            ],
+            [v2_batch(2, [(0, now - 40_000, b"k2", b"c", [])])],
+        ],
+    )
     if snapshot_entries is not None:
         entries = [ProducerEntry(pid, 0, 0, 0, 0, now - 60_000) for pid in snapshot_entries]
         (root / "t-0" / "00000000000000000002.snapshot").write_bytes(write_snapshot(entries))
@@ -642,13 +776,24 @@ def test_an_emptied_batch_keeps_its_header_only_for_a_producer_the_loading_broke
     stopped log without snapshots; the whole log replayed otherwise."""
     src = _producer_log(tmp_path / "src", snapshot, clean_shutdown)
     out = tmp_path / "out"
-    proc = run_segpipe("clean", str(src), str(out), "--set", "cleanup.policy=compact", "--set",
-                       "segpipe.last.segment.sealed=true", "--now", "1700000000000")  # fmt: skip
+    proc = run_segpipe(
+        "clean",
+        str(src),
+        str(out),
+        "--set",
+        "cleanup.policy=compact",
+        "--set",
+        "segpipe.last.segment.sealed=true",
+        "--now",
+        "1700000000000",
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     rows = read_log(out, "t-0")
     assert [r["offset"] for r in rows] == [1, 2]  # k1's first record is superseded either way
-    batches = {int(line["base_offset"]): line for line in map(json.loads, run_segpipe(
-        "dump", str(out), "--batches").stdout.splitlines())}  # fmt: skip
+    batches = {
+        int(line["base_offset"]): line
+        for line in map(json.loads, run_segpipe("dump", str(out), "--batches").stdout.splitlines())
+    }
     assert (0 in batches and batches[0]["records_count"] == 0 and batches[0]["producer_id"] == 7) == kept, (
         batches
     )

@@ -24,9 +24,20 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_generate_inspect_dump(tmp_path: Path) -> None:
     dst = tmp_path / "logs"
     gen = run_segpipe(
-        "generate", str(dst), "--topics", "a,b", "--partitions", "2", "--records", "500",
-        "--codecs", "zstd,snappy", "--log-append-time", "--segment-bytes", "16384",
-    )  # fmt: skip
+        "generate",
+        str(dst),
+        "--topics",
+        "a,b",
+        "--partitions",
+        "2",
+        "--records",
+        "500",
+        "--codecs",
+        "zstd,snappy",
+        "--log-append-time",
+        "--segment-bytes",
+        "16384",
+    )
     assert gen.returncode == ExitCode.OK, gen.stderr
     assert "a-0: log end offset" in gen.stdout
     assert run_segpipe("generate", str(dst)).returncode == ExitCode.REFUSED  # refuses a non-empty destination
@@ -49,8 +60,21 @@ def test_generate_inspect_dump(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in dump.stdout.splitlines()]
     offsets = [r["offset"] for r in rows]
     assert offsets == sorted(offsets) and {r["partition"] for r in rows} == {1}
-    required = {"topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
-                "producer_id", "producer_epoch", "base_sequence", "is_transactional", "is_control"}  # fmt: skip
+    required = {
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestamp_type",
+        "key",
+        "value",
+        "headers",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "is_transactional",
+        "is_control",
+    }
     assert all(required <= set(r) for r in rows)
     data = [r for r in rows if not r["is_control"]]
     assert {r["timestamp_type"] for r in data} == {"LogAppendTime"}
@@ -243,8 +267,11 @@ def test_generate_refuses_impossible_options_before_writing(tmp_path: Path) -> N
     proc = run_segpipe("generate", str(tmp_path / "dst"), "--records", "30")
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert sorted(p.name for p in (tmp_path / "dst").iterdir() if p.is_dir()) == [
-        "clicks-0", "legacy-users-0", "orders-0", "orders-1"
-    ]  # fmt: skip
+        "clicks-0",
+        "legacy-users-0",
+        "orders-0",
+        "orders-1",
+    ]
 
 
 def test_dump_of_a_range_reads_through_the_indexes_and_survives_a_missing_one(tmp_path: Path) -> None:
@@ -298,9 +325,20 @@ def test_the_application_file_runs_its_command_once(tmp_path: Path) -> None:
     )
     env = {**os.environ, DRIVER_WORK.env: "processes", "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "pipelines" / "cli" / "__main__.py"), "run", str(job), "--master", "local[2]"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "pipelines" / "cli" / "__main__.py"),
+            "run",
+            str(job),
+            "--master",
+            "local[2]",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert proc.stdout.count("segpipe: job once") == 1, proc.stdout
     assert proc.stdout.count("step compact: done") == 1, proc.stdout

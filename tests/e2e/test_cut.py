@@ -134,8 +134,9 @@ def test_until_time_cuts_where_list_offsets_points(src: Path, tmp_path: Path) ->
 
 def test_a_cut_log_cleans_and_validates(cut: Path, tmp_path: Path) -> None:
     cleaned = tmp_path / "cleaned"
-    proc = run_segpipe("clean", str(cut), str(cleaned), "--config", "conf/samples.yaml", "--now", "2023-11-23",
-                       "--validate")  # fmt: skip
+    proc = run_segpipe(
+        "clean", str(cut), str(cleaned), "--config", "conf/samples.yaml", "--now", "2023-11-23", "--validate"
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
 
 

@@ -38,11 +38,32 @@ def test_every_published_file_is_synced_before_its_rename(tmp_path: Path, sample
     out = tmp_path / "out"
     traces = tmp_path / "trace"
     proc = subprocess.run(
-        ["strace", "-ff", "-qq", "-e", "trace=openat,fsync,fdatasync,close,rename,renameat,renameat2", "-o", str(traces),
-         sys.executable, "-m", "pipelines.cli", "clean", str(sample_dir), str(out), "--config", "conf/samples.yaml",
-         "--now-ms", str(NOW), "--master", "local[1]"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        [
+            "strace",
+            "-ff",
+            "-qq",
+            "-e",
+            "trace=openat,fsync,fdatasync,close,rename,renameat,renameat2",
+            "-o",
+            str(traces),
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "clean",
+            str(sample_dir),
+            str(out),
+            "--config",
+            "conf/samples.yaml",
+            "--now-ms",
+            str(NOW),
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     published = 0
     output_renamed = parent_synced = False

@@ -29,14 +29,35 @@ from tests.helpers import NO_JVM, files_of, lock_held, read_log, run_segpipe, sp
 pytestmark = pytest.mark.e2e
 
 SPECS = [
-    TopicSpec("orders", partitions=2, records=2500, keys=150, header_ratio=0.3, records_per_batch=(1, 12),
-              segment_bytes=32 * 1024),
-    TopicSpec("events", records=1500, keys=400, null_key_ratio=0.1, log_append_time=True,
-              transactional_ratio=0.0, codecs=("lz4", "none"), segment_bytes=24 * 1024),
+    TopicSpec(
+        "orders",
+        partitions=2,
+        records=2500,
+        keys=150,
+        header_ratio=0.3,
+        records_per_batch=(1, 12),
+        segment_bytes=32 * 1024,
+    ),
+    TopicSpec(
+        "events",
+        records=1500,
+        keys=400,
+        null_key_ratio=0.1,
+        log_append_time=True,
+        transactional_ratio=0.0,
+        codecs=("lz4", "none"),
+        segment_bytes=24 * 1024,
+    ),
     # Keys that rarely repeat: an erase touches few of its segments.
-    TopicSpec("quiet", records=1500, keys=100_000, key_skew=0.0, codecs=("zstd", "gzip", "snappy"),
-              segment_bytes=24 * 1024),
-]  # fmt: skip
+    TopicSpec(
+        "quiet",
+        records=1500,
+        keys=100_000,
+        key_skew=0.0,
+        codecs=("zstd", "gzip", "snappy"),
+        segment_bytes=24 * 1024,
+    ),
+]
 KEYS = [b"k0000000001", b"k0000000002", b"k0000000007", b"k0000000120"]
 ABSENT = b"nobody-has-this-key"
 HEADER = "trace-id"
@@ -98,9 +119,20 @@ def secret_file(directory: Path) -> Path:
 def erase(src: Path, out: Path, keys: Path, *flags: str, env: dict[str, str] | None = None) -> Any:
     """The erase of `keys` (hex), with the header and the operator's secret (beside the key list)."""
     return run_segpipe(
-        "erase", str(src), str(out), "--keys", str(keys), "--key-format", "hex", "--also-in-headers", HEADER,
-        "--secret-file", str(secret_file(keys.parent)), *flags, env=env,
-    )  # fmt: skip
+        "erase",
+        str(src),
+        str(out),
+        "--keys",
+        str(keys),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        "--secret-file",
+        str(secret_file(keys.parent)),
+        *flags,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -238,8 +270,10 @@ def test_the_evidence_names_keys_by_digest_only(
         for where in item["partitions"]:
             offsets = [r["offset"] for r in read_log(src, where["partition"]) if attributed(r, keys) == key]
             assert (where["records"], where["first_offset"], where["last_offset"]) == (
-                len(offsets), min(offsets), max(offsets),
-            )  # fmt: skip
+                len(offsets),
+                min(offsets),
+                max(offsets),
+            )
         assert item["records"] == sum(p["records"] for p in item["partitions"])
     for p in report["partitions"]:
         expected = sum(1 for r in read_log(src, p["partition"]) if gone(r, keys))
@@ -271,20 +305,36 @@ def test_without_the_secret_candidate_keys_match_nothing(
     # validate --erased with the secret checks the evidence names exactly the listed keys.
     proof = ("--key-format", "hex", "--also-in-headers", HEADER, "--against", str(src))
     out = work / "out"
-    ok = run_segpipe("validate", str(out), "--erased", str(work / "keys.hex"), *proof,
-                     "--secret-file", str(secret_file(work)))  # fmt: skip
+    ok = run_segpipe(
+        "validate",
+        str(out),
+        "--erased",
+        str(work / "keys.hex"),
+        *proof,
+        "--secret-file",
+        str(secret_file(work)),
+    )
     assert ok.returncode == ExitCode.OK and "evidence checked" in ok.stdout, ok.stdout + ok.stderr
     other = tmp_path / "other.secret"
     other.write_bytes(b"another secret of enough bytes")
-    wrong = run_segpipe("validate", str(out), "--erased", str(work / "keys.hex"), *proof,
-                        "--secret-file", str(other))  # fmt: skip
+    wrong = run_segpipe(
+        "validate", str(out), "--erased", str(work / "keys.hex"), *proof, "--secret-file", str(other)
+    )
     assert wrong.returncode == ExitCode.INVALID and "keyed with another secret" in wrong.stdout, wrong.stdout
     short = tmp_path / "short.secret"
     short.write_bytes(b"tiny\n")
     refused = erase(src, tmp_path / "o", work / "keys.hex", "--secret-file", str(short))
     assert refused.returncode == ExitCode.REFUSED and "needs at least 16" in refused.stderr, refused.stderr
-    unkeyed = run_segpipe("erase", str(src), str(tmp_path / "o"), "--keys", str(work / "keys.hex"),
-                          "--key-format", "hex", "--dry-run")  # fmt: skip
+    unkeyed = run_segpipe(
+        "erase",
+        str(src),
+        str(tmp_path / "o"),
+        "--keys",
+        str(work / "keys.hex"),
+        "--key-format",
+        "hex",
+        "--dry-run",
+    )
     assert unkeyed.returncode == ExitCode.OK and "kept nowhere" in unkeyed.stdout + unkeyed.stderr
 
 
@@ -293,12 +343,34 @@ def test_the_proof_passes_and_fails_where_it_must(
 ) -> None:
     out, work = erased
     listing = work / "keys.hex"
-    ok = run_segpipe("validate", str(out), "--erased", str(listing), "--key-format", "hex",
-                     "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
+    ok = run_segpipe(
+        "validate",
+        str(out),
+        "--erased",
+        str(listing),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        "--against",
+        str(src),
+    )
     assert ok.returncode == ExitCode.OK, ok.stdout + ok.stderr
     # A topic filter judges that topic's partitions; the others are named as left out by it.
-    only = run_segpipe("validate", str(out), "--erased", str(listing), "--key-format", "hex",
-                       "--also-in-headers", HEADER, "--against", str(src), "--topic", "orders")  # fmt: skip
+    only = run_segpipe(
+        "validate",
+        str(out),
+        "--erased",
+        str(listing),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        "--against",
+        str(src),
+        "--topic",
+        "orders",
+    )
     assert only.returncode == ExitCode.INVALID, only.stdout + only.stderr
     assert "events-0: the partition is in SRC, but --topic leaves its topic out" in only.stdout, only.stdout
     assert "not in SRC" not in only.stdout and "(2 problems)" in only.stdout, only.stdout  # events-0, quiet-0
@@ -312,8 +384,18 @@ def test_the_proof_passes_and_fails_where_it_must(
         erase(src, put_back, key_file(tmp_path / "less.hex", [k for k in keys if k != single])).returncode
         == ExitCode.OK
     )
-    failed = run_segpipe("validate", str(put_back), "--erased", str(listing), "--key-format", "hex",
-                         "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
+    failed = run_segpipe(
+        "validate",
+        str(put_back),
+        "--erased",
+        str(listing),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        "--against",
+        str(src),
+    )
     assert failed.returncode == ExitCode.INVALID and "1 records still carry a listed key" in failed.stdout, (
         failed.stdout
     )
@@ -321,17 +403,32 @@ def test_the_proof_passes_and_fails_where_it_must(
     more = [*keys, once(src)[1]]
     too_many = tmp_path / "too-many"
     assert erase(src, too_many, key_file(tmp_path / "more.hex", more)).returncode == ExitCode.OK
-    failed = run_segpipe("validate", str(too_many), "--erased", str(listing), "--key-format", "hex",
-                         "--also-in-headers", HEADER, "--against", str(src))  # fmt: skip
+    failed = run_segpipe(
+        "validate",
+        str(too_many),
+        "--erased",
+        str(listing),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        "--against",
+        str(src),
+    )
     assert failed.returncode == ExitCode.INVALID and "is missing (not a listed key's)" in failed.stdout, (
         failed.stdout
     )
 
 
 def erase_in_session(
-    spark: Any, src: Path, out: Path, keys: Path, monkeypatch: pytest.MonkeyPatch, gate: Any = None,
+    spark: Any,
+    src: Path,
+    out: Path,
+    keys: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gate: Any = None,
     **options: Any,
-) -> None:  # fmt: skip
+) -> None:
     """What `erase` (with the header and the operator's secret) runs, as Spark tasks in this
     process's session (every stage its tasks; a command's own JVM would cost seconds): it shows it
     ran Spark jobs."""
@@ -343,9 +440,14 @@ def erase_in_session(
     monkeypatch.setenv(DRIVER_WORK.env, "off")
     before = spark_jobs_of(spark, "erase")
     request = EraseRequest(
-        src=Location(str(src)), dst=Location(str(out)), keys=str(keys), key_format="hex",
-        header_names=(HEADER,), digest=read_secret(str(secret_file(keys.parent))), **options,
-    )  # fmt: skip
+        src=Location(str(src)),
+        dst=Location(str(out)),
+        keys=str(keys),
+        key_format="hex",
+        header_names=(HEADER,),
+        digest=read_secret(str(secret_file(keys.parent))),
+        **options,
+    )
     run_erase(spark, request, print, gate)
     assert spark_jobs_of(spark, "erase") > before
 
@@ -379,8 +481,16 @@ def test_a_million_keys_from_parquet(
     pq.write_table(
         pa.table({"key": pa.array(many, pa.binary())}), tmp_path / "keys.parquet", row_group_size=100_000
     )
-    proc = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(tmp_path / "keys.parquet"),
-                       "--also-in-headers", HEADER, env=JOINED if joined else WHOLE)  # fmt: skip
+    proc = run_segpipe(
+        "erase",
+        str(src),
+        str(tmp_path / "out"),
+        "--keys",
+        str(tmp_path / "keys.parquet"),
+        "--also-in-headers",
+        HEADER,
+        env=JOINED if joined else WHOLE,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
     assert report["keys_listed"] == len(many) and report["not_found_count"] == 1_000_001
@@ -401,9 +511,15 @@ def by_digest(report: dict[str, Any], root: Path | None = None) -> tuple[list[di
 
 @pytest.mark.parametrize("where", ["processes", "spark"])
 def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
-    src: Path, erased: tuple[Path, Path], keys: list[bytes], tmp_path: Path, where: str,
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    src: Path,
+    erased: tuple[Path, Path],
+    keys: list[bytes],
+    tmp_path: Path,
+    where: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A key list joined with the records' keys (SEGPIPE_KEY_BROADCAST_BYTES=0: every list is;
     a larger list than its limit is) over the driver's processes (the command line) or Spark (this
     process's session): the same bytes, the same evidence (keys in another order: by digest
@@ -412,8 +528,18 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
     flow = {DRIVER_WORK.env: "processes"}
     report = tmp_path / "report.json"
     if where == "processes":
-        proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", "--validate",
-                     "--report", str(report), *NO_JVM, env={**JOINED, **flow})  # fmt: skip
+        proc = erase(
+            src,
+            tmp_path / "out",
+            work / "keys.hex",
+            "--master",
+            "local[2]",
+            "--validate",
+            "--report",
+            str(report),
+            *NO_JVM,
+            env={**JOINED, **flow},
+        )
         assert proc.returncode == ExitCode.OK, proc.stderr
         said = proc.stdout
     else:
@@ -422,8 +548,16 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
 
         spark = request.getfixturevalue("spark")
         monkeypatch.setenv(KEY_BROADCAST.env, JOINED[KEY_BROADCAST.env])
-        erase_in_session(spark, src, tmp_path / "out", work / "keys.hex", monkeypatch, validate=True,
-                         gate=erasure_gate(spark, str(src), (HEADER,)), report_path=Location(str(report)))  # fmt: skip
+        erase_in_session(
+            spark,
+            src,
+            tmp_path / "out",
+            work / "keys.hex",
+            monkeypatch,
+            validate=True,
+            gate=erasure_gate(spark, str(src), (HEADER,)),
+            report_path=Location(str(report)),
+        )
         said = capsys.readouterr().out
     assert "segpipe: erasure proved" in said
     assert files_of(tmp_path / "out") == files_of(out)
@@ -446,8 +580,9 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
         "--master",
         "local[2]",
     )
-    unerased = run_segpipe("validate", str(src), "--erased", str(work / "keys.hex"), *proof, *NO_JVM,
-                           env={**JOINED, **flow})  # fmt: skip
+    unerased = run_segpipe(
+        "validate", str(src), "--erased", str(work / "keys.hex"), *proof, *NO_JVM, env={**JOINED, **flow}
+    )
     assert (
         unerased.returncode == ExitCode.INVALID and "records still carry a listed key" in unerased.stdout
     ), unerased.stdout
@@ -493,11 +628,30 @@ def test_refusals_write_nothing(src: Path, tmp_path: Path) -> None:
 
 
 LEGACY = [
-    TopicSpec("old0", records=600, keys=12, legacy_magic=0, transactional_ratio=0.0, idempotent_ratio=0.0,
-              header_ratio=0.0, null_key_ratio=0.05, codecs=("none", "gzip", "snappy"), segment_bytes=8 * 1024),
-    TopicSpec("old1", records=600, keys=12, legacy_magic=1, transactional_ratio=0.0, idempotent_ratio=0.0,
-              header_ratio=0.0, codecs=("none", "gzip", "snappy", "lz4"), segment_bytes=8 * 1024),
-]  # fmt: skip
+    TopicSpec(
+        "old0",
+        records=600,
+        keys=12,
+        legacy_magic=0,
+        transactional_ratio=0.0,
+        idempotent_ratio=0.0,
+        header_ratio=0.0,
+        null_key_ratio=0.05,
+        codecs=("none", "gzip", "snappy"),
+        segment_bytes=8 * 1024,
+    ),
+    TopicSpec(
+        "old1",
+        records=600,
+        keys=12,
+        legacy_magic=1,
+        transactional_ratio=0.0,
+        idempotent_ratio=0.0,
+        header_ratio=0.0,
+        codecs=("none", "gzip", "snappy", "lz4"),
+        segment_bytes=8 * 1024,
+    ),
+]
 
 
 def test_keys_are_erased_from_magic_0_and_1_message_sets(tmp_path: Path) -> None:
@@ -541,8 +695,9 @@ def test_keys_are_erased_from_magic_0_and_1_message_sets(tmp_path: Path) -> None
             assert batch.validate_crc()
             for r in batch:
                 assert r.key not in listed
-    ok = run_segpipe("validate", str(tmp_path / "out"), "--erased", str(keys), "--key-format", "hex",
-                     "--against", str(src))  # fmt: skip
+    ok = run_segpipe(
+        "validate", str(tmp_path / "out"), "--erased", str(keys), "--key-format", "hex", "--against", str(src)
+    )
     assert ok.returncode == ExitCode.OK, ok.stdout + ok.stderr
 
 
@@ -550,8 +705,18 @@ def test_keys_are_erased_from_magic_0_and_1_message_sets(tmp_path: Path) -> None
 def test_a_kill_loses_nothing(src: Path, erased: tuple[Path, Path], tmp_path: Path, stage: str) -> None:
     out, work = erased
     before = files_of(src)
-    killed = run_segpipe("erase", str(src), str(tmp_path / "out"), "--keys", str(work / "keys.hex"),
-                         "--key-format", "hex", "--also-in-headers", HEADER, fault=stage)  # fmt: skip
+    killed = run_segpipe(
+        "erase",
+        str(src),
+        str(tmp_path / "out"),
+        "--keys",
+        str(work / "keys.hex"),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        fault=stage,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert files_of(src) == before and not (tmp_path / "out").exists()
     again = erase(src, tmp_path / "out", work / "keys.hex")
@@ -591,9 +756,19 @@ def test_the_drivers_processes_write_the_same_bytes(
     proc = erase(src, tmp_path / "out", work / "keys.hex", "--master", "local[2]", *NO_JVM, env=processes)
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert files_of(tmp_path / "out") == files_of(out)
-    killed = run_segpipe("erase", str(src), str(tmp_path / "killed"), "--keys", str(work / "keys.hex"),
-                         "--key-format", "hex", "--also-in-headers", HEADER, env=processes,
-                         fault="mid-rewrite")  # fmt: skip
+    killed = run_segpipe(
+        "erase",
+        str(src),
+        str(tmp_path / "killed"),
+        "--keys",
+        str(work / "keys.hex"),
+        "--key-format",
+        "hex",
+        "--also-in-headers",
+        HEADER,
+        env=processes,
+        fault="mid-rewrite",
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr  # a task's kill point took the whole run
     assert files_of(src) == before and not (tmp_path / "killed").exists()
 

@@ -35,8 +35,17 @@ def dumped_records(*args: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
 def test_clean_of_a_tiered_topic_writes_the_cleaned_log(tmp_path: Path) -> None:
     t = tier(PLAIN, tmp_path)
     out = tmp_path / "cleaned"
-    proc = run_segpipe("clean", str(t.logdir), str(out), "--kafka-tier", str(t.settings), "--now-ms", NOW_MS,
-                       "--topic-set", "kip405:cleanup.policy=compact")  # fmt: skip
+    proc = run_segpipe(
+        "clean",
+        str(t.logdir),
+        str(out),
+        "--kafka-tier",
+        str(t.settings),
+        "--now-ms",
+        NOW_MS,
+        "--topic-set",
+        "kip405:cleanup.policy=compact",
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert records(LocalStorage(), str(out)) == t.produced  # every key is distinct: nothing superseded
     proc = run_segpipe(
@@ -50,8 +59,18 @@ def test_erase_dry_run_names_the_remote_segments_that_hold_each_key(tmp_path: Pa
     keys = tmp_path / "keys.txt"
     keys.write_text("k-000000004\nk-000009999\n")
     report = tmp_path / "report.json"
-    proc = run_segpipe("erase", str(t.logdir), str(tmp_path / "out"), "--kafka-tier", str(t.settings),
-                       "--keys", str(keys), "--dry-run", "--report", str(report))  # fmt: skip
+    proc = run_segpipe(
+        "erase",
+        str(t.logdir),
+        str(tmp_path / "out"),
+        "--kafka-tier",
+        str(t.settings),
+        "--keys",
+        str(keys),
+        "--dry-run",
+        "--report",
+        str(report),
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     held = {
         p["partition"]: p["segments"]
@@ -117,8 +136,12 @@ def test_the_readme_documents_every_setting_read_and_its_walk_through_runs(tmp_p
         command = line.split("#")[0].split()
         if command[1] == "restore-kafka":
             continue
-        paths = {"/backup/kafka-logs": str(t.logdir), "/backup/server.properties": str(t.settings),
-                 "/tmp/orders-rebuilt": str(tmp_path / "rebuilt"), "orders": "kip405"}  # fmt: skip
+        paths = {
+            "/backup/kafka-logs": str(t.logdir),
+            "/backup/server.properties": str(t.settings),
+            "/tmp/orders-rebuilt": str(tmp_path / "rebuilt"),
+            "orders": "kip405",
+        }
         proc = run_segpipe(*[paths.get(word, word) for word in command[1:]])
         assert proc.returncode == ExitCode.OK, (line, proc.stderr)
         if command[1] == "inspect":
@@ -215,8 +238,17 @@ def test_outputs_made_from_a_tier_are_proved_against_that_tier(tmp_path: Path) -
     t = tier(PLAIN, tmp_path)
     tiered = ("--kafka-tier", str(t.settings))
     cleaned = tmp_path / "cleaned"
-    proc = run_segpipe("clean", str(t.logdir), str(cleaned), *tiered, "--now-ms", NOW_MS,
-                       "--topic-set", "kip405:cleanup.policy=compact", *NO_JVM)  # fmt: skip
+    proc = run_segpipe(
+        "clean",
+        str(t.logdir),
+        str(cleaned),
+        *tiered,
+        "--now-ms",
+        NOW_MS,
+        "--topic-set",
+        "kip405:cleanup.policy=compact",
+        *NO_JVM,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     against = ("--against", str(t.logdir), *tiered, "--report", str(tmp_path / "v"))
     proc = run_segpipe("validate", str(cleaned), *against)

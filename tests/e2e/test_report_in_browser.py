@@ -34,23 +34,54 @@ def browser() -> str:
 def screenshot(page: Path, png: Path, profile: Path) -> bytes:
     """Chromium, headless, offline, at device scale 1, renders `page` to `png` (bounded)."""
     subprocess.run(
-        [browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--force-device-scale-factor=1", f"--user-data-dir={profile}", "--window-size=1400,900",
-         f"--screenshot={png}", page.as_uri()],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+        [
+            browser(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--force-device-scale-factor=1",
+            f"--user-data-dir={profile}",
+            "--window-size=1400,900",
+            f"--screenshot={png}",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return png.read_bytes()
 
 
 def test_the_report_page_renders_its_chart_to_scale(tmp_path: Path) -> None:
     report = RunReport("/data/in", "/data/out", 1_700_000_000_000, "abc123")
     report.partitions = [
-        PartitionMetrics("orders-0", ["compact"], bytes_in=2_000_000, bytes_out=600_000, records_in=5000,
-                         records_out=1200, removed_superseded=3800, first_dirty=0, cleaned_up_to=4800),
-        PartitionMetrics("clicks-0", ["delete"], bytes_in=900_000, bytes_out=300_000, records_in=3000,
-                         records_out=1000, removed_by_retention=2000, segments_deleted=4),
-    ]  # fmt: skip
+        PartitionMetrics(
+            "orders-0",
+            ["compact"],
+            bytes_in=2_000_000,
+            bytes_out=600_000,
+            records_in=5000,
+            records_out=1200,
+            removed_superseded=3800,
+            first_dirty=0,
+            cleaned_up_to=4800,
+        ),
+        PartitionMetrics(
+            "clicks-0",
+            ["delete"],
+            bytes_in=900_000,
+            bytes_out=300_000,
+            records_in=3000,
+            records_out=1000,
+            removed_by_retention=2000,
+            segments_deleted=4,
+        ),
+    ]
     report.seconds_by_stage = {"scan": 0.5, "compact": 1.2}
     page = tmp_path / "run.html"
     page.write_text(render(report))

@@ -123,8 +123,15 @@ def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir:
     assert by_hand.returncode == ExitCode.OK, by_hand.stderr
     config = tmp_path / "compact.yaml"
     config.write_text("defaults:\n  cleanup.policy: compact\n")
-    clean = run_segpipe("clean", str(tmp_path / "cut"), str(tmp_path / "clean"), "--config", str(config),
-                        "--now", "2023-11-23T00:40:00Z")  # fmt: skip
+    clean = run_segpipe(
+        "clean",
+        str(tmp_path / "cut"),
+        str(tmp_path / "clean"),
+        "--config",
+        str(config),
+        "--now",
+        "2023-11-23T00:40:00Z",
+    )
     assert clean.returncode == ExitCode.OK, clean.stderr
 
     def log_files(root: Path) -> dict[str, bytes]:

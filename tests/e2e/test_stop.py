@@ -53,8 +53,9 @@ def test_a_stop_during_publication_lets_it_finish_then_stops(
 def test_a_stop_before_publication_publishes_nothing(sample_dir: Path, tmp_path: Path) -> None:
     out, keys = tmp_path / "out", tmp_path / "keys.txt"
     keys.write_text("k0000000001\n")
-    proc, took = stopped("erase", str(sample_dir), str(out), "--keys", str(keys),
-                         at="before-publish", signal_name="SIGTERM")  # fmt: skip
+    proc, took = stopped(
+        "erase", str(sample_dir), str(out), "--keys", str(keys), at="before-publish", signal_name="SIGTERM"
+    )
     assert proc.returncode == ExitCode.TERMINATED and took < BOUND_S, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == "segpipe: terminated; nothing was published"
     assert [p.name for p in tmp_path.iterdir()] == ["keys.txt"]
@@ -125,8 +126,15 @@ def test_a_stop_while_restore_kafka_replaces_files_lets_it_finish(
 ) -> None:
     parts = sorted(p.name for p in sample_dir.iterdir() if p.is_dir())
     broker = _broker_dir(tmp_path / "broker", parts)
-    proc, took = stopped("restore-kafka", str(sample_dir), str(broker), "--backup", str(tmp_path / "b1"),
-                         at="mid-restore-kafka", signal_name=signal_name)  # fmt: skip
+    proc, took = stopped(
+        "restore-kafka",
+        str(sample_dir),
+        str(broker),
+        "--backup",
+        str(tmp_path / "b1"),
+        at="mid-restore-kafka",
+        signal_name=signal_name,
+    )
     assert proc.returncode == EXIT[signal_name] and took < BOUND_S, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1].endswith(f"published before the stop: {broker}")
     whole = _broker_dir(tmp_path / "whole", parts)
@@ -184,13 +192,37 @@ def _shape(remote: Path) -> dict[str, int]:
 # and the points a stop is delivered at. A run stopped at any of them and run again leaves what a
 # run never stopped leaves.
 MATRIX = [
-    ("cut", ["cut", "{src}", "{dst}", "--until-offset", "1500"], "log", ["before-spark", "before-publish", "mid-publish"]),
+    (
+        "cut",
+        ["cut", "{src}", "{dst}", "--until-offset", "1500"],
+        "log",
+        ["before-spark", "before-publish", "mid-publish"],
+    ),
     ("tier", ["tier", "{src}", "{dst}", *TIER], "log", ["after-upload", "after-commit"]),
-    ("clean --in-place", ["clean", "{dst}", "--in-place", "--set", "cleanup.policy=compact", "--now", "2023-11-26",
-                          "--master", "local[2]"], "tier", ["in-place-uploaded", "mid-commit"]),
+    (
+        "clean --in-place",
+        [
+            "clean",
+            "{dst}",
+            "--in-place",
+            "--set",
+            "cleanup.policy=compact",
+            "--now",
+            "2023-11-26",
+            "--master",
+            "local[2]",
+        ],
+        "tier",
+        ["in-place-uploaded", "mid-commit"],
+    ),
     ("restore", ["restore", "{dst}", "{src}.restored", "--master", "local[2]"], "tier", ["mid-publish"]),
-    ("tier --expire", ["tier", "--expire", "{dst}", "--set", "segpipe.remote.orphan.grace.ms=0"], "expired", ["mid-expire"]),
-]  # fmt: skip
+    (
+        "tier --expire",
+        ["tier", "--expire", "{dst}", "--set", "segpipe.remote.orphan.grace.ms=0"],
+        "expired",
+        ["mid-expire"],
+    ),
+]
 
 
 @pytest.mark.parametrize(("name", "args", "start", "points"), MATRIX, ids=[m[0] for m in MATRIX])
@@ -208,8 +240,17 @@ def test_the_stop_matrix(
         else:
             src, dst = _tiered(sample_dir, root)
             if start == "expired":  # an in-place clean leaves the replaced objects for expiry
-                proc = run_segpipe("clean", str(dst), "--in-place", "--set", "cleanup.policy=compact",
-                                   "--now", "2023-11-26", "--master", "local[2]")  # fmt: skip
+                proc = run_segpipe(
+                    "clean",
+                    str(dst),
+                    "--in-place",
+                    "--set",
+                    "cleanup.policy=compact",
+                    "--now",
+                    "2023-11-26",
+                    "--master",
+                    "local[2]",
+                )
                 assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
         return [a.format(src=src, dst=dst) for a in args], src, root
 
@@ -253,8 +294,9 @@ def test_a_stop_after_an_erase_published_says_so_and_its_rerun_says_why_not(
 ) -> None:
     out, keys = tmp_path / "out", tmp_path / "keys.txt"
     keys.write_text("k0000000001\n")
-    proc, _ = stopped("erase", str(sample_dir), str(out), "--keys", str(keys), at="after-publish",
-                      signal_name="SIGINT")  # fmt: skip
+    proc, _ = stopped(
+        "erase", str(sample_dir), str(out), "--keys", str(keys), at="after-publish", signal_name="SIGINT"
+    )
     assert proc.returncode == ExitCode.INTERRUPTED, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == f"segpipe: interrupted; published before the stop: {out}"
     again = run_segpipe("erase", str(sample_dir), str(out), "--keys", str(keys))

@@ -24,19 +24,30 @@ pytestmark = pytest.mark.e2e
         (["tier", "--expire", "{tmp}/a", "{tmp}/b"], "takes one argument"),
         (["tier", "--expire", "{log}"], "is not a remote tier"),
         (["tier", "{log}", "{tmp}/tier", "--max-bytes-per-second", "0"], "must be a positive number"),
-        (["tier", "{log}", "{tmp}/tier", "--set", "local.retention.ms=-3"], "local.retention.ms='-3' must be"),
-        (["tier", "{log}", "{tmp}/tier", "--set", "retention.ms=1000", "--set", "local.retention.ms=2000"],
-         "must not be more than retention.ms"),
+        (
+            ["tier", "{log}", "{tmp}/tier", "--set", "local.retention.ms=-3"],
+            "local.retention.ms='-3' must be",
+        ),
+        (
+            ["tier", "{log}", "{tmp}/tier", "--set", "retention.ms=1000", "--set", "local.retention.ms=2000"],
+            "must not be more than retention.ms",
+        ),
         (["restore", "{log}", "{tmp}/out"], "is not a remote tier"),
         (["clean", "{log}", "--in-place"], "is not a remote tier"),
         (["clean", "{log}"], "needs SRC and DST"),
         (["tier", "--expire", "{tmp}/tier", "--now", "2023-11-23"], "does not take --now"),
-        (["tier", "--expire", "{tmp}/tier", "--json", "--master", "local[1]"], "does not take --json, --master"),
+        (
+            ["tier", "--expire", "{tmp}/tier", "--json", "--master", "local[1]"],
+            "does not take --json, --master",
+        ),
         (["tier", "{log}", "{log}-elsewhere"], "is not empty and not a remote tier"),
-        (["dump", "{log}", "--from-offset", "100", "--to-offset", "50"], "--from-offset 100 is above --to-offset 50"),
+        (
+            ["dump", "{log}", "--from-offset", "100", "--to-offset", "50"],
+            "--from-offset 100 is above --to-offset 50",
+        ),
         (["dump", "{log}", "--from-time", "2023-11-24", "--to-time", "2023-11-23"], "is above --to-time"),
     ],
-)  # fmt: skip
+)
 def test_refused_before_any_work(args: list[str], message: str, sample_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
@@ -51,8 +62,20 @@ def test_refused_before_any_work(args: list[str], message: str, sample_dir: Path
 def test_a_dry_run_speaks_in_the_conditional_and_writes_nothing(sample_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "log"
     shutil.copytree(sample_dir / "orders-0", log / "orders-0")
-    args = ["tier", str(log / "orders-0"), str(tmp_path / "tier"), "--dry-run", "--now", "2023-11-26",
-            "--set", "retention.ms=-1", "--set", "local.retention.ms=0", "--master", "local[1]"]  # fmt: skip
+    args = [
+        "tier",
+        str(log / "orders-0"),
+        str(tmp_path / "tier"),
+        "--dry-run",
+        "--now",
+        "2023-11-26",
+        "--set",
+        "retention.ms=-1",
+        "--set",
+        "local.retention.ms=0",
+        "--master",
+        "local[1]",
+    ]
     table = run_segpipe(*args)
     assert table.returncode == ExitCode.OK, table.stderr[-2000:]
     lines = table.stdout.splitlines()
@@ -88,8 +111,10 @@ def test_an_open_transaction_that_holds_a_partition_back_is_named(sample_dir: Pa
         said = proc.stdout + proc.stderr
         what = "cleaning" if args[0] == "clean" else "tiering"
         for part, pid, first in (("orders-0", 1015, 2783), ("orders-1", 1013, 2988)):
-            line = (f"segpipe: warning: {part}: an open transaction (producer id {pid}, first offset {first}) "
-                    f"keeps offsets {first} and above from {what}")  # fmt: skip
+            line = (
+                f"segpipe: warning: {part}: an open transaction (producer id {pid}, first offset {first}) "
+                f"keeps offsets {first} and above from {what}"
+            )
             assert said.count(line) == 1, said
 
 

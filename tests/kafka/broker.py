@@ -84,10 +84,20 @@ def _fetch(pom: Path, libs: Path) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     try:
         proc = subprocess.run(
-            ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={partial}"],
-            capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
-        )  # fmt: skip
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={partial}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=FETCH_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired as exc:
         raise BrokerUnavailable(f"fetching Kafka's jars took over {FETCH_TIMEOUT_S:.0f} s") from exc
     if proc.returncode != ExitCode.OK:
@@ -178,8 +188,17 @@ class Broker:
     def _java(self, main: str, *args: str) -> list[str]:
         log4j = self.home / "log4j2.properties"
         log4j.write_text(LOG4J2.format(log=self.server_log))
-        return ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", *self._class_archive(main),
-                f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{jars(self.pom)}/*", main, *args]  # fmt: skip
+        return [
+            "java",
+            "-Xmx512m",
+            "-XX:TieredStopAtLevel=1",
+            *self._class_archive(main),
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{jars(self.pom)}/*",
+            main,
+            *args,
+        ]
 
     def _class_archive(self, main: str) -> list[str]:
         """JVM options that map the release's class archive (the classes a broker loads, stored
@@ -214,13 +233,21 @@ class Broker:
         for attempt in range(START_ATTEMPTS):
             properties = self._properties()
             if not (self.log_dir / "meta.properties").exists():
-                subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c",
-                                          str(properties)), check=True, capture_output=True, timeout=120)  # fmt: skip
+                subprocess.run(
+                    self._java(
+                        "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(properties)
+                    ),
+                    check=True,
+                    capture_output=True,
+                    timeout=120,
+                )
             seen = len(self.log_lines(BIND_FAILED))
             self.proc = subprocess.Popen(
                 self._java(BROKER_MAIN, str(properties)),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             if self._wait_ready(time.monotonic() + START_TIMEOUT_S):
                 return self
             self._keep_class_archive(clean_exit=False)
@@ -250,8 +277,12 @@ class Broker:
                 # a refused connection with a backoff that grows to 30 s, and that backoff (not the
                 # broker) was most of a start on a busy machine (30 s for a broker up in 11).
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000,
-                                         reconnect_backoff_max_ms=500, bootstrap_timeout_ms=5000)  # fmt: skip
+                admin = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap,
+                    request_timeout_ms=3000,
+                    reconnect_backoff_max_ms=500,
+                    bootstrap_timeout_ms=5000,
+                )
                 try:
                     described = admin.describe_cluster()
                     if described.get("cluster_id") == ours and described.get("brokers"):
@@ -306,9 +337,10 @@ class Broker:
             else:
                 entries[-1] += "\n" + line
         return [
-            e for e in entries
+            e
+            for e in entries
             if " ERROR " in e.partition("\n")[0] and not all(mark in e for mark in REGISTRATION_RETRY)
-        ]  # fmt: skip
+        ]
 
 
 def main() -> None:

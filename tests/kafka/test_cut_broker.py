@@ -56,8 +56,11 @@ def corrupt_from(log_dir: Path, name: str, offset: int) -> None:
 
 def logs_of(root: Path, name: str) -> dict[str, bytes]:
     """A partition's segment files: the log, its indexes, its transaction index."""
-    return {p.name: p.read_bytes() for p in sorted((root / name).glob("*"))
-            if p.suffix in (".log", ".index", ".timeindex", ".txnindex")}  # fmt: skip
+    return {
+        p.name: p.read_bytes()
+        for p in sorted((root / name).glob("*"))
+        if p.suffix in (".log", ".index", ".timeindex", ".txnindex")
+    }
 
 
 def snapshots_of(root: Path, name: str) -> dict[str, bytes]:
@@ -81,8 +84,17 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
 ) -> None:
     until = open_transaction_cut(sample_dir)
     out = tmp_path / "cut"
-    proc = run_segpipe("cut", str(sample_dir), str(out), "--until-offset", str(until), "--topic", "orders",
-                       "--topic", "clicks")  # fmt: skip
+    proc = run_segpipe(
+        "cut",
+        str(sample_dir),
+        str(out),
+        "--until-offset",
+        str(until),
+        "--topic",
+        "orders",
+        "--topic",
+        "clicks",
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr
     report = {
         p["partition"]: p for p in json.loads((out / "_segpipe" / "report.json").read_text())["partitions"]
@@ -94,8 +106,9 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
         create_topics(broker, ALL_TOPICS)
         broker.stop()
         # Kafka's own truncation: the samples, a corrupt batch at the cut, an unclean restart.
-        restored = run_segpipe("restore-kafka", str(sample_dir), str(broker.log_dir), "--backup",
-                               str(tmp_path / "backup-1"))  # fmt: skip
+        restored = run_segpipe(
+            "restore-kafka", str(sample_dir), str(broker.log_dir), "--backup", str(tmp_path / "backup-1")
+        )
         assert restored.returncode == ExitCode.OK, restored.stderr
         for name in NAMES:
             corrupt_from(broker.log_dir, name, until)
@@ -122,8 +135,9 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
                 assert [e for e in entries_of(data) if e in kept] == kept, (name, file)
                 assert all(expired(e, wall_clock_ms) for e in entries_of(data) if e not in kept), name
         # The cut log restored: loaded as it is, served as the cut left it.
-        restored = run_segpipe("restore-kafka", str(out), str(broker.log_dir), "--backup",
-                               str(tmp_path / "backup-2"))  # fmt: skip
+        restored = run_segpipe(
+            "restore-kafka", str(out), str(broker.log_dir), "--backup", str(tmp_path / "backup-2")
+        )
         assert restored.returncode == ExitCode.OK, restored.stderr
         seen = len(broker.server_log.read_text(errors="replace").splitlines())
         broker.start()

@@ -39,10 +39,16 @@ def test_the_modelled_order_is_javas(kafka_jars: Path, tmp_path: Path) -> None:
     rng = random.Random(1279)
     cases = [id_set(rng) for _ in range(1000)]
     given, made = tmp_path / "in", tmp_path / "out"
-    given.write_bytes(struct.pack(">i", len(cases)) + b"".join(
-        struct.pack(f">i{len(c)}q", len(c), *c) for c in cases))  # fmt: skip
-    subprocess.run(["java", str(SOURCE), str(given), str(made)], check=True, capture_output=True,
-                   timeout=300, env={**os.environ})  # fmt: skip
+    given.write_bytes(
+        struct.pack(">i", len(cases)) + b"".join(struct.pack(f">i{len(c)}q", len(c), *c) for c in cases)
+    )
+    subprocess.run(
+        ["java", str(SOURCE), str(given), str(made)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ},
+    )
     data, pos, theirs = made.read_bytes(), 4, []
     for _ in cases:
         (n,) = struct.unpack_from(">i", data, pos)

@@ -31,24 +31,33 @@ WAIT_S = 120  # each bounded wait below: the remote log manager works every 500 
 
 
 def tiered_broker(home: Path) -> Broker:
-    return Broker(home, pom=TIERED_POM, settings={
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
-        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        "rsm.config.dir": str(home / "remote"),
-        "remote.log.manager.task.interval.ms": "500",
-        "log.retention.check.interval.ms": "500",
-        "log.segment.delete.delay.ms": "0",
-    })  # fmt: skip
+    return Broker(
+        home,
+        pom=TIERED_POM,
+        settings={
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+            "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+            "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+            "rsm.config.dir": str(home / "remote"),
+            "remote.log.manager.task.interval.ms": "500",
+            "log.retention.check.interval.ms": "500",
+            "log.segment.delete.delay.ms": "0",
+        },
+    )
 
 
 def create_tiered_topic(broker: Broker) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    configs = {"remote.storage.enable": "true", "internal.segment.bytes": "16384", "local.retention.bytes": "1",
-               "file.delete.delay.ms": "0", "retention.ms": "-1"}  # fmt: skip
+    configs = {
+        "remote.storage.enable": "true",
+        "internal.segment.bytes": "16384",
+        "local.retention.bytes": "1",
+        "file.delete.delay.ms": "0",
+        "retention.ms": "-1",
+    }
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, topic_configs=configs)])
@@ -56,15 +65,28 @@ def create_tiered_topic(broker: Broker) -> None:
         admin.close()
 
 
-def produce(broker: Broker, label: str, *, codec: str | None = None, timestamp_ms: int | None = None,
-            transactions: tuple[bool, ...] = (), count: int = 240) -> None:  # fmt: skip
+def produce(
+    broker: Broker,
+    label: str,
+    *,
+    codec: str | None = None,
+    timestamp_ms: int | None = None,
+    transactions: tuple[bool, ...] = (),
+    count: int = 240,
+) -> None:
     """`count` records per partition (keyed, valued, some with headers); with `transactions`, one
     transaction per entry, committed (True) or aborted (False)."""
     from kafka import KafkaProducer
 
     txn = {"transactional_id": f"segpipe-{label}"} if transactions else {}
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all",
-                             compression_type=codec, linger_ms=5, **txn)  # fmt: skip
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        compression_type=codec,
+        linger_ms=5,
+        **txn,
+    )
     try:
         rounds = transactions or (None,)
         if transactions:
@@ -75,8 +97,14 @@ def produce(broker: Broker, label: str, *, codec: str | None = None, timestamp_m
             for i in range(count):
                 headers = [("trace", f"{label}-{i}".encode())] if i % 3 == 0 else []
                 value = None if i % 50 == 49 else (f"{label}-{r}-{i}-" * 6).encode()
-                producer.send(TOPIC, key=f"{label}-{i % 97}".encode(), value=value, partition=i % PARTITIONS,
-                              headers=headers, timestamp_ms=timestamp_ms)  # fmt: skip
+                producer.send(
+                    TOPIC,
+                    key=f"{label}-{i % 97}".encode(),
+                    value=value,
+                    partition=i % PARTITIONS,
+                    headers=headers,
+                    timestamp_ms=timestamp_ms,
+                )
             if transactions:
                 producer.commit_transaction() if commit else producer.abort_transaction()
         producer.flush()

@@ -71,9 +71,12 @@ def read_pass(broker: Broker, isolation: str, start: dict[int, int] | None = Non
 
     _, ends = offsets(broker, NAMES)
     consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, isolation_level=isolation, enable_auto_commit=False,
-        auto_offset_reset="none", request_timeout_ms=30_000,
-    )  # fmt: skip
+        bootstrap_servers=broker.bootstrap,
+        isolation_level=isolation,
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        request_timeout_ms=30_000,
+    )
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     consumer.assign(tps)
     for tp in tps:
@@ -139,10 +142,20 @@ def leader_epoch(broker: Broker, topic_id: str) -> int:
 
 def erase(broker: Broker, keys: Path, *args: str, fault: str | None = None) -> Any:
     return run_segpipe(
-        "erase", str(broker.log_dir), "--kafka-tier", str(broker.home / "server.properties"),
-        "--bootstrap-server", broker.bootstrap, "--in-place", "--keys", str(keys), "--grace-ms", GRACE_MS,
-        *args, fault=fault,
-    )  # fmt: skip
+        "erase",
+        str(broker.log_dir),
+        "--kafka-tier",
+        str(broker.home / "server.properties"),
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--in-place",
+        "--keys",
+        str(keys),
+        "--grace-ms",
+        GRACE_MS,
+        *args,
+        fault=fault,
+    )
 
 
 def remote_files(broker: Broker) -> set[str]:
@@ -277,8 +290,11 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
     for isolation in ISOLATIONS:
         got = read_pass(broker, isolation)
         for p, records in got.items():
-            expected = [r for r in before[isolation][p]
-                        if r[1] not in listed or any(a <= r[0] <= b for a, b in local.get(p, ()))]  # fmt: skip
+            expected = [
+                r
+                for r in before[isolation][p]
+                if r[1] not in listed or any(a <= r[0] <= b for a, b in local.get(p, ()))
+            ]
             assert records == expected, f"partition {p}"
     # The evidence covers both runs: what the killed run's finished swaps removed is reported by the
     # run that finished them, per key (by digest), with what this run removed itself.

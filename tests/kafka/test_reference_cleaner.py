@@ -116,12 +116,27 @@ def wait_for_the_cleaner(broker: Broker) -> dict[Any, int]:
 def batch_view(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """Each surviving record with its batch's fields."""
     return [
-        (r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]], r["timestamp"],
-         r["timestamp_type"], r["batch_base_offset"], r["batch_last_offset"], r["magic"], r["codec"],
-         r["is_transactional"], r["is_control"], r["producer_id"], r["producer_epoch"], r["base_sequence"],
-         r["partition_leader_epoch"], r["delete_horizon_ms"])
+        (
+            r["offset"],
+            r["key"],
+            r["value"],
+            [(h["key"], h["value"]) for h in r["headers"]],
+            r["timestamp"],
+            r["timestamp_type"],
+            r["batch_base_offset"],
+            r["batch_last_offset"],
+            r["magic"],
+            r["codec"],
+            r["is_transactional"],
+            r["is_control"],
+            r["producer_id"],
+            r["producer_epoch"],
+            r["base_sequence"],
+            r["partition_leader_epoch"],
+            r["delete_horizon_ms"],
+        )
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 def batches(path: Path) -> list[bytes]:
@@ -152,8 +167,13 @@ def kafkas_clock(rows: list[dict[str, Any]], delete_retention_ms: int) -> int | 
 def segpipe_clean(before: Path, topic: str, now_ms: int, out: Path) -> None:
     """`segpipe clean` of one topic of the copy taken before Kafka's cleaner ran."""
     src = out.parent / f"{out.name}-src"
-    shutil.copytree(before, src, ignore=lambda d, names: [n for n in names if Path(d) == before
-                                                           and (before / n).is_dir() and n != f"{topic}-0"])  # fmt: skip
+    shutil.copytree(
+        before,
+        src,
+        ignore=lambda d, names: [
+            n for n in names if Path(d) == before and (before / n).is_dir() and n != f"{topic}-0"
+        ],
+    )
     args = ["clean", str(src), str(out), "--now", str(now_ms), "--set", f"segment.bytes={SEGMENT_BYTES}"]
     for name, value in {**COMMON, **TOPICS[topic]}.items():
         args += ["--set", f"{name}={value}"]

@@ -99,9 +99,12 @@ def consumed(broker: Broker, topic: str, partition: int, isolation: str, end: in
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, isolation_level=isolation, enable_auto_commit=False,
-        auto_offset_reset="earliest", consumer_timeout_ms=5000,
-    )  # fmt: skip
+        bootstrap_servers=broker.bootstrap,
+        isolation_level=isolation,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
@@ -111,10 +114,15 @@ def consumed(broker: Broker, topic: str, partition: int, isolation: str, end: in
         while consumer.position(tp) < end and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=1000).values():
                 got += [
-                    {"offset": m.offset, "timestamp": m.timestamp, "key": m.key, "value": m.value,
-                     "headers": [(k, v) for k, v in m.headers]}
+                    {
+                        "offset": m.offset,
+                        "timestamp": m.timestamp,
+                        "key": m.key,
+                        "value": m.value,
+                        "headers": [(k, v) for k, v in m.headers],
+                    }
                     for m in records
-                ]  # fmt: skip
+                ]
     finally:
         consumer.close()
     return got
@@ -138,11 +146,16 @@ def expected(rows: list[dict[str, Any]], skip: set[int]) -> list[dict[str, Any]]
         return None if b64 is None else base64.b64decode(b64)
 
     return [
-        {"offset": r["offset"], "timestamp": r["timestamp"], "key": raw(r["key"]), "value": raw(r["value"]),
-         "headers": [(h["key"], raw(h["value"])) for h in r["headers"]]}
+        {
+            "offset": r["offset"],
+            "timestamp": r["timestamp"],
+            "key": raw(r["key"]),
+            "value": raw(r["value"]),
+            "headers": [(h["key"], raw(h["value"])) for h in r["headers"]],
+        }
         for r in rows
         if not r["is_control"] and r["offset"] not in skip
-    ]  # fmt: skip
+    ]
 
 
 def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path, tmp_path: Path) -> None:

@@ -45,8 +45,13 @@ def test_snappy_blocks_are_snappy_javas(kafka_jars: Path, tmp_path: Path) -> Non
     cases = [sample(rng) for _ in range(600)]
     given, made = tmp_path / "in", tmp_path / "out"
     given.write_bytes(struct.pack(">i", len(cases)) + b"".join(struct.pack(">i", len(c)) + c for c in cases))
-    subprocess.run(["java", "-cp", f"{kafka_jars}/*", str(SOURCE), str(given), str(made)], check=True,
-                   capture_output=True, timeout=300, env={**os.environ})  # fmt: skip
+    subprocess.run(
+        ["java", "-cp", f"{kafka_jars}/*", str(SOURCE), str(given), str(made)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ},
+    )
     data, pos, theirs = made.read_bytes(), 4, []
     for _ in cases:
         (size,) = struct.unpack_from(">i", data, pos)

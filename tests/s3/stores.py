@@ -75,11 +75,24 @@ def _start(data: Path) -> tuple[subprocess.Popen[bytes], int]:
     data.mkdir()
     s3, master, volume, filer = _ports(4)
     proc = subprocess.Popen(
-        [str(weed), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", f"-s3.port={s3}",
-         f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}", "-s3.port.iceberg=0",
-         "-s3.port.lance=0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            str(weed),
+            "server",
+            f"-dir={data}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-s3",
+            f"-s3.port={s3}",
+            f"-master.port={master}",
+            f"-volume.port={volume}",
+            f"-filer.port={filer}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return proc, s3
 
 

@@ -89,8 +89,13 @@ def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
     env = {**os.environ, **s3_env, "PYSPARK_PYTHON": sys.executable, "SEGPIPE_FAULT": stage}
     killed = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags],
-        capture_output=True, text=True, cwd=ROOT, timeout=600, env=env, start_new_session=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=env,
+        start_new_session=True,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     fs.invalidate_cache()
     if stage == "after-scan":

@@ -82,8 +82,17 @@ def test_in_place_erase_then_expiry_leaves_no_listed_key_in_the_bucket(
     assert listed_keys_in_objects(s3_env, remote)  # the keys are there to begin with
     tier = RemoteTier.open(remote)
     versions = {tp: tier.read(tp).version for tp in tier.partitions()}
-    proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--validate",
-                       "--master", "local[2]", env=s3_env)  # fmt: skip
+    proc = run_segpipe(
+        "erase",
+        remote,
+        "--in-place",
+        "--keys",
+        str(work / "keys.txt"),
+        "--validate",
+        "--master",
+        "local[2]",
+        env=s3_env,
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "erasure proved" in proc.stdout and "committed the erased log of 3 partitions" in proc.stdout
     for tp in tier.partitions():
@@ -108,15 +117,25 @@ def test_a_kill_before_the_commit_leaves_the_old_version(
     remote, work = tiered
     tier = RemoteTier.open(remote)
     before = {tp: tier.read(tp) for tp in tier.partitions()}
-    killed = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
-                         "local[2]", env=s3_env, fault="in-place-uploaded")  # fmt: skip
+    killed = run_segpipe(
+        "erase",
+        remote,
+        "--in-place",
+        "--keys",
+        str(work / "keys.txt"),
+        "--master",
+        "local[2]",
+        env=s3_env,
+        fault="in-place-uploaded",
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     for tp, manifest in before.items():  # nothing committed: readers see the old version, whole
         assert tier.read(tp) == manifest
         tier.check_objects(manifest)
     # The next run removes what the killed one staged, and erases.
-    proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
-                       "local[2]", env=s3_env)  # fmt: skip
+    proc = run_segpipe(
+        "erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master", "local[2]", env=s3_env
+    )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "removed the staging of an in-place run that did not commit" in proc.stdout
     for tp, manifest in before.items():
@@ -145,8 +164,18 @@ def test_restore_with_the_local_log_does_not_bring_erased_records_back(
     erased_local = str(work / "log-erased")
     proc = run_segpipe("erase", local, erased_local, "--keys", keys, env=s3_env)
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
-    ok = run_segpipe("restore", remote, str(work / "r3"), "--local", erased_local, "--keys", keys,
-                     "--master", "local[2]", env=s3_env)  # fmt: skip
+    ok = run_segpipe(
+        "restore",
+        remote,
+        str(work / "r3"),
+        "--local",
+        erased_local,
+        "--keys",
+        keys,
+        "--master",
+        "local[2]",
+        env=s3_env,
+    )
     assert ok.returncode == ExitCode.OK, ok.stderr[-3000:]
     for part in PARTITIONS:
         rows = read_log(work / "r3", part)
@@ -163,8 +192,17 @@ def test_a_stop_in_an_in_place_erase_commits_every_partition_or_none(
     remote, work = tiered
     tier = RemoteTier.open(remote)
     versions = {tp: tier.read(tp).version for tp in tier.partitions()}
-    proc = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
-                       "local[2]", env=s3_env, fault=f"{at}:SIGTERM")  # fmt: skip
+    proc = run_segpipe(
+        "erase",
+        remote,
+        "--in-place",
+        "--keys",
+        str(work / "keys.txt"),
+        "--master",
+        "local[2]",
+        env=s3_env,
+        fault=f"{at}:SIGTERM",
+    )
     assert proc.returncode == ExitCode.TERMINATED, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     now = {tp: tier.read(tp).version for tp in tier.partitions()}
@@ -175,8 +213,16 @@ def test_a_stop_in_an_in_place_erase_commits_every_partition_or_none(
         assert now == {tp: v + 1 for tp, v in versions.items()}
     else:
         assert last == "segpipe: terminated; nothing was published" and now == versions
-        again = run_segpipe("erase", remote, "--in-place", "--keys", str(work / "keys.txt"), "--master",
-                            "local[2]", env=s3_env)  # fmt: skip
+        again = run_segpipe(
+            "erase",
+            remote,
+            "--in-place",
+            "--keys",
+            str(work / "keys.txt"),
+            "--master",
+            "local[2]",
+            env=s3_env,
+        )
         assert again.returncode == ExitCode.OK, again.stderr[-3000:]
     after = restored(s3_env, remote, work / "after")
     for part in PARTITIONS:

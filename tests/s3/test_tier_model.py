@@ -95,10 +95,15 @@ class TwoTierLog(RuleBasedStateMachine):
         """A new segment (the previous last one becomes inactive), as a producer and a roll make."""
         self.count("append_segment")
         batch = [
-            (i, T0 + self.next_offset + i, f"k{(self.next_offset + i) % keys}".encode(),
-             f"v{self.next_offset + i}".encode(), [])
+            (
+                i,
+                T0 + self.next_offset + i,
+                f"k{(self.next_offset + i) % keys}".encode(),
+                f"v{self.next_offset + i}".encode(),
+                [],
+            )
             for i in range(records)
-        ]  # fmt: skip
+        ]
         tmp = self.base / "append"
         write_log(tmp, PARTITION, [[v2_batch(self.next_offset, batch)]])
         (self.local / PARTITION).mkdir(exist_ok=True)
@@ -125,8 +130,15 @@ class TwoTierLog(RuleBasedStateMachine):
         config = JobConfig.build({**KEEP, "local.retention.ms": local_ms})
         try:
             with crash_at(fault):
-                tier_job.tier(self.spark, str(self.local), self.remote, config, now_ms=FIXED_NOW_MS, log=quiet,
-                              clock=self.wall)  # fmt: skip
+                tier_job.tier(
+                    self.spark,
+                    str(self.local),
+                    self.remote,
+                    config,
+                    now_ms=FIXED_NOW_MS,
+                    log=quiet,
+                    clock=self.wall,
+                )
         except Crash:
             pass
 

@@ -61,8 +61,21 @@ def test_1_segments_merged_since_they_were_tiered_are_uploaded_not_released(
     )
     # The whole log, compacted: segments merged across the remote tier's end.
     compacted = tmp_path / "compacted"
-    ok(run_segpipe("clean", str(sample_dir), str(compacted), "--set", "cleanup.policy=compact",
-                   "--set", "retention.ms=-1", "--now", NOW, *LOCAL, env=s3_env))  # fmt: skip
+    ok(
+        run_segpipe(
+            "clean",
+            str(sample_dir),
+            str(compacted),
+            "--set",
+            "cleanup.policy=compact",
+            "--set",
+            "retention.ms=-1",
+            "--now",
+            NOW,
+            *LOCAL,
+            env=s3_env,
+        )
+    )
     before = dump(compacted, s3_env)
     out = ok(run_segpipe("tier", str(compacted), remote, *RELEASE, env=s3_env))
     assert "not tiered" not in out
@@ -126,8 +139,21 @@ def test_4_expiry_counts_the_grace_period_on_the_wall_clock(
 ) -> None:
     log, remote = log_and_tier(s3_env, sample_dir, tmp_path, "case4")
     ok(run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env))
-    ok(run_segpipe("clean", remote, "--in-place", "--set", "cleanup.policy=compact", "--set", "retention.ms=-1",
-                   "--now", "2023-11-23", *LOCAL, env=s3_env))  # fmt: skip
+    ok(
+        run_segpipe(
+            "clean",
+            remote,
+            "--in-place",
+            "--set",
+            "cleanup.policy=compact",
+            "--set",
+            "retention.ms=-1",
+            "--now",
+            "2023-11-23",
+            *LOCAL,
+            env=s3_env,
+        )
+    )
     tier = RemoteTier.open(remote)
     objects = {str(tp): {f.name for f in tier.segment_objects(tp)} for tp in tier.partitions()}
     out = ok(run_segpipe("tier", "--expire", remote, env=s3_env))
@@ -193,8 +219,13 @@ def test_8_what_is_not_a_log_directory_is_refused(
     s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
     parent = sample_dir.parent  # a parent folder by mistake
-    for command in (["inspect", str(parent)], ["dump", str(parent)], ["inspect", "/etc"], ["validate", str(parent)],
-                    ["clean", str(parent), str(tmp_path / "out"), "--now", NOW]):  # fmt: skip
+    for command in (
+        ["inspect", str(parent)],
+        ["dump", str(parent)],
+        ["inspect", "/etc"],
+        ["validate", str(parent)],
+        ["clean", str(parent), str(tmp_path / "out"), "--now", NOW],
+    ):
         proc = run_segpipe(*command)
         assert proc.returncode == ExitCode.REFUSED and "is not a Kafka log directory" in proc.stderr, (
             command,

@@ -27,13 +27,40 @@ NOW1 = DEFAULT_START_MS + SPAN + 3_600_000
 NOW2 = NOW1 + 86_400_000  # exactly the default delete.retention.ms later
 SPECS = [
     TopicSpec("orders", partitions=2, records=1500, keys=150, segment_bytes=24 * 1024, span_ms=SPAN),
-    TopicSpec("users", records=1200, keys=400, null_key_ratio=0.05, tombstone_ratio=0.15, segment_bytes=16 * 1024,
-              transactional_ratio=0.35, span_ms=SPAN),
-    TopicSpec("clicks", records=1000, keys=1000, log_append_time=True, transactional_ratio=0.0, tombstone_ratio=0.0,
-              codecs=("lz4", "zstd"), segment_bytes=16 * 1024, span_ms=SPAN),
-    TopicSpec("old", records=300, keys=40, legacy_magic=1, transactional_ratio=0.0, idempotent_ratio=0.0,
-              header_ratio=0.0, codecs=("none", "gzip", "snappy"), segment_bytes=8 * 1024, span_ms=SPAN),
-]  # fmt: skip
+    TopicSpec(
+        "users",
+        records=1200,
+        keys=400,
+        null_key_ratio=0.05,
+        tombstone_ratio=0.15,
+        segment_bytes=16 * 1024,
+        transactional_ratio=0.35,
+        span_ms=SPAN,
+    ),
+    TopicSpec(
+        "clicks",
+        records=1000,
+        keys=1000,
+        log_append_time=True,
+        transactional_ratio=0.0,
+        tombstone_ratio=0.0,
+        codecs=("lz4", "zstd"),
+        segment_bytes=16 * 1024,
+        span_ms=SPAN,
+    ),
+    TopicSpec(
+        "old",
+        records=300,
+        keys=40,
+        legacy_magic=1,
+        transactional_ratio=0.0,
+        idempotent_ratio=0.0,
+        header_ratio=0.0,
+        codecs=("none", "gzip", "snappy"),
+        segment_bytes=8 * 1024,
+        span_ms=SPAN,
+    ),
+]
 TOPICS = {
     "orders": {"cleanup.policy": "compact"},
     "users": {"cleanup.policy": "compact", "segpipe.last.segment.sealed": True},
@@ -165,10 +192,14 @@ def test_second_pass_removes_expired_tombstones(runs: tuple[Path, Path, Path], p
     rows1 = read_log(out1, part)
     _, upper = source(src, part)
     expired = {
-        r["offset"] for r in rows1
-        if not r["is_control"] and r["value"] is None and r["offset"] < upper
-        and r["delete_horizon_ms"] is not None and r["delete_horizon_ms"] <= NOW2
-    }  # fmt: skip
+        r["offset"]
+        for r in rows1
+        if not r["is_control"]
+        and r["value"] is None
+        and r["offset"] < upper
+        and r["delete_horizon_ms"] is not None
+        and r["delete_horizon_ms"] <= NOW2
+    }
     data2 = [r for r in read_log(out2, part) if not r["is_control"]]
     assert view(data2) == view([r for r in rows1 if not r["is_control"] and r["offset"] not in expired])
     if part.startswith("users"):
@@ -269,6 +300,12 @@ def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  
 def removals(root: Path) -> dict[str, tuple[int, ...]]:
     """Each partition's record counts from a run's report, by reason."""
     report = json.loads((root / "_segpipe" / "report.json").read_text())
-    names = ("records_in", "records_out", "removed_null_key", "removed_superseded", "removed_tombstone",
-             "removed_aborted")  # fmt: skip
+    names = (
+        "records_in",
+        "records_out",
+        "removed_null_key",
+        "removed_superseded",
+        "removed_tombstone",
+        "removed_aborted",
+    )
     return {p["partition"]: tuple(p[n] for n in names) for p in report["partitions"]}

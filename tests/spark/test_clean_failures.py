@@ -61,9 +61,14 @@ def test_undecodable_records_found_by_a_worker_keep_their_type(spark, tmp_path: 
     decompresses it can tell; the driver still raises CorruptBatch at that batch."""
     good = v2_batch(0, [(0, NOW - 10, b"k", b"v", [])])
     bad = build_v2_batch(
-        base_offset=1, records=b"\x28\xb5\x2f\xfd not a zstd frame", records_count=1, last_offset_delta=0,
-        base_timestamp=NOW - 5, max_timestamp=NOW - 5, attributes=int(Codec.ZSTD),
-    )  # fmt: skip
+        base_offset=1,
+        records=b"\x28\xb5\x2f\xfd not a zstd frame",
+        records_count=1,
+        last_offset_delta=0,
+        base_timestamp=NOW - 5,
+        max_timestamp=NOW - 5,
+        attributes=int(Codec.ZSTD),
+    )
     src = tmp_path / "src"
     write_log(src, "t-0", [[good, bad]])
     dst = tmp_path / "out"

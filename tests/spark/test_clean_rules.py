@@ -148,8 +148,17 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_log(root, "retall-0", [[batch(0, [(0, b"a", b"1")])], [batch(1, [(1, b"b", b"2")])]])
     write_log(root, "size-0", SIZE_SEGMENTS)
     write_log(root, "lso-0", [[batch(i, [(i, b"k", b"%d" % i)])] for i in range(4)])
-    write_log(root, "legacy-0", [[legacy([(0, b"k1", b"a")], Codec.NONE), legacy([(1, b"k1", b"b")], Codec.NONE),
-                                  legacy([(2, b"k2", b"c"), (3, b"k3", None)], Codec.GZIP)]])  # fmt: skip
+    write_log(
+        root,
+        "legacy-0",
+        [
+            [
+                legacy([(0, b"k1", b"a")], Codec.NONE),
+                legacy([(1, b"k1", b"b")], Codec.NONE),
+                legacy([(2, b"k2", b"c"), (3, b"k3", None)], Codec.GZIP),
+            ]
+        ],
+    )
     write_log(
         root,
         "lag-0",
@@ -283,8 +292,9 @@ def test_time_retention_deletes_old_prefix_and_maintains_partition_files(out: Pa
     assert [seg for seg, _ in read_batches(out, "ret-0")] == [2]
     # The snapshot of the deleted segment goes; the kept one stays, and the log end gets one.
     assert sorted(p.name for p in (out / "ret-0").glob("*.snapshot")) == [
-        "00000000000000000002.snapshot", "00000000000000000003.snapshot"
-    ]  # fmt: skip
+        "00000000000000000002.snapshot",
+        "00000000000000000003.snapshot",
+    ]
     epochs = parse_leader_epoch_checkpoint((out / "ret-0" / "leader-epoch-checkpoint").read_bytes(), "x")
     # (0,0), (1,1) and (3,2) all start at or below the new log start 2: the last one is re-added at 2.
     assert epochs == [(3, 2)]
@@ -311,8 +321,10 @@ def test_log_start_offset_rule_applies_to_compact_only_topics(out: Path) -> None
 def test_legacy_batches_are_converted_to_v2(out: Path) -> None:
     rows = read_log(out, "legacy-0")
     assert [(r["offset"], r["key"], r["value"], r["magic"]) for r in rows] == [
-        (1, b"k1", b"b", 2), (2, b"k2", b"c", 2), (3, b"k3", None, 2),
-    ]  # fmt: skip
+        (1, b"k1", b"b", 2),
+        (2, b"k2", b"c", 2),
+        (3, b"k3", None, 2),
+    ]
     assert [r["codec"] for r in rows] == ["none", "gzip", "gzip"]
     assert rows[2]["delete_horizon_ms"] is not None  # a kept tombstone stamps the converted batch
 
@@ -346,8 +358,14 @@ def test_a_topic_selection_keeps_only_its_topics(spark, sample_dir: Path, tmp_pa
         source_topics(str(sample_dir), JobConfig(), ("ordrs",), "SRC")
     assert source_topics(str(sample_dir), JobConfig(), ("ord*",))[1] == ["orders"]
     dst = tmp_path / "selected"
-    report = pipelines.clean(spark, str(sample_dir), str(dst), JobConfig(), now_ms=1_700_700_000_000,
-                             topics=TopicSelection(("ord*",)))  # fmt: skip
+    report = pipelines.clean(
+        spark,
+        str(sample_dir),
+        str(dst),
+        JobConfig(),
+        now_ms=1_700_700_000_000,
+        topics=TopicSelection(("ord*",)),
+    )
     assert sorted(p.partition for p in report.partitions) == ["orders-0", "orders-1"]
     assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
         "orders-0",

@@ -45,8 +45,9 @@ def test_range_options_read_what_the_filter_keeps(spark: Any, remote: Tier, opti
     else:
         where = F.col("timestamp").between(int(options["fromTime"]), int(options["toTime"]))
     assert ranged.count() > 0
-    assert_df_equality(ranged.select(COLS), whole.where(where).select(COLS), ignore_row_order=True,
-                       ignore_nullable=True)  # fmt: skip
+    assert_df_equality(
+        ranged.select(COLS), whole.where(where).select(COLS), ignore_row_order=True, ignore_nullable=True
+    )
 
 
 def test_from_bucket_the_source_reads_the_topic_without_its_metadata_topic(spark: Any, tmp_path: Any) -> None:

@@ -159,9 +159,12 @@ def test_the_promise_follows_aborts_and_tombstones(spark, tmp_path: Path) -> Non
     txn = {"attributes": TRANSACTIONAL_MASK, "producer_id": 7, "producer_epoch": 0}
     aborted = v2_batch(2, [(0, T, b"a", b"never", [])], base_sequence=0, **txn)
     abort = v2_batch(
-        3, [(0, T, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])],
-        attributes=TRANSACTIONAL_MASK | CONTROL_MASK, producer_id=7, producer_epoch=0,
-    )  # fmt: skip
+        3,
+        [(0, T, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])],
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK,
+        producer_id=7,
+        producer_epoch=0,
+    )
     tombstone = v2_batch(4, [(0, T, b"b", None, [])])
     write_log(src, "t-0", [[keyed(0, b"a", b"b"), aborted, abort, tombstone], [keyed(5, b"z")]])
     out = tmp_path / "out"

@@ -67,7 +67,9 @@ def set_checkpoint(root: Path, name: str, tp: TopicPartition, offset: int) -> No
     path.write_bytes(format_offset_checkpoint(entries))
 
 
-def damage(rng: random.Random, kind: str, src: Path, out: Path, tp: TopicPartition, plan: dict[str, Any]) -> bool:  # fmt: skip
+def damage(
+    rng: random.Random, kind: str, src: Path, out: Path, tp: TopicPartition, plan: dict[str, Any]
+) -> bool:
     """Apply `kind` to one output partition; False where it cannot apply (nothing to damage)."""
     name = tp.dir_name
     rows, source = read_log(out, name), read_log(src, name)
@@ -91,9 +93,10 @@ def damage(rng: random.Random, kind: str, src: Path, out: Path, tp: TopicPartiti
         kept = {r["offset"] for r in rows}
         in_range = [r for r in source if span[0] <= r["offset"] < span[1]]
         superseded = [
-            r for i, r in enumerate(in_range)
-            if r["offset"] not in kept and any(later["key"] == r["key"] for later in in_range[i + 1:])
-        ]  # fmt: skip
+            r
+            for i, r in enumerate(in_range)
+            if r["offset"] not in kept and any(later["key"] == r["key"] for later in in_range[i + 1 :])
+        ]
         if not superseded:
             return False
         rewrite_partition(out, name, [*rows, rng.choice(superseded)])

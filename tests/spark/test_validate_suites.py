@@ -51,8 +51,10 @@ def test_a_failing_suite_names_its_rows(spark, tmp_path: Path) -> None:  # type:
     rule = "events: expect_column_values_to_not_be_null(value_id)"
     assert report.failed == {**{r: 0 for r in report.checked}, rule: 3}
     assert sorted((f.partition, f.offset, f.key) for f in report.failures) == [
-        ("events-0", 2, "azI="), ("events-0", 3, "azM="), ("events-0", 4, "azQ=")
-    ]  # fmt: skip
+        ("events-0", 2, "azI="),
+        ("events-0", 3, "azM="),
+        ("events-0", 4, "azQ="),
+    ]
     assert any(
         line.startswith(f"segpipe: validation failed: {rule}: partition events-0 offset 2")
         for line in report.lines()
@@ -114,9 +116,11 @@ def test_an_expectation_great_expectations_cannot_build_refuses_the_suite(tmp_pa
 def test_a_failed_table_rule_is_named_with_what_it_observed(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     batch = v2_batch(0, [(i, T + i, b"k%d" % i, b"v", []) for i in range(12)])
     write_log(tmp_path / "log", "events-0", [[batch]])
-    rules = [{"type": "expect_table_row_count_to_equal", "kwargs": {"value": 13}},
-             {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1, "max_value": 20}},
-             {"type": "expect_column_max_to_be_between", "kwargs": {"column": "offset", "max_value": 5}}]  # fmt: skip
+    rules = [
+        {"type": "expect_table_row_count_to_equal", "kwargs": {"value": 13}},
+        {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1, "max_value": 20}},
+        {"type": "expect_column_max_to_be_between", "kwargs": {"column": "offset", "max_value": 5}},
+    ]
     path = saved_suite(tmp_path / "events.json", rules, {"topics": ["events"], "key": "utf8"})
     report = validate(spark, str(tmp_path / "log"), suites=(load_suite(path),))
     assert not report.success

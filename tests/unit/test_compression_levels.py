@@ -19,8 +19,13 @@ DATA = b" ".join(random.Random(7).choice(WORDS) + str(i % 97).encode() for i in 
 
 def test_the_default_level_is_kafkas_and_compresses_with_the_fast_compressor() -> None:
     assert DEFAULT_LEVELS.lz4 == 9
-    fast = lz4.frame.compress(DATA, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                              store_size=False, compression_level=0)  # fmt: skip
+    fast = lz4.frame.compress(
+        DATA,
+        block_linked=False,
+        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        store_size=False,
+        compression_level=0,
+    )
     assert compress(Codec.LZ4, DATA) == fast
     hc = compress(Codec.LZ4, DATA, CompressionLevels(lz4=12))
     assert hc != fast and decompress(Codec.LZ4, hc) == DATA

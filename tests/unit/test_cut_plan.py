@@ -65,11 +65,15 @@ def test_an_offset_in_a_gap_between_segments_keeps_the_lower_one_whole() -> None
 
 def test_transactions_whose_marker_is_cut_off_stay_open() -> None:
     seg = segment(
-        0, 0,
-        txn(0, 2, pid=7, epoch=3), marker(3, 7, ControlType.COMMIT),  # closed below the cut
+        0,
+        0,
+        txn(0, 2, pid=7, epoch=3),
+        marker(3, 7, ControlType.COMMIT),  # closed below the cut
         txn(4, 5, pid=7, epoch=3),  # reopened: its marker is above the cut
-        txn(6, 6, pid=8), data(7, 7), marker(8, 8, ControlType.ABORT),
-    )  # fmt: skip
+        txn(6, 6, pid=8),
+        data(7, 7),
+        marker(8, 8, ControlType.ABORT),
+    )
     assert cut_partition([0], [seg.table], 8, 9).open_transactions == (
         OpenTransaction(7, 3, 4),
         OpenTransaction(8, 0, 6),
@@ -98,10 +102,12 @@ def test_the_cleaner_checkpoint_goes_down_to_the_new_active_segment_not_the_new_
 
 def test_a_transaction_open_in_the_log_as_it_is_is_not_one_the_cut_left_open() -> None:
     seg = segment(
-        0, 0,
-        txn(0, 1, pid=7, epoch=3), marker(2, 7, ControlType.COMMIT),  # closed above a cut at 2
+        0,
+        0,
+        txn(0, 1, pid=7, epoch=3),
+        marker(2, 7, ControlType.COMMIT),  # closed above a cut at 2
         txn(3, 4, pid=9),  # never closed: open in the log as it is
-    )  # fmt: skip
+    )
     cut = cut_partition([0], [seg.table], 2, 5)
     assert cut.open_transactions == (OpenTransaction(7, 3, 0),) and cut.already_open == ()
     past_the_end = cut_partition([0], [seg.table], 99, 5)

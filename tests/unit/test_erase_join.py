@@ -79,10 +79,17 @@ def test_the_join_matches_what_a_list_read_whole_matches(
 
     segments = list(partition.segments)
     results, joined = run_joined(
-        spark_less, KeyList.open(str(tmp_path / "keys.txt")), names, segments,
-        lambda files: [(url, files)], [s.size for s in segments], 2, work, str(tmp_path / "not-found"),
+        spark_less,
+        KeyList.open(str(tmp_path / "keys.txt")),
+        names,
+        segments,
+        lambda files: [(url, files)],
+        [s.size for s in segments],
+        2,
+        work,
+        str(tmp_path / "not-found"),
         KeyDigest(SECRET),
-    )  # fmt: skip
+    )
     assert joined.listed == 3
     sha = [hmac.new(SECRET, k, hashlib.sha256).hexdigest() for k in LISTED]
     assert sorted(joined.found.values()) == sorted(sha[:2]) and joined.not_found == 1
@@ -104,9 +111,15 @@ def test_an_empty_list_to_join_is_refused(tmp_path: Path, spark_less: LazySpark)
     segments = list(list_log_dir(storage, path).partitions[0].segments)
     with pytest.raises(ConfigError, match="holds no key"):
         run_joined(
-            spark_less, KeyList.open(str(tmp_path / "keys.txt")), None, segments,
-            lambda files: [(storage.url(path), files)], [1], 2, lambda files, listed: None,
-        )  # fmt: skip
+            spark_less,
+            KeyList.open(str(tmp_path / "keys.txt")),
+            None,
+            segments,
+            lambda files: [(storage.url(path), files)],
+            [1],
+            2,
+            lambda files, listed: None,
+        )
 
 
 def test_merged_matches_keep_each_record_once_by_its_first_key() -> None:

@@ -121,8 +121,10 @@ def test_a_line_list_read_in_parts_is_the_list_read_whole(
     whole = [line.removesuffix(b"\r") for line in whole]
     keys = KeyList.open(str(path))
     keys = dataclasses.replace(keys, size=keys.size_on_disk)
-    parts = [dataclasses.replace(p, lo=lo, hi=hi) for p, (lo, hi) in zip(
-        keys.parts(1) * count, _cuts(len(raw), count), strict=True)]  # fmt: skip
+    parts = [
+        dataclasses.replace(p, lo=lo, hi=hi)
+        for p, (lo, hi) in zip(keys.parts(1) * count, _cuts(len(raw), count), strict=True)
+    ]
     import pipelines.keys.key_list as key_list
 
     saved = key_list.LINE_READ_BYTES
@@ -229,8 +231,10 @@ def test_a_utf8_byte_order_mark_is_taken_off_and_said(tmp_path: Path, joined: bo
     said: list[str] = []
     found = checked_key_list(str(listed), "utf8", said.append)
     assert keys_of(found) == [b"k0000000000", b"k1"]
-    assert said == [f"segpipe: note: --keys {listed}: starts with a UTF-8 byte-order mark; it was taken off "
-                    "(it is not part of the first key)"]  # fmt: skip
+    assert said == [
+        f"segpipe: note: --keys {listed}: starts with a UTF-8 byte-order mark; it was taken off "
+        "(it is not part of the first key)"
+    ]
     keys = KeyList.open(str(listed))
     if joined:
         assert parts_read(keys, 3) == [b"k0000000000", b"k1"]
@@ -242,9 +246,13 @@ def test_a_utf8_byte_order_mark_is_taken_off_and_said(tmp_path: Path, joined: bo
 
 @pytest.mark.parametrize(
     ("mark", "encoding"),
-    [(b"\xff\xfe", "UTF-16 LE"), (b"\xfe\xff", "UTF-16 BE"), (b"\xff\xfe\x00\x00", "UTF-32 LE"),
-     (b"\x00\x00\xfe\xff", "UTF-32 BE")],
-)  # fmt: skip
+    [
+        (b"\xff\xfe", "UTF-16 LE"),
+        (b"\xfe\xff", "UTF-16 BE"),
+        (b"\xff\xfe\x00\x00", "UTF-32 LE"),
+        (b"\x00\x00\xfe\xff", "UTF-32 BE"),
+    ],
+)
 def test_a_utf16_or_utf32_list_is_refused_naming_its_encoding(
     tmp_path: Path, mark: bytes, encoding: str
 ) -> None:
@@ -287,8 +295,9 @@ def test_csv_padded_keys_and_parquet_null_keys_are_said(tmp_path: Path) -> None:
     assert keys_of(parquet.read()) == [b"a", b"b"]
     pq.write_table(pa.table({"key": ["x", None, " y"]}), tmp_path / "s.parquet")
     assert [n.split(": ", 3)[-1][:40] for n in KeyList.open(str(tmp_path / "s.parquet")).warnings()] == [
-        "1 row begins or ends with a space or a t", "1 null key left out (a record's null key",
-    ]  # fmt: skip
+        "1 row begins or ends with a space or a t",
+        "1 null key left out (a record's null key",
+    ]
 
 
 def test_a_run_that_found_no_key_names_the_format_the_keys_look_like() -> None:

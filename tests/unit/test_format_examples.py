@@ -18,15 +18,39 @@ from segment_io.segment.sections import read_sections
 pytestmark = pytest.mark.unit
 
 WORKED = bytes.fromhex(
-    "0000000000000064" "00000049" "00000000" "02" "4109046f" "0000" "00000001"
-    "0000018bcfe56800" "0000018bcfe56805" "ffffffffffffffff" "ffff" "ffffffff" "00000002"
-    "14000000046b3104763100" "18000a02046b320102026802" "78"
-)  # fmt: skip
+    "0000000000000064"
+    "00000049"
+    "00000000"
+    "02"
+    "4109046f"
+    "0000"
+    "00000001"
+    "0000018bcfe56800"
+    "0000018bcfe56805"
+    "ffffffffffffffff"
+    "ffff"
+    "ffffffff"
+    "00000002"
+    "14000000046b3104763100"
+    "18000a02046b320102026802"
+    "78"
+)
 COMMIT = bytes.fromhex(
-    "0000000000000066" "00000042" "00000000" "02" "f9ea84c8" "0030" "00000000"
-    "0000018bcfe5680a" "0000018bcfe5680a" "000000000000002a" "0003" "ffffffff" "00000001"
+    "0000000000000066"
+    "00000042"
+    "00000000"
+    "02"
+    "f9ea84c8"
+    "0030"
+    "00000000"
+    "0000018bcfe5680a"
+    "0000018bcfe5680a"
+    "000000000000002a"
+    "0003"
+    "ffffffff"
+    "00000001"
     "2000000008000000010c00000000000700"
-)  # fmt: skip
+)
 
 
 def _deep(buf: bytes) -> list[dict]:
@@ -60,20 +84,33 @@ def test_worked_example_decodes_exactly() -> None:
 def test_worked_example_encodes_exactly() -> None:
     cols = RecordColumns.from_records([(0, 0, b"k1", b"v1", []), (1, 5, b"k2", None, [("h", b"x")])])
     built = build_v2_batch(
-        base_offset=100, records=cols.encode(), records_count=2, last_offset_delta=1,
-        base_timestamp=1700000000000, max_timestamp=1700000000005, attributes=0, partition_leader_epoch=0,
-    )  # fmt: skip
+        base_offset=100,
+        records=cols.encode(),
+        records_count=2,
+        last_offset_delta=1,
+        base_timestamp=1700000000000,
+        max_timestamp=1700000000005,
+        attributes=0,
+        partition_leader_epoch=0,
+    )
     assert built == WORKED
 
 
 def test_commit_marker_example() -> None:
     cols = RecordColumns.from_records([(0, 0, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 7), [])])
     built = build_v2_batch(
-        base_offset=102, records=cols.encode(), records_count=1, last_offset_delta=0,
-        base_timestamp=1700000000010, max_timestamp=1700000000010,
-        attributes=TRANSACTIONAL_MASK | CONTROL_MASK, partition_leader_epoch=0,
-        producer_id=42, producer_epoch=3, base_sequence=-1,
-    )  # fmt: skip
+        base_offset=102,
+        records=cols.encode(),
+        records_count=1,
+        last_offset_delta=0,
+        base_timestamp=1700000000010,
+        max_timestamp=1700000000010,
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK,
+        partition_leader_epoch=0,
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=-1,
+    )
     assert built == COMMIT
     row = _deep(COMMIT)[0]
     assert row["is_control"] and row["is_transactional"] and row["offset"] == 102
@@ -99,10 +136,21 @@ def test_varint_examples(value: int, encoded: str) -> None:
     one = np.array([0], dtype=np.int64)
     empty = np.zeros(0, dtype=np.uint8)
     out = encode_records(
-        one, np.array([value], dtype=np.int64), np.zeros(2, np.int64), empty, np.array([True]),
-        np.zeros(2, np.int64), empty, np.array([True]), np.zeros(2, np.int64), np.zeros(1, np.int64),
-        empty, np.zeros(1, np.int64), empty, np.zeros(0, np.bool_),
-    )  # fmt: skip
+        one,
+        np.array([value], dtype=np.int64),
+        np.zeros(2, np.int64),
+        empty,
+        np.array([True]),
+        np.zeros(2, np.int64),
+        empty,
+        np.array([True]),
+        np.zeros(2, np.int64),
+        np.zeros(1, np.int64),
+        empty,
+        np.zeros(1, np.int64),
+        empty,
+        np.zeros(0, np.bool_),
+    )
     assert out[2 : 2 + len(encoded) // 2].tobytes().hex() == encoded
 
 

@@ -1,6 +1,7 @@
 """The shape of the code, read from its source: `segment_io` never imports Spark, no job imports
-another job (what several need lives in pipelines/log, keys, config, output or runtime), and no
-module passes 400 lines."""
+another job (what several need lives in pipelines/log, keys, config, output or runtime), a module
+is one concept (a warning past 400 lines, a failure past 600), and the formatter's layout is kept
+everywhere but in a numba kernel's constant table."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("segment_io", "pipelines")
-MAX_LINES = 400
+LONG_LINES, MAX_LINES = 400, 600
+# The only places a `# fmt: skip` keeps a layout: constant tables of numba kernels, one per line.
+KERNEL_TABLES = ("pipelines/keys/key_digest.py",)
 
 
 def modules() -> Iterator[Path]:
@@ -52,13 +55,31 @@ def test_no_job_imports_another_job() -> None:
     crossing = []
     for path in (ROOT / "pipelines" / "jobs").rglob("*.py"):
         own = path.relative_to(ROOT / "pipelines" / "jobs").parts[0]
-        crossing += [f"{path.relative_to(ROOT)}: {name}" for name in imported(path)
-                     if job_of(name) not in (None, own)]  # fmt: skip
+        crossing += [
+            f"{path.relative_to(ROOT)}: {name}" for name in imported(path) if job_of(name) not in (None, own)
+        ]
     assert crossing == []
 
 
-def test_no_module_passes_the_line_limit() -> None:
-    long = {
-        str(p.relative_to(ROOT)): n for p in modules() if (n := len(p.read_text().splitlines())) > MAX_LINES
-    }
-    assert long == {}
+def test_a_module_is_one_concept_not_a_line_count() -> None:
+    """Past 400 lines a module is named in a warning (is it still one concept?); past 600 it fails."""
+    import warnings
+
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in modules()}
+    for name, n in sorted(sizes.items()):
+        if n > LONG_LINES:
+            warnings.warn(f"{name} has {n} lines: is it still one concept?", stacklevel=1)
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_lines_are_laid_out_by_the_formatter() -> None:
+    """No `# fmt: skip` packs a line the formatter would split, outside numba kernels' tables."""
+    packed = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for package in (*PACKAGES, "tests", "bench", "dags")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in KERNEL_TABLES
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "# fmt: skip" in line and "test_house.py" not in path.name
+    ]
+    assert packed == []

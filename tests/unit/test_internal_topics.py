@@ -23,19 +23,31 @@ def test_offset_commit_key_and_value_v3() -> None:
     key = struct.pack(">h", 1) + s16("group-a") + s16("orders") + struct.pack(">i", 4)
     value = struct.pack(">hqi", 3, 1234, 7) + s16("meta") + struct.pack(">q", 1_700_000_000_000)
     assert decode_key("__consumer_offsets", key) == {
-        "version": 1, "type": "offset_commit", "group": "group-a", "topic": "orders", "partition": 4,
-    }  # fmt: skip
+        "version": 1,
+        "type": "offset_commit",
+        "group": "group-a",
+        "topic": "orders",
+        "partition": 4,
+    }
     assert decode_value("__consumer_offsets", key, value) == {
-        "version": 3, "offset": 1234, "leader_epoch": 7, "metadata": "meta", "commit_timestamp": 1_700_000_000_000,
-    }  # fmt: skip
+        "version": 3,
+        "offset": 1234,
+        "leader_epoch": 7,
+        "metadata": "meta",
+        "commit_timestamp": 1_700_000_000_000,
+    }
 
 
 def test_offset_commit_value_v4_flexible() -> None:
     key = struct.pack(">h", 1) + s16("g") + s16("t") + struct.pack(">i", 0)
     value = struct.pack(">hqi", 4, 9, -1) + compact("") + struct.pack(">q", 5) + b"\x00"
     assert decode_value("__consumer_offsets", key, value) == {
-        "version": 4, "offset": 9, "leader_epoch": -1, "metadata": "", "commit_timestamp": 5,
-    }  # fmt: skip
+        "version": 4,
+        "offset": 9,
+        "leader_epoch": -1,
+        "metadata": "",
+        "commit_timestamp": 5,
+    }
 
 
 def test_group_metadata_v3() -> None:
@@ -47,9 +59,17 @@ def test_group_metadata_v3() -> None:
     decoded = decode_value("__consumer_offsets", key, value)
     assert decoded is not None and decoded["generation"] == 5 and decoded["protocol"] == "range"
     assert decoded["members"] == [
-        {"member_id": "m1", "group_instance_id": None, "client_id": "client", "client_host": "/10.0.0.1",
-         "rebalance_timeout": 300, "session_timeout": 45, "subscription_bytes": 2, "assignment_bytes": 1}
-    ]  # fmt: skip
+        {
+            "member_id": "m1",
+            "group_instance_id": None,
+            "client_id": "client",
+            "client_host": "/10.0.0.1",
+            "rebalance_timeout": 300,
+            "session_timeout": 45,
+            "subscription_bytes": 2,
+            "assignment_bytes": 1,
+        }
+    ]
 
 
 def test_transaction_state_v0_and_v1() -> None:
@@ -58,10 +78,15 @@ def test_transaction_state_v0_and_v1() -> None:
     v0 = struct.pack(">hqhib", 0, 42, 3, 60000, 1) + struct.pack(">i", 1) + s16("orders")
     v0 += struct.pack(">iii", 2, 0, 5) + struct.pack(">qq", 10, 20)
     assert decode_value("__transaction_state", key, v0) == {
-        "version": 0, "producer_id": 42, "producer_epoch": 3, "transaction_timeout_ms": 60000,
-        "status": "Ongoing", "partitions": [{"topic": "orders", "partitions": [0, 5]}],
-        "last_update_timestamp": 10, "start_timestamp": 20,
-    }  # fmt: skip
+        "version": 0,
+        "producer_id": 42,
+        "producer_epoch": 3,
+        "transaction_timeout_ms": 60000,
+        "status": "Ongoing",
+        "partitions": [{"topic": "orders", "partitions": [0, 5]}],
+        "last_update_timestamp": 10,
+        "start_timestamp": 20,
+    }
     v1 = struct.pack(">hqhib", 1, 42, 3, 60000, 0) + b"\x00" + struct.pack(">qq", 10, 20)
     v1 += b"\x01" + b"\x01\x08" + struct.pack(">q", 99)  # tagged field 1: nextProducerId
     decoded = decode_value("__transaction_state", key, v1)

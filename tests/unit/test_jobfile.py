@@ -223,8 +223,15 @@ def test_an_erase_step_goes_first_and_needs_its_key_list(tmp_path: Path) -> None
     assert validate_request(job, 0).against == Location(
         job.erased_dir
     )  # the clean's promise, against what it read
-    only = load_job_file(str(_job(tmp_path, "name: e\nsource: logs\noutput: out\nsteps: [erase]\n"
-                                            "erase: {keys: keys.txt, key_format: hex}\n")))  # fmt: skip
+    only = load_job_file(
+        str(
+            _job(
+                tmp_path,
+                "name: e\nsource: logs\noutput: out\nsteps: [erase]\n"
+                "erase: {keys: keys.txt, key_format: hex}\n",
+            )
+        )
+    )
     assert only.erased_dir == str(tmp_path / "out") and only.log_dir == only.erased_dir
     for bad, reason in [
         (GOOD.replace("steps: [retention,", "steps: [erase, retention,"), "go together"),
@@ -240,15 +247,19 @@ def test_an_erase_step_goes_first_and_needs_its_key_list(tmp_path: Path) -> None
 def test_a_cut_step_writes_beside_the_output_where_a_later_step_reads_it(tmp_path: Path) -> None:
     base = f"name: j\nsource: {tmp_path}\noutput: out\n"
     path = tmp_path / "job.yaml"
-    path.write_text(base + "steps: [cut, erase, compact]\ncut: {until_time: 2026-11-20T09:12:00Z}\n"
-                    "erase: {keys: keys.txt}\n")  # fmt: skip
+    path.write_text(
+        base + "steps: [cut, erase, compact]\ncut: {until_time: 2026-11-20T09:12:00Z}\n"
+        "erase: {keys: keys.txt}\n"
+    )
     (tmp_path / "keys.txt").write_text("k\n")
     job = load_job_file(str(path), check_source=False)
     assert job.cut is not None and job.cut.until_time == 1_795_165_920_000
     assert (job.cut_dir, job.erase_source, job.erased_dir, job.clean_source) == (
-        str(tmp_path / "out.cut"), str(tmp_path / "out.cut"), str(tmp_path / "out.erased"),
+        str(tmp_path / "out.cut"),
+        str(tmp_path / "out.cut"),
         str(tmp_path / "out.erased"),
-    )  # fmt: skip
+        str(tmp_path / "out.erased"),
+    )
     path.write_text(base + "steps: [cut]\ncut: {until_offset: 1500}\n")
     alone = load_job_file(str(path), check_source=False)
     assert (alone.cut_dir, alone.log_dir) == (str(tmp_path / "out"), str(tmp_path / "out"))

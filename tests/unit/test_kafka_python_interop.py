@@ -79,9 +79,12 @@ def test_kafka_python_reads_our_control_batch() -> None:
     import struct
 
     marker = v2_batch(
-        9, [(0, TS, struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 5), [])],
-        attributes=TRANSACTIONAL_MASK | CONTROL_MASK, producer_id=3, producer_epoch=1,
-    )  # fmt: skip
+        9,
+        [(0, TS, struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 5), [])],
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK,
+        producer_id=3,
+        producer_epoch=1,
+    )
     batch = MemoryRecords(marker).next_batch()
     assert batch.is_control_batch and batch.validate_crc()
     ours = read_ours(marker)
@@ -91,9 +94,14 @@ def test_kafka_python_reads_our_control_batch() -> None:
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
 def test_we_read_what_kafka_python_writes(codec: Codec) -> None:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=int(codec), is_transactional=True, producer_id=5, producer_epoch=1,
-        base_sequence=100, batch_size=1 << 20,
-    )  # fmt: skip
+        magic=2,
+        compression_type=int(codec),
+        is_transactional=True,
+        producer_id=5,
+        producer_epoch=1,
+        base_sequence=100,
+        batch_size=1 << 20,
+    )
     for offset, ts, key, value, headers in SAMPLE:
         builder.append(offset, timestamp=ts, key=key, value=value, headers=headers)
     data = bytes(builder.build())
@@ -107,9 +115,14 @@ def test_we_read_what_kafka_python_writes(codec: Codec) -> None:
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
 def test_a_reused_arena_that_has_to_grow_reads_the_same_records(codec: Codec) -> None:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=int(codec), is_transactional=False, producer_id=-1, producer_epoch=-1,
-        base_sequence=-1, batch_size=1 << 22,
-    )  # fmt: skip
+        magic=2,
+        compression_type=int(codec),
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 22,
+    )
     for i in range(40):  # ~100x compressible: far past the arena's first size estimate
         builder.append(i, timestamp=TS + i, key=b"k%d" % i, value=b"v" * 20_000, headers=[])
     data = bytes(builder.build()) + v2_batch(40, SAMPLE, codec=Codec.NONE) + v2_batch(47, SAMPLE, codec=codec)

@@ -58,8 +58,11 @@ def test_partitions_are_replaced_and_the_brokers_own_entries_kept(tmp_path: Path
         "partition.metadata",
     ]
     assert "broker-topic-id" in (part / "partition.metadata").read_text()  # the cluster's topic id stays
-    for name, offset in (("recovery-point-offset-checkpoint", 42), ("replication-offset-checkpoint", 42),
-                         ("log-start-offset-checkpoint", 5)):  # fmt: skip
+    for name, offset in (
+        ("recovery-point-offset-checkpoint", 42),
+        ("replication-offset-checkpoint", 42),
+        ("log-start-offset-checkpoint", 5),
+    ):
         entries = parse_offset_checkpoint((log_dir / name).read_bytes(), name)
         assert entries[ORDERS_0] == offset
         assert entries.get(OFFSETS_0) == (None if "start" in name else 17)  # the broker's others stay
@@ -92,8 +95,12 @@ def test_each_refusal_changes_nothing(tmp_path: Path, case: str) -> None:
     before = snapshot(tmp_path)
     with pytest.raises(RestoreRefused) as refused:
         restore_into_kafka(archive, log_dir, backup)
-    expected = {"no-topic": "create their topics", "not-kafka": "not a Kafka log directory",
-                "backup-inside": "Kafka would load it", "backup-not-empty": "is not empty"}[case]  # fmt: skip
+    expected = {
+        "no-topic": "create their topics",
+        "not-kafka": "not a Kafka log directory",
+        "backup-inside": "Kafka would load it",
+        "backup-not-empty": "is not empty",
+    }[case]
     assert expected in str(refused.value)
     assert snapshot(tmp_path) == before
 
@@ -128,8 +135,12 @@ def test_an_archive_that_is_not_whole_and_valid_is_refused_before_anything_moves
     before = snapshot(tmp_path)
     with pytest.raises(SegpipeError) as refused:
         restore_into_kafka(archive, log_dir, tmp_path / "backup")
-    expected = {"crc": ("CRC mismatch", 65), "torn-tail": ("truncated segment", 65),
-                "bad-index": ("corrupt index", 65), "incomplete": ("did not finish", 2)}[damage]  # fmt: skip
+    expected = {
+        "crc": ("CRC mismatch", 65),
+        "torn-tail": ("truncated segment", 65),
+        "bad-index": ("corrupt index", 65),
+        "incomplete": ("did not finish", 2),
+    }[damage]
     message = str(refused.value)
     assert expected[0] in message and (str(log) in message or damage in ("bad-index", "incomplete")), message
     assert refused.value.exit_code == expected[1]

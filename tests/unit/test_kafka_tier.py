@@ -65,8 +65,9 @@ def test_the_remote_log_metadata_decodes_as_the_broker_wrote_it(tmp_path: Path) 
             assert s.state is SegmentState.COPY_SEGMENT_FINISHED and s.leader_epochs == ((0, s.start_offset),)
             fields = custom_fields(s.custom_metadata)
             assert fields[1] == "" and object_key(s, "ignored/", "log").rsplit("/", 1)[1] in objects
-            assert fields[0] == sum((t.bucket / object_key(s, "", x)).stat().st_size
-                                    for x in ("log", "indexes", "rsm-manifest"))  # fmt: skip
+            assert fields[0] == sum(
+                (t.bucket / object_key(s, "", x)).stat().st_size for x in ("log", "indexes", "rsm-manifest")
+            )
 
 
 def test_every_chunk_index_adds_up_to_its_object(tmp_path: Path) -> None:
@@ -82,8 +83,9 @@ def test_every_chunk_index_adds_up_to_its_object(tmp_path: Path) -> None:
 def other_key_pair(directory: Path) -> Path:
     directory.mkdir()
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())  # fmt: skip
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     (directory / "private.pem").write_bytes(pem)
     return directory
 
@@ -176,8 +178,10 @@ def test_settings_of_a_plugin_segpipe_does_not_read_are_refused(tmp_path: Path) 
     with pytest.raises(KafkaTierSettings, match=r"com\.example\.Other"):
         open_storage(kafka_tier_url(str(settings), str(tmp_path)))
     for bad in ("three", "0", ""):  # a count of metadata partitions must be one or more
-        settings.write_text(f"remote.log.storage.manager.class.name={LOCAL}\nrsm.config.dir=/x\n"
-                            f"rlmm.config.remote.log.metadata.topic.num.partitions={bad}\n")  # fmt: skip
+        settings.write_text(
+            f"remote.log.storage.manager.class.name={LOCAL}\nrsm.config.dir=/x\n"
+            f"rlmm.config.remote.log.metadata.topic.num.partitions={bad}\n"
+        )
         with pytest.raises(KafkaTierSettings, match=rf"num\.partitions='{bad}' is not a positive number"):
             open_storage(kafka_tier_url(str(settings), str(tmp_path)))
     with pytest.raises(KafkaTierSettings, match="no tiered-storage settings file"):

@@ -112,8 +112,9 @@ def test_an_orphan_object_is_named_and_not_read(tmp_path: Path, capsys: pytest.C
 
 def _segment(start: int, end: int) -> SegmentMetadata:
     tip = TopicIdPartition("t", "A" * 22, 0)
-    return SegmentMetadata(tip, f"{start:022d}", start, end, 1, 0, 0, ((0, start),), 10, None,
-                           SegmentState.COPY_SEGMENT_FINISHED)  # fmt: skip
+    return SegmentMetadata(
+        tip, f"{start:022d}", start, end, 1, 0, 0, ((0, start),), 10, None, SegmentState.COPY_SEGMENT_FINISHED
+    )
 
 
 def test_a_log_start_below_segments_retention_deleted_is_a_note_not_a_refusal() -> None:
@@ -129,12 +130,16 @@ def test_a_log_start_below_segments_retention_deleted_is_a_note_not_a_refusal() 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda text, bucket: text.replace(str(bucket), "${BUCKET}"),
-         r"rsm.config.storage.root=\$\{BUCKET\} holds a placeholder nobody filled in"),
-        (lambda text, bucket: text.replace(str(bucket), str(bucket) + "-nowhere"),
-         r"rsm.config.storage.root=\S+-nowhere: nothing is there"),
+        (
+            lambda text, bucket: text.replace(str(bucket), "${BUCKET}"),
+            r"rsm.config.storage.root=\$\{BUCKET\} holds a placeholder nobody filled in",
+        ),
+        (
+            lambda text, bucket: text.replace(str(bucket), str(bucket) + "-nowhere"),
+            r"rsm.config.storage.root=\S+-nowhere: nothing is there",
+        ),
     ],
-)  # fmt: skip
+)
 def test_settings_that_point_nowhere_are_settings_errors(
     change: Callable[[str, Path], str], message: str, tmp_path: Path
 ) -> None:

@@ -24,8 +24,9 @@ S = SegmentState
 def started(
     seg_id: str, start: int, end: int, epochs: tuple[tuple[int, int], ...] | None = None
 ) -> SegmentMetadata:
-    return SegmentMetadata(TP, seg_id, start, end, 1, end * 10, 0, epochs or ((0, start),), 100, None,
-                           S.COPY_SEGMENT_STARTED)  # fmt: skip
+    return SegmentMetadata(
+        TP, seg_id, start, end, 1, end * 10, 0, epochs or ((0, start),), 100, None, S.COPY_SEGMENT_STARTED
+    )
 
 
 def update(seg_id: str, state: SegmentState, custom: bytes | None = None) -> SegmentUpdate:
@@ -43,8 +44,13 @@ def test_a_segment_is_served_only_once_its_copy_finished() -> None:
 
 
 def test_a_segment_whose_deletion_started_is_no_longer_served() -> None:
-    records = [started("a", 0, 9), update("a", S.COPY_SEGMENT_FINISHED), started("b", 10, 19),
-               update("b", S.COPY_SEGMENT_FINISHED), update("a", S.DELETE_SEGMENT_STARTED)]  # fmt: skip
+    records = [
+        started("a", 0, 9),
+        update("a", S.COPY_SEGMENT_FINISHED),
+        started("b", 10, 19),
+        update("b", S.COPY_SEGMENT_FINISHED),
+        update("a", S.DELETE_SEGMENT_STARTED),
+    ]
     assert served_ids(*records) == ["b"]
     assert served_ids(*records, update("a", S.DELETE_SEGMENT_FINISHED)) == ["b"]
 

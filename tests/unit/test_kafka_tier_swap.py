@@ -118,8 +118,12 @@ def test_the_records_go_in_the_brokers_order_with_the_grace_before_the_deletion(
     assert [s.old.segment_id for s in outcome.done] == [OLD_A.segment_id]
     sent = [(r.segment_id, r.state) for r in cluster.sent]  # type: ignore[union-attr]
     new, old = swap.new.segment_id, OLD_A.segment_id
-    assert sent == [(new, S.COPY_SEGMENT_STARTED), (new, S.COPY_SEGMENT_FINISHED),
-                    (old, S.DELETE_SEGMENT_STARTED), (old, S.DELETE_SEGMENT_FINISHED)]  # fmt: skip
+    assert sent == [
+        (new, S.COPY_SEGMENT_STARTED),
+        (new, S.COPY_SEGMENT_FINISHED),
+        (old, S.DELETE_SEGMENT_STARTED),
+        (old, S.DELETE_SEGMENT_FINISHED),
+    ]
     finish, delete = cluster.sent[1].event_timestamp_ms, cluster.sent[2].event_timestamp_ms
     assert delete - finish >= GRACE and clock.slept == [GRACE]
     assert served(cluster) == [new, OLD_B.segment_id]
@@ -132,8 +136,12 @@ def test_the_records_go_in_the_brokers_order_with_the_grace_before_the_deletion(
 def test_the_successor_keeps_the_old_segments_offsets_epochs_and_broker() -> None:
     new = successor(OLD_A, "Zm9vYmFyYmF6cXV4cXV1dQ", 123, T0 - 50, T0)
     assert (new.tp, new.start_offset, new.end_offset, new.leader_epochs, new.broker_id) == (
-        OLD_A.tp, OLD_A.start_offset, OLD_A.end_offset, OLD_A.leader_epochs, OLD_A.broker_id,
-    )  # fmt: skip
+        OLD_A.tp,
+        OLD_A.start_offset,
+        OLD_A.end_offset,
+        OLD_A.leader_epochs,
+        OLD_A.broker_id,
+    )
     assert (new.size, new.max_timestamp_ms, new.state) == (123, T0 - 50, S.COPY_SEGMENT_STARTED)
 
 
@@ -164,8 +172,10 @@ def test_an_old_segment_the_leader_expired_meanwhile_is_left_and_its_successor_w
     assert outcome.done == [] and "no longer served" in outcome.undone[0][1]
     new = swap.new.segment_id
     assert [(r.segment_id, r.state) for r in cluster.sent] == [  # type: ignore[union-attr]
-        (new, S.COPY_SEGMENT_STARTED), (new, S.DELETE_SEGMENT_STARTED), (new, S.DELETE_SEGMENT_FINISHED),
-    ]  # fmt: skip
+        (new, S.COPY_SEGMENT_STARTED),
+        (new, S.DELETE_SEGMENT_STARTED),
+        (new, S.DELETE_SEGMENT_FINISHED),
+    ]
     assert not any(new in p.name for p in tmp_path.rglob("*") if p.is_file())
 
 

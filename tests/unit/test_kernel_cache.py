@@ -41,8 +41,9 @@ def _copy(at: Path) -> Path:
 
 def _probe(copy: Path, cache: Path, cwd: Path) -> dict[str, object]:
     env = {"PYTHONPATH": str(copy), "NUMBA_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     assert str(seen["file"]).startswith(str(copy)), seen  # the copy, not the installed segpipe

@@ -55,9 +55,17 @@ def _survivors(
 @pytest.mark.parametrize("tables", [2, 7])
 def test_a_bucket_over_several_key_tables_keeps_what_one_table_keeps(tmp_path: Path, tables: int) -> None:
     spec = TopicSpec(
-        "t", partitions=2, records=4000, keys=300, key_skew=1.1, null_key_ratio=0.05, tombstone_ratio=0.1,
-        transactional_ratio=0.2, codecs=("none", "lz4"), segment_bytes=16 * 1024,
-    )  # fmt: skip
+        "t",
+        partitions=2,
+        records=4000,
+        keys=300,
+        key_skew=1.1,
+        null_key_ratio=0.05,
+        tombstone_ratio=0.1,
+        transactional_ratio=0.2,
+        codecs=("none", "lz4"),
+        segment_bytes=16 * 1024,
+    )
     src = tmp_path / "src"
     generate_log_dir(open_storage(str(src))[0], str(src), [spec])
     config = JobConfig.from_sources(None, ["cleanup.policy=compact", "segment.bytes=65536"])

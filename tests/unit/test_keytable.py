@@ -47,8 +47,11 @@ def test_latest_offset_per_partition_and_key_matches_a_dict(
     for tp, key, offset in entries:
         expected[(tp, key)] = max(offset, expected.get((tp, key), -1))
     assert _as_dict(table.rows()) == expected
-    probe = _rows([b"absent-key"] + [k for _, k, _ in entries], [0] + [t for t, _, _ in entries],
-                  [0] * (len(entries) + 1))  # fmt: skip
+    probe = _rows(
+        [b"absent-key"] + [k for _, k, _ in entries],
+        [0] + [t for t, _, _ in entries],
+        [0] * (len(entries) + 1),
+    )
     found = table.contains(probe)
     assert not found[0] and found[1:].all()
 

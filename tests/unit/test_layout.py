@@ -38,11 +38,18 @@ def test_listing_ignores_transient_files(tmp_path: Path) -> None:
     part = tmp_path / "orders-0"
     part.mkdir()
     for name in [
-        "00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
-        "00000000000000000010.log", "00000000000000000010.log.deleted", "00000000000000000020.log.cleaned",
-        "00000000000000000020.index.swap", "00000000000000000030.index", "00000000000000000010.snapshot",
-        "leader-epoch-checkpoint", "partition.metadata.tmp",
-    ]:  # fmt: skip
+        "00000000000000000000.log",
+        "00000000000000000000.index",
+        "00000000000000000000.timeindex",
+        "00000000000000000010.log",
+        "00000000000000000010.log.deleted",
+        "00000000000000000020.log.cleaned",
+        "00000000000000000020.index.swap",
+        "00000000000000000030.index",
+        "00000000000000000010.snapshot",
+        "leader-epoch-checkpoint",
+        "partition.metadata.tmp",
+    ]:
         (part / name).write_bytes(b"")
     (tmp_path / f"orders-1.{UUID}-delete").mkdir()
     (tmp_path / "__cluster_metadata-0").mkdir()

@@ -245,8 +245,9 @@ def test_a_driver_on_one_thread_forks_its_workers_itself(others: str) -> None:
     nothing is imported again); with another thread running they fork from a server. Either way
     the results are the same, and a SIGTERM ends a worker as it ends any process (the driver's
     own handler stays the driver's); the next map then gives its results or WorkerLost."""
-    proc = subprocess.run([sys.executable, "-c", FORKED_DRIVER, others], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", FORKED_DRIVER, others], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json_line(proc.stdout)
     assert [r[0] for r in seen["results"]] == list(range(1000, 1006))
@@ -281,8 +282,9 @@ def test_workers_forked_from_a_server_start_with_the_drivers_store_clients() -> 
     loads the store clients the driver loaded, as Spark's worker daemon does, so no item imports
     one; every process starts with the server, none in the middle of a map (where a stop could
     cut one off from the pool's record)."""
-    proc = subprocess.run([sys.executable, "-c", SERVED_CLIENT], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVED_CLIENT], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json_line(proc.stdout) == {"forked": False, "started": 2, "loaded": [True] * 4}
 
@@ -334,8 +336,13 @@ def test_a_run_that_names_an_object_store_forks_its_workers_before_its_first_req
     local disks starts them later as before (here, with another thread running: from a server)."""
     target = dst if "://" in dst else str(tmp_path / dst)
     argv = ["tier", str(tmp_path / "log"), target, "--master", "local[2]"]
-    proc = subprocess.run([sys.executable, "-c", EARLY, "refused" if refused else "run", *argv],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", EARLY, "refused" if refused else "run", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json_line(proc.stdout)
     assert seen["early"] == (2 if "://" in dst else 0)
@@ -369,8 +376,9 @@ def test_workers_end_with_a_driver_killed_outright(others: str) -> None:
     end with it instead of waiting for work forever."""
     import select
 
-    proc = subprocess.run([sys.executable, "-c", KILLED_DRIVER, others], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_DRIVER, others], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     pids = [int(p) for p in proc.stdout.split()]
     assert len(pids) >= 1

@@ -33,8 +33,10 @@ def test_a_rewrite_leaves_the_threads_past_the_compaction_limit_a_read_past_the_
     assert placement(True, DRIVER_BYTES + 1, False, LOCAL) == (False, True)
 
 
-@pytest.mark.parametrize(("mode", "rewrite", "read"), [("processes", (False, True), (False, False)),
-                                                       ("off", (False, True), (False, True))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "rewrite", "read"),
+    [("processes", (False, True), (False, False)), ("off", (False, True), (False, True))],
+)
 def test_driver_work_moves_small_work_out_of_the_threads(
     monkeypatch: pytest.MonkeyPatch, mode: str, rewrite: tuple[bool, bool], read: tuple[bool, bool]
 ) -> None:

@@ -52,9 +52,16 @@ def batch(rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | N
 
 def test_the_digest_tells_apart_what_a_record_holds() -> None:
     rows = [
-        (b"k", b"v", []), (b"v", b"k", []), (b"k", None, []), (b"k", b"", []), (None, b"v", []),
-        (b"k", b"v", [("h", b"1")]), (b"k", b"v", [("h", None)]), (b"k", b"v", [("h", b"")]), (b"kv", b"", []),
-    ]  # fmt: skip
+        (b"k", b"v", []),
+        (b"v", b"k", []),
+        (b"k", None, []),
+        (b"k", b"", []),
+        (None, b"v", []),
+        (b"k", b"v", [("h", b"1")]),
+        (b"k", b"v", [("h", None)]),
+        (b"k", b"v", [("h", b"")]),
+        (b"kv", b"", []),
+    ]
     digests = record_digests(batch(rows))
     assert len(set(digests.tolist())) == len(rows)
     # The same record digests alike wherever it sits (a batch, or a slice of one).

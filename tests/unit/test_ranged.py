@@ -42,9 +42,11 @@ def test_which_partitions_are_compacted_in_ranges_and_where_they_are_cut() -> No
     tasks = [
         *(_task(0, g, 500) for g in range(5)),  # 2,500 bytes in 5 groups: 3 ranges
         _task(1, 10, 1_200),  # more than a share, but one group: no ranges
-        _task(2, 20, 100), _task(2, 21, 100),  # within a share: compacted alone
-        _task(3, 30, 50), _task(3, 31, 50),
-    ]  # fmt: skip
+        _task(2, 20, 100),
+        _task(2, 21, 100),  # within a share: compacted alone
+        _task(3, 30, 50),
+        _task(3, 31, 50),
+    ]
     gids = {0: [0, 1, 2, 3, 4], 1: [10], 2: [20, 21], 3: [30, 31]}
     ranged = partition_ranges(tasks, gids, 4, "/shared")
     assert sorted(ranged) == [0]
@@ -77,9 +79,16 @@ def test_a_partition_compacted_in_ranges_is_the_same_bytes_as_in_one_task(
     40 % taken as cleaned before), whose records go only where a dirty record, maybe ranges
     later, has their key."""
     spec = TopicSpec(
-        "t", records=6000, keys=400, key_skew=1.1, null_key_ratio=0.05, tombstone_ratio=0.1,
-        transactional_ratio=0.2, codecs=("none", "lz4", "zstd", "snappy", "gzip"), segment_bytes=32 * 1024,
-    )  # fmt: skip
+        "t",
+        records=6000,
+        keys=400,
+        key_skew=1.1,
+        null_key_ratio=0.05,
+        tombstone_ratio=0.1,
+        transactional_ratio=0.2,
+        codecs=("none", "lz4", "zstd", "snappy", "gzip"),
+        segment_bytes=32 * 1024,
+    )
     src = tmp_path / "src"
     generate_log_dir(open_storage(str(src))[0], str(src), [spec])
     config = JobConfig.from_sources(None, ["cleanup.policy=compact", f"segment.bytes={group_bytes}"])

@@ -30,11 +30,23 @@ pytestmark = pytest.mark.unit
 
 SPECS = [
     # index.interval.bytes is Kafka's 4096: segments of 48 KiB hold a dozen index entries each.
-    TopicSpec("created", partitions=1, records=3000, records_per_batch=(1, 20), segment_bytes=48 * 1024,
-              span_ms=3_600_000),
-    TopicSpec("appended", records=2000, log_append_time=True, codecs=("zstd", "none"),
-              segment_bytes=40 * 1024, span_ms=3_600_000),
-]  # fmt: skip
+    TopicSpec(
+        "created",
+        partitions=1,
+        records=3000,
+        records_per_batch=(1, 20),
+        segment_bytes=48 * 1024,
+        span_ms=3_600_000,
+    ),
+    TopicSpec(
+        "appended",
+        records=2000,
+        log_append_time=True,
+        codecs=("zstd", "none"),
+        segment_bytes=40 * 1024,
+        span_ms=3_600_000,
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -199,9 +211,11 @@ def test_offset_for_time_with_ties_out_of_order_times_and_an_empty_segment(tmp_p
     batches = [
         [v2_batch(0, [(0, 100, b"a", b"1", []), (1, 300, b"b", b"2", []), (2, 200, b"c", b"3", [])])],
         [],  # an empty segment at offset 3
-        [v2_batch(3, [(0, 300, b"d", b"4", []), (1, 150, b"e", b"5", [])]),
-         v2_batch(5, [(0, 500, b"f", b"6", []), (1, 400, b"g", b"7", [])])],
-    ]  # fmt: skip
+        [
+            v2_batch(3, [(0, 300, b"d", b"4", []), (1, 150, b"e", b"5", [])]),
+            v2_batch(5, [(0, 500, b"f", b"6", []), (1, 400, b"g", b"7", [])]),
+        ],
+    ]
     write_log(tmp_path, "t-0", batches)
     # The empty segment has no timestamp: Kafka takes its file's modification time (here 350 ms)
     # as its largest, so a time past the first segment's largest (300) and up to 350 stops there,
@@ -230,8 +244,11 @@ def test_one_offset_reads_one_index_and_one_batch(log: Path) -> None:
     storage, _ = open_storage(str(log))
     part = next(p for p in partitions(log) if p.tp.topic == "created")
     whole, _, _ = read(log, None, windowed=False)
-    offsets = [o for o, t in zip(whole.column("offset").to_pylist(), whole.column("topic").to_pylist(), strict=True)
-               if t == "created"]  # fmt: skip
+    offsets = [
+        o
+        for o, t in zip(whole.column("offset").to_pylist(), whole.column("topic").to_pylist(), strict=True)
+        if t == "created"
+    ]
     for offset in offsets[:: len(offsets) // 25]:
         want = RecordRange(from_offset=offset, to_offset=offset)
         windows = [

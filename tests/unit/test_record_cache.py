@@ -24,9 +24,16 @@ from tests.helpers import read_log
 pytestmark = pytest.mark.unit
 
 SPEC = TopicSpec(
-    "t", records=3000, keys=300, key_skew=1.1, null_key_ratio=0.05, tombstone_ratio=0.1, transactional_ratio=0.0,
-    codecs=("none", "lz4", "zstd", "snappy", "gzip"), segment_bytes=32 * 1024,
-)  # fmt: skip
+    "t",
+    records=3000,
+    keys=300,
+    key_skew=1.1,
+    null_key_ratio=0.05,
+    tombstone_ratio=0.1,
+    transactional_ratio=0.0,
+    codecs=("none", "lz4", "zstd", "snappy", "gzip"),
+    segment_bytes=32 * 1024,
+)
 
 
 def _cache_of(root: Path, budget: int | None = None) -> tuple[RecordCache, list[KeyTask]]:

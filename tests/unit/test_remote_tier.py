@@ -30,8 +30,17 @@ def remote_segment(sid: str, base: int, end: int, ts: int = T0, size: int = 100)
 
 
 def test_a_manifest_version_reads_back_as_written() -> None:
-    m = PartitionManifest("t", 0, 3, T0, 10, (remote_segment("a", 10, 19), remote_segment("b", 20, 29)),
-                          ((0, 0), (2, 15)), "topic id\n", "tier")  # fmt: skip
+    m = PartitionManifest(
+        "t",
+        0,
+        3,
+        T0,
+        10,
+        (remote_segment("a", 10, 19), remote_segment("b", 20, 29)),
+        ((0, 0), (2, 15)),
+        "topic id\n",
+        "tier",
+    )
     assert PartitionManifest.from_bytes(m.to_bytes()) == m
     assert m.next_offset == 30
     assert {"00000000000000000010-a.json", "00000000000000000010-a.log"} <= m.object_names
@@ -156,8 +165,15 @@ def test_inactive_segments_below_the_last_stable_offset_are_uploaded_in_order() 
     plan = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(), None, None, T0)
     # The last segment is active and stays local; every other goes, each ending where the next starts.
     assert [(u.base_offset, u.end_offset) for u in plan.uploads] == [(0, 9), (10, 19), (20, 29), (30, 39)]
-    sealed = plan_tier(TP, five_local(), PartitionManifest.empty(TP),
-                       config(**{"segpipe.last.segment.sealed": True}), None, None, T0)  # fmt: skip
+    sealed = plan_tier(
+        TP,
+        five_local(),
+        PartitionManifest.empty(TP),
+        config(**{"segpipe.last.segment.sealed": True}),
+        None,
+        None,
+        T0,
+    )
     assert sealed.uploads[-1].end_offset == 49
     # The high watermark bounds it too.
     capped = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(), None, 25, T0)
@@ -192,8 +208,15 @@ def test_what_the_remote_tier_holds_is_not_uploaded_again() -> None:
 
 def test_local_release_takes_only_segments_whose_copy_is_remote() -> None:
     # local.retention.ms = 0: every local copy may go, but only what is tiered after this run.
-    plan = plan_tier(TP, five_local(), PartitionManifest.empty(TP), config(**{"local.retention.ms": 0}),
-                     None, None, T0 + 10 * DAY)  # fmt: skip
+    plan = plan_tier(
+        TP,
+        five_local(),
+        PartitionManifest.empty(TP),
+        config(**{"local.retention.ms": 0}),
+        None,
+        None,
+        T0 + 10 * DAY,
+    )
     assert [sid for sid, _ in plan.local_released] == [0, 1, 2, 3]
     assert {rule for _, rule in plan.local_released} == {"local_retention_ms"}
     # -2 follows retention.ms (here: unlimited), so nothing is released.
@@ -202,8 +225,9 @@ def test_local_release_takes_only_segments_whose_copy_is_remote() -> None:
 
 
 def test_total_retention_spans_both_tiers() -> None:
-    remote = PartitionManifest.empty(TP).successor(T0, segments=(
-        remote_segment("a", 0, 9, ts=T0), remote_segment("b", 10, 19, ts=T0 + DAY)))  # fmt: skip
+    remote = PartitionManifest.empty(TP).successor(
+        T0, segments=(remote_segment("a", 0, 9, ts=T0), remote_segment("b", 10, 19, ts=T0 + DAY))
+    )
     local = five_local()[2:]  # 20..49 local, 0..19 remote only
     plan = plan_tier(TP, local, remote, config(**{"retention.ms": 2 * DAY}), None, None, T0 + 3 * DAY + 1)
     # 0..9 (T0) and 10..19 (T0+1d) are older than 2 days; 20..29 (T0+2d) is not.

@@ -31,12 +31,32 @@ class Cells(HTMLParser):
 def report() -> RunReport:
     r = RunReport("/data/in", "/data/out", 1_700_000_000_000, "abc123")
     r.partitions = [
-        PartitionMetrics("orders-0", ["compact"], bytes_in=2_000_000, bytes_out=600_000, records_in=5000,
-                         records_out=1200, removed_superseded=3700, removed_tombstone=90, removed_aborted=10,
-                         first_dirty=0, cleaned_up_to=4800, seconds=1.5),
-        PartitionMetrics("clicks-0 <x>", ["delete"], bytes_in=900_000, bytes_out=300_000, records_in=3000,
-                         records_out=1000, removed_by_retention=2000, segments_deleted=4, seconds=0.2),
-    ]  # fmt: skip
+        PartitionMetrics(
+            "orders-0",
+            ["compact"],
+            bytes_in=2_000_000,
+            bytes_out=600_000,
+            records_in=5000,
+            records_out=1200,
+            removed_superseded=3700,
+            removed_tombstone=90,
+            removed_aborted=10,
+            first_dirty=0,
+            cleaned_up_to=4800,
+            seconds=1.5,
+        ),
+        PartitionMetrics(
+            "clicks-0 <x>",
+            ["delete"],
+            bytes_in=900_000,
+            bytes_out=300_000,
+            records_in=3000,
+            records_out=1000,
+            removed_by_retention=2000,
+            segments_deleted=4,
+            seconds=0.2,
+        ),
+    ]
     r.seconds_by_stage = {"scan": 0.5, "plan": 0.01, "compact": 1.2}
     r.warnings = ["retention took every segment of x-0"]
     return r
@@ -47,8 +67,10 @@ def test_every_figure_on_the_page_is_the_json_reports() -> None:
     page = Cells()
     page.feed(render(r))
     doc = r.to_dict()
-    rows = [dict(zip([f for f, _ in COLUMNS], [v for _, v in page.cells[i : i + len(COLUMNS)]], strict=True))
-            for i in range(0, len(COLUMNS) * len(doc["partitions"]), len(COLUMNS))]  # fmt: skip
+    rows = [
+        dict(zip([f for f, _ in COLUMNS], [v for _, v in page.cells[i : i + len(COLUMNS)]], strict=True))
+        for i in range(0, len(COLUMNS) * len(doc["partitions"]), len(COLUMNS))
+    ]
     for row, expected in zip(rows, doc["partitions"], strict=True):
         for field, value in row.items():
             want = expected[field]

@@ -69,8 +69,10 @@ def _swallowed_in_a_spark_call(signum: int) -> None:
     where the handler lets the cancelled call end the wait instead, and a library that swallows
     that error and goes on (as great-expectations reports a rule's error as its failure)."""
     code = "try:\n    signal.raise_signal(signum)\nexcept BaseException:\n    pass\n"
-    exec(compile(code, "py4j/java_gateway.py", "exec"), {"__name__": "py4j.java_gateway", "signal": signal,
-                                                         "signum": signum})  # fmt: skip
+    exec(
+        compile(code, "py4j/java_gateway.py", "exec"),
+        {"__name__": "py4j.java_gateway", "signal": signal, "signum": signum},
+    )
 
 
 def test_a_stop_a_library_swallowed_still_ends_the_command_as_a_stop(
@@ -129,8 +131,9 @@ def test_a_stop_while_the_command_line_is_imported_is_one_line(signal_name: str)
         "from pipelines.cli.entry import command\n"
         "sys.exit(command())\n"
     )
-    proc = subprocess.run([sys.executable, "-c", hook, "clean", "a", "b"], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", hook, "clean", "a", "b"], capture_output=True, text=True, timeout=120
+    )
     said = "terminated" if signal_name == "SIGTERM" else "interrupted"
     assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[signal_name], proc.stderr
     assert proc.stderr == f"segpipe: {said}; nothing was published\n"

@@ -27,8 +27,10 @@ def test_a_variable_sets_its_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (tuned(DRIVER_WORK), tuned(KEY_BROADCAST), tuned(MASTER)) == ("processes", 0, "local[2]")
 
 
-@pytest.mark.parametrize(("setting", "value"), [(DRIVER_WORK, "sometimes"), (KEY_BROADCAST, "-1"),
-                                                (KEY_BROADCAST, "32MiB"), (MASTER, " ")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [(DRIVER_WORK, "sometimes"), (KEY_BROADCAST, "-1"), (KEY_BROADCAST, "32MiB"), (MASTER, " ")],
+)
 def test_a_bad_value_is_refused_naming_its_variable(
     monkeypatch: pytest.MonkeyPatch, setting: object, value: str
 ) -> None:

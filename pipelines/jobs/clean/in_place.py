@@ -44,9 +44,11 @@ def clean_in_place(spark: Spark, request: CleanRequest, log: Callable[[str], Any
     if not request.dry_run:  # a dry run writes and removes nothing
         remove_finished_staging(tier.storage, staging, log)
     request = replace(
-        request, src=Location(tiered_url(remote_url, None)), dst=staged,
+        request,
+        src=Location(tiered_url(remote_url, None)),
+        dst=staged,
         config=request.config.all_sealed(SEALED_BECAUSE),
-    )  # fmt: skip
+    )
     # The staging lies inside the tier by design (the commit below publishes it), so a clean's own
     # refusal of a destination inside its source does not apply; the tier's do, above, and the
     # staging must be free of another run's output.

@@ -90,10 +90,18 @@ def clean(
     raises publishes nothing (the validation gate). Returns the run report (`report.rows()`: one
     metrics row per partition; `report.to_dataframe(spark)`)."""
     request = CleanRequest(
-        src=Location.of(src), dst=Location.of(dst), config=config or JobConfig(), now_ms=now_ms,
-        dry_run=dry_run, report_path=Location.of_optional(report_path), on_corrupt=on_corrupt,
-        plan_json=plan_json, topics=topics, link=link, select=select,
-    )  # fmt: skip
+        src=Location.of(src),
+        dst=Location.of(dst),
+        config=config or JobConfig(),
+        now_ms=now_ms,
+        dry_run=dry_run,
+        report_path=Location.of_optional(report_path),
+        on_corrupt=on_corrupt,
+        plan_json=plan_json,
+        topics=topics,
+        link=link,
+        select=select,
+    )
     return run_clean(spark, request, log, gate)
 
 
@@ -157,9 +165,14 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
 
     with staged_output(run, request.out, log) as staging:
         report = RunReport(
-            request.src.url, request.out.url, now, staging.run_id, warnings=warnings, plan=summaries,
+            request.src.url,
+            request.out.url,
+            now,
+            staging.run_id,
+            warnings=warnings,
+            plan=summaries,
             skipped=skipped,
-        )  # fmt: skip
+        )
         with timer.stage("compact"):
             stats = _compact(spark, plans, scanned, staging, now)
         raise_if_stopped()
@@ -182,10 +195,17 @@ def _clean(run: JobRun, request: CleanRequest, log: Log, gate: Gate | None) -> R
                 gate(staging.location, Terms(request.config, now, frozenset(selected), "run"))
         publish(
             staging,
-            {"run_id": staging.run_id, "src": request.src.url, "now_ms": now, "partitions": summaries,
-             "configs": request.config.describe(planned_topics), "topics": selected, "skipped": skipped},
+            {
+                "run_id": staging.run_id,
+                "src": request.src.url,
+                "now_ms": now,
+                "partitions": summaries,
+                "configs": request.config.describe(planned_topics),
+                "topics": selected,
+                "skipped": skipped,
+            },
             {r.partition: r.records_out for r in report.partitions},
-        )  # fmt: skip
+        )
     _write_report(report, request.report_path)
     for p in report.partitions:
         log(p.cleaner_line())

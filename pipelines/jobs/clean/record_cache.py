@@ -63,9 +63,15 @@ class RecordCache:
         return self._readers.pop(path, None)
 
     def offer(
-        self, path: str, framed: Framed, rows: np.ndarray, batch: np.ndarray, entry: np.ndarray,
-        tagged: np.ndarray, table: LatestOffsets,
-    ) -> None:  # fmt: skip
+        self,
+        path: str,
+        framed: Framed,
+        rows: np.ndarray,
+        batch: np.ndarray,
+        entry: np.ndarray,
+        tagged: np.ndarray,
+        table: LatestOffsets,
+    ) -> None:
         """Cache those of the records `rows` of `framed` (of segment `path`, batch index `batch`
         each), just inserted into `table` as entries `entry` with `tagged` offsets, that are the
         latest of their keys in it."""
@@ -118,9 +124,15 @@ class RecordCache:
 
 
 def frame_chunk(
-    reader: SegmentReader, arena: Arena, need: np.ndarray, records: np.ndarray, cached: Framed,
-    eligible: np.ndarray, surviving: np.ndarray, in_map: np.ndarray,
-) -> tuple[Framed, int]:  # fmt: skip
+    reader: SegmentReader,
+    arena: Arena,
+    need: np.ndarray,
+    records: np.ndarray,
+    cached: Framed,
+    eligible: np.ndarray,
+    surviving: np.ndarray,
+    in_map: np.ndarray,
+) -> tuple[Framed, int]:
     """The records of batches `need` (`records` in each) that the rewrite decides on: from the
     cache for each `eligible` batch whose cached records kept by the key map (`in_map`, per
     cached record) are as many as its `surviving` count, decoded from the segment for the

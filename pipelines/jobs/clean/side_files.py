@@ -64,8 +64,18 @@ def write_partition_files(
         kept = [s.meta.base_offset not in deleted_bases for s in segments]
         groups = plan.compaction.groups if plan.compaction is not None else ()
         bases = [*_bases(segments, plan.copied), *(g.base_offset for g in groups)]
-        write_snapshots(src, part, segments, kept, plan.log_start_offset, bases, plan.log_end_offset,
-                        staging.storage, out_dir, log)  # fmt: skip
+        write_snapshots(
+            src,
+            part,
+            segments,
+            kept,
+            plan.log_start_offset,
+            bases,
+            plan.log_end_offset,
+            staging.storage,
+            out_dir,
+            log,
+        )
     for other in part.other_files:
         target = posixpath.join(out_dir, other.name)
         if other.name == LEADER_EPOCH_CHECKPOINT:

@@ -169,9 +169,14 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
             sizes = [t.files.size if t.files else 0 for t in tasks] + [c.size for c in copies]
             items: list[CutTask | CopyTask] = [*tasks, *copies]
             run_packed(
-                run.spark, items, sizes, SCAN_TASKS_PER_CORE,
-                lambda pack: _write_pack(pack, staging.location), scanned.storage.near, DRIVER_BYTES,
-            )  # fmt: skip
+                run.spark,
+                items,
+                sizes,
+                SCAN_TASKS_PER_CORE,
+                lambda pack: _write_pack(pack, staging.location),
+                scanned.storage.near,
+                DRIVER_BYTES,
+            )
         raise_if_stopped()
         with timer.stage("copy"):
             _side_files(scanned, cuts, staging, log)
@@ -179,11 +184,17 @@ def _cut(run: JobRun, request: CutRequest, log: Log) -> CutReport:
         staging.write_meta(REPORT, report.to_dict())
         publish(
             staging,
-            {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: CUT_JOB,
-             "until_offset": request.until_offset, "until_time": request.until_time,
-             "partitions": [str(tp) for tp in cuts], "skipped": skipped},
+            {
+                "run_id": staging.run_id,
+                "src": request.src.url,
+                MANIFEST_JOB: CUT_JOB,
+                "until_offset": request.until_offset,
+                "until_time": request.until_time,
+                "partitions": [str(tp) for tp in cuts],
+                "skipped": skipped,
+            },
             {p.partition: p.records_out for p in report.partitions},
-        )  # fmt: skip
+        )
     _write_report(report, request.report_path)
     log(report.totals_line())
     return report
@@ -219,13 +230,24 @@ def _partition_report(scanned: Scanned, tp: TopicPartition, c: PartitionCut) -> 
         size += f.size - (int(table.position[n]) if n < len(table) else f.size)
 
     def named(transactions: tuple[OpenTransaction, ...]) -> list[dict[str, int]]:
-        return [{"producer_id": o.producer_id, "producer_epoch": o.producer_epoch,
-                 "first_offset": o.first_offset} for o in transactions]  # fmt: skip
+        return [
+            {"producer_id": o.producer_id, "producer_epoch": o.producer_epoch, "first_offset": o.first_offset}
+            for o in transactions
+        ]
 
     return PartitionReport(
-        str(tp), c.asked, c.before, c.end, dropped, records, batches, size, records_out,
-        named(c.open_transactions), named(c.already_open),
-    )  # fmt: skip
+        str(tp),
+        c.asked,
+        c.before,
+        c.end,
+        dropped,
+        records,
+        batches,
+        size,
+        records_out,
+        named(c.open_transactions),
+        named(c.already_open),
+    )
 
 
 def _work(scanned: Scanned, cuts: dict[TopicPartition, PartitionCut]) -> tuple[list[CopyTask], list[CutTask]]:

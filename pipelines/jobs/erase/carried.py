@@ -51,14 +51,27 @@ class SegmentEvidence:
         keys = tuple(
             (digests[e], n, lo, hi)
             for e, n, lo, hi in zip(
-                result.entries.tolist(), result.counts.tolist(), result.first_offset.tolist(),
-                result.last_offset.tolist(), strict=True,
+                result.entries.tolist(),
+                result.counts.tolist(),
+                result.first_offset.tolist(),
+                result.last_offset.tolist(),
+                strict=True,
             )
-        )  # fmt: skip
+        )
         return cls(
-            run_id, secret, partition, segment, result.source, result.erased, result.bytes_in,
-            result.bytes_out, result.batches_rewritten, result.batches_emptied, result.batches_dropped, keys,
-        )  # fmt: skip
+            run_id,
+            secret,
+            partition,
+            segment,
+            result.source,
+            result.erased,
+            result.bytes_in,
+            result.bytes_out,
+            result.batches_rewritten,
+            result.batches_emptied,
+            result.batches_dropped,
+            keys,
+        )
 
 
 @dataclass(frozen=True)
@@ -130,25 +143,36 @@ def carry(report: EraseReport, carried: Sequence[SegmentEvidence], log: Log) -> 
         same = items[0].secret is not None and items[0].secret == report.secret
         if same:
             _merge_keys(report, items)
-        earlier.append({
-            "run_id": run_id,
-            "segments": sorted(i.segment for i in items),
-            "records_erased": sum(i.records_erased for i in items),
-            "keys": "merged with this run's" if same else _keys_of(items),
-        })  # fmt: skip
-        log(f"segpipe: the work spanned two runs: run {run_id} (stopped) erased "
+        earlier.append(
+            {
+                "run_id": run_id,
+                "segments": sorted(i.segment for i in items),
+                "records_erased": sum(i.records_erased for i in items),
+                "keys": "merged with this run's" if same else _keys_of(items),
+            }
+        )
+        log(
+            f"segpipe: the work spanned two runs: run {run_id} (stopped) erased "
             f"{sum(i.records_erased for i in items):,} records from {len(items)} segments whose swaps "
-            "this run finished; they are counted in this report")  # fmt: skip
+            "this run finished; they are counted in this report"
+        )
     report.partitions = _totals(report.partitions, carried)
     report.kafka_tier = {**(report.kafka_tier or {}), "earlier_runs": earlier}
 
 
 def _keys_of(items: Sequence[SegmentEvidence]) -> list[dict[str, Any]]:
     return [
-        {"digest": d, "partition": i.partition, "records": n, "first_offset": lo, "last_offset": hi,
-         "segments": [i.source]}
-        for i in items for d, n, lo, hi in i.keys
-    ]  # fmt: skip
+        {
+            "digest": d,
+            "partition": i.partition,
+            "records": n,
+            "first_offset": lo,
+            "last_offset": hi,
+            "segments": [i.source],
+        }
+        for i in items
+        for d, n, lo, hi in i.keys
+    ]
 
 
 def _merge_keys(report: EraseReport, items: Sequence[SegmentEvidence]) -> None:
@@ -163,8 +187,15 @@ def _merge_keys(report: EraseReport, items: Sequence[SegmentEvidence]) -> None:
             entry["records"] += n
             part = next((p for p in entry["partitions"] if p["partition"] == i.partition), None)
             if part is None:
-                entry["partitions"].append({"partition": i.partition, "records": n, "first_offset": lo,
-                                            "last_offset": hi, "segments": [i.source]})  # fmt: skip
+                entry["partitions"].append(
+                    {
+                        "partition": i.partition,
+                        "records": n,
+                        "first_offset": lo,
+                        "last_offset": hi,
+                        "segments": [i.source],
+                    }
+                )
                 continue
             part["records"] += n
             part["first_offset"], part["last_offset"] = (

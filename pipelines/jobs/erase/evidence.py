@@ -167,9 +167,14 @@ def key_evidence(
         item = found.setdefault(e, {"digest": digests[e], "records": 0, "partitions": []})
         item["records"] += n
         item["partitions"].append(
-            {"partition": names[p], "records": n, "first_offset": lo, "last_offset": hi,
-             "segments": sorted(holding[(e, p)])}
-        )  # fmt: skip
+            {
+                "partition": names[p],
+                "records": n,
+                "first_offset": lo,
+                "last_offset": hi,
+                "segments": sorted(holding[(e, p)]),
+            }
+        )
     listed = digests.items() if isinstance(digests, Mapping) else enumerate(digests)
     return [found[e] for e in sorted(found)], [d for e, d in listed if e not in found]
 

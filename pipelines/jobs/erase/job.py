@@ -80,9 +80,15 @@ def _erase(
     if not digest.given:
         log(EPHEMERAL_NOTE)
     report = EraseReport(
-        request.src.url, request.out.url, "dry-run", 0, request.dry_run, request.header_names,
-        skipped=skipped, secret=digest.fingerprint if digest.given else None,
-    )  # fmt: skip
+        request.src.url,
+        request.out.url,
+        "dry-run",
+        0,
+        request.dry_run,
+        request.header_names,
+        skipped=skipped,
+        secret=digest.fingerprint if digest.given else None,
+    )
     report.remaining_copies = [request.src.url]
     if request.dry_run:
         with timer.stage("erase"):
@@ -105,11 +111,18 @@ def _erase(
                 gate(staging.location, keys)
         publish(
             staging,
-            {"run_id": staging.run_id, "src": request.src.url, MANIFEST_JOB: ERASE_JOB,
-             "keys_file": request.keys, "keys_listed": report.keys_listed,
-             "header_names": list(request.header_names), "partitions": names, "skipped": skipped},
+            {
+                "run_id": staging.run_id,
+                "src": request.src.url,
+                MANIFEST_JOB: ERASE_JOB,
+                "keys_file": request.keys,
+                "keys_listed": report.keys_listed,
+                "header_names": list(request.header_names),
+                "partitions": names,
+                "skipped": skipped,
+            },
             {p.partition: p.records_out for p in report.partitions},
-        )  # fmt: skip
+        )
     _write_report(report, request)
     say_totals(report, request.keys, request.key_format, log)
     return report
@@ -155,19 +168,31 @@ def erase_all(
     if isinstance(keys, ErasedKeys):
         ctx = EraseContext(keys, header_names, staging, copy_unchanged)
         results = run_packed(
-            run.spark, tasks, [t.files.size for t in tasks], SCAN_TASKS_PER_CORE,
-            lambda pack: [erase_segment(t, ctx) for t in pack], scanned.storage.near, DRIVER_COMPACT_BYTES,
-        )  # fmt: skip
+            run.spark,
+            tasks,
+            [t.files.size for t in tasks],
+            SCAN_TASKS_PER_CORE,
+            lambda pack: [erase_segment(t, ctx) for t in pack],
+            scanned.storage.near,
+            DRIVER_COMPACT_BYTES,
+        )
         return Erased(results, len(keys), keys.digests(digest), None)
     ctx = EraseContext(None, header_names, staging, copy_unchanged)
     # The digests of keys found nowhere stay in files of the output, a file per bucket (a dry run
     # counts them only).
     not_found_dir = None if staging is None else staging.child(NOT_FOUND_DIR)
     results, joined = run_joined(
-        run.spark, keys, header_names, tasks, lambda t: [(t.src, t.files)], [t.files.size for t in tasks],
-        SCAN_TASKS_PER_CORE, lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
-        not_found_dir, digest,
-    )  # fmt: skip
+        run.spark,
+        keys,
+        header_names,
+        tasks,
+        lambda t: [(t.src, t.files)],
+        [t.files.size for t in tasks],
+        SCAN_TASKS_PER_CORE,
+        lambda t, listed: erase_segment(replace(t, listed=listed[0]), ctx),
+        not_found_dir,
+        digest,
+    )
     return Erased(results, joined.listed, joined.found, joined)
 
 
@@ -188,9 +213,18 @@ def _copy_side_files(scanned: Scanned, staging: Staging, log: Log) -> None:
     for part in scanned.listing.partitions:  # an archive gets the snapshots a broker would have written
         segments = scanned.segments[part.tp]
         log_start = listed_log_start(scanned.listing, part)
-        write_snapshots(scanned.storage, part, segments, [True] * len(segments), log_start,
-                        [f.base_offset for f in part.segments], log_end_offset(segments), staging.storage,
-                        posixpath.join(staging.path, part.tp.dir_name), log)  # fmt: skip
+        write_snapshots(
+            scanned.storage,
+            part,
+            segments,
+            [True] * len(segments),
+            log_start,
+            [f.base_offset for f in part.segments],
+            log_end_offset(segments),
+            staging.storage,
+            posixpath.join(staging.path, part.tp.dir_name),
+            log,
+        )
     write_checkpoint_files(
         staging, scanned.listing.checkpoints, set(scanned.listing.checkpoints), scanned.src
     )

@@ -33,8 +33,13 @@ class LocalListed:
     last_offset: int
 
     def doc(self) -> dict[str, Any]:
-        return {"partition": str(self.tp), "base_offset": self.base_offset, "records": self.records,
-                "first_offset": self.first_offset, "last_offset": self.last_offset}  # fmt: skip
+        return {
+            "partition": str(self.tp),
+            "base_offset": self.base_offset,
+            "records": self.records,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+        }
 
 
 @dataclass

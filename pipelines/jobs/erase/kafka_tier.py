@@ -143,9 +143,14 @@ def _erase(
     if not request.dry_run:
         store.storage.remove(staging.path)  # an earlier run's leftovers, named by no metadata
     report = EraseReport(
-        request.src.url, request.src.url, "dry-run" if request.dry_run else uuid.uuid4().hex[:12], 0,
-        request.dry_run, request.header_names, secret=digest.fingerprint if digest.given else None,
-    )  # fmt: skip
+        request.src.url,
+        request.src.url,
+        "dry-run" if request.dry_run else uuid.uuid4().hex[:12],
+        0,
+        request.dry_run,
+        request.header_names,
+        secret=digest.fingerprint if digest.given else None,
+    )
     with job_run(spark, WORKER_MODULES) as run:
         scanned = scan_stage(run, Location.at(view, ROOT), log, request.on_corrupt, request.topics)
         names = [str(p.tp) for p in scanned.listing.partitions]
@@ -178,10 +183,16 @@ def _erase(
         else:
             with run.timer.stage("swap"):
                 evidence.keep(
-                    SegmentEvidence.of(report.run_id, report.secret, names[p.result.partition],
-                                       p.swap.old.segment_id, p.result, rewritten.digests)
+                    SegmentEvidence.of(
+                        report.run_id,
+                        report.secret,
+                        names[p.result.partition],
+                        p.swap.old.segment_id,
+                        p.result,
+                        rewritten.digests,
+                    )
                     for p in go
-                )  # fmt: skip
+                )
                 epochs = {p.swap.old.tp: cluster.leader_epoch(p.swap.old.tp) for p in go}
                 done = swapper.run([(p.swap, _loader(p, staging)) for p in go], epochs)
             store.storage.remove(staging.path)
@@ -292,8 +303,13 @@ def _prove(
         if v.problem or v.listed_left:
             failed.append((p, v.problem or f"{v.listed_left} records of listed keys left"))
         elif v.erased != p.result.erased:
-            failed.append((p, f"the old segment holds {v.erased} records of listed keys, the erase removed "
-                              f"{p.result.erased}"))  # fmt: skip
+            failed.append(
+                (
+                    p,
+                    f"the old segment holds {v.erased} records of listed keys, the erase removed "
+                    f"{p.result.erased}",
+                )
+            )
     return failed
 
 
@@ -343,17 +359,30 @@ def _loader(p: Planned, staging: Location) -> Callable[[], Mapping[str, bytes]]:
 def _swap_doc(swap: Swap) -> dict[str, Any]:
     tp = swap.old.tp
     return {
-        "partition": f"{tp.topic}-{tp.partition}", "topic_id": tp.topic_id,
-        "start_offset": swap.old.start_offset, "end_offset": swap.old.end_offset,
-        "replaced": swap.old.segment_id, "by": swap.new.segment_id,
-        "bytes_before": swap.old.size, "bytes_after": swap.new.size,
-    }  # fmt: skip
+        "partition": f"{tp.topic}-{tp.partition}",
+        "topic_id": tp.topic_id,
+        "start_offset": swap.old.start_offset,
+        "end_offset": swap.old.end_offset,
+        "replaced": swap.old.segment_id,
+        "by": swap.new.segment_id,
+        "bytes_before": swap.old.size,
+        "bytes_after": swap.new.size,
+    }
 
 
 def _untouched(r: SegmentErasure) -> SegmentErasure:
     """A segment's result as if nothing had matched: its swap did not happen."""
     empty = np.zeros(0, np.int64)
     return replace(
-        r, rewritten=False, erased=0, bytes_out=r.bytes_in, batches_rewritten=0, batches_emptied=0,
-        batches_dropped=0, entries=empty, counts=empty, first_offset=empty, last_offset=empty,
-    )  # fmt: skip
+        r,
+        rewritten=False,
+        erased=0,
+        bytes_out=r.bytes_in,
+        batches_rewritten=0,
+        batches_emptied=0,
+        batches_dropped=0,
+        entries=empty,
+        counts=empty,
+        first_offset=empty,
+        last_offset=empty,
+    )

@@ -123,15 +123,25 @@ def prove_pairs(
     if isinstance(keys, ErasedKeys):
         proof = _Proof(keys, header_names)
         return run_packed(
-            spark, tasks, sizes, SCAN_TASKS_PER_CORE,
-            lambda pack: [compare_pair(t, proof) for t in pack], near, DRIVER_COMPACT_BYTES,
-        )  # fmt: skip
+            spark,
+            tasks,
+            sizes,
+            SCAN_TASKS_PER_CORE,
+            lambda pack: [compare_pair(t, proof) for t in pack],
+            near,
+            DRIVER_COMPACT_BYTES,
+        )
     joined = _Proof(None, header_names)
     results, _ = run_joined(
-        spark, keys, header_names, tasks, lambda t: [(t.src_log, t.src), (t.out_log, t.out)], sizes,
+        spark,
+        keys,
+        header_names,
+        tasks,
+        lambda t: [(t.src_log, t.src), (t.out_log, t.out)],
+        sizes,
         SCAN_TASKS_PER_CORE,
         lambda t, listed: compare_pair(replace(t, src_listed=listed[0], out_listed=listed[1]), joined),
-    )  # fmt: skip
+    )
     return results
 
 
@@ -255,8 +265,10 @@ def _records_differ(sf: Framed, kept: np.ndarray, of: Framed, legacy: np.ndarray
     old = legacy[kept]
     if old.any():
         first = int(of.offset[np.flatnonzero(old)[0]])
-        fields = [(sf.key_start, sf.key_len, of.key_start, of.key_len),
-                  (sf.value_start, sf.value_len, of.value_start, of.value_len)]  # fmt: skip
+        fields = [
+            (sf.key_start, sf.key_len, of.key_start, of.key_len),
+            (sf.value_start, sf.value_len, of.value_start, of.value_len),
+        ]
         for s_start, s_len, o_start, o_len in fields:
             a = _field(sf, s_start[kept[old]], s_len[kept[old]])
             b = _field(of, o_start[old], o_len[old])

@@ -71,10 +71,17 @@ def tier(
     TierRequest. `clock` is the wall clock manifest versions are committed at (expiry's grace
     period counts from it)."""
     request = TierRequest(
-        log_dir=Location.of(log_dir), remote=Location.of(remote_url), config=config or JobConfig(),
-        now_ms=now_ms, now_given=now_given, dry_run=dry_run, report_path=Location.of_optional(report_path),
-        max_bytes_per_second=max_bytes_per_second, new_history=new_history, plan_json=plan_json,
-    )  # fmt: skip
+        log_dir=Location.of(log_dir),
+        remote=Location.of(remote_url),
+        config=config or JobConfig(),
+        now_ms=now_ms,
+        now_given=now_given,
+        dry_run=dry_run,
+        report_path=Location.of_optional(report_path),
+        max_bytes_per_second=max_bytes_per_second,
+        new_history=new_history,
+        plan_json=plan_json,
+    )
     return run_tier(spark, request, log, clock)
 
 
@@ -89,9 +96,19 @@ def run_tier(
     log_dir, report_path = request.log_dir, request.report_path
     with job_run(spark, WORKER_MODULES, request.now_ms, clock) as job:
         run = _Run(
-            log_dir, request.remote, request.config, job.now, request.now_chosen, request.dry_run,
-            report_path, log, request.max_bytes_per_second, request.new_history, clock, request.plan_json,
-        )  # fmt: skip
+            log_dir,
+            request.remote,
+            request.config,
+            job.now,
+            request.now_chosen,
+            request.dry_run,
+            report_path,
+            log,
+            request.max_bytes_per_second,
+            request.new_history,
+            clock,
+            request.plan_json,
+        )
         with broker_stopped(log_dir.storage, log_dir.path, "tier"):
             return _tier(job, run)
 

@@ -252,9 +252,17 @@ def tier_plan_table(summaries: list[dict[str, Any]]) -> list[str]:
     """The dry run's plan for people, one row per partition, in the conditional: what the run
     would upload, delete by which rule, release and supersede, or why it would leave a partition."""
     rows: list[tuple[str, ...]] = [
-        ("partition", "log start", "log end", "would upload", "would delete (rule)", "would release",
-         "would supersede", "held back")
-    ]  # fmt: skip
+        (
+            "partition",
+            "log start",
+            "log end",
+            "would upload",
+            "would delete (rule)",
+            "would release",
+            "would supersede",
+            "held back",
+        )
+    ]
     for p in summaries:
         uploads = p["upload"]
         rules: dict[str, int] = {}

@@ -46,9 +46,15 @@ def run_restore(
             chosen = spark_packs(run.spark, tasks, [t.size for t in tasks], COPY_TASKS_PER_CORE)
             on_workers(run.spark, chosen, partial(run_copies, staging=staging.location))
         raise_if_stopped()
-        publish(staging, {"run_id": staging.run_id, "restored_from": request.remote.url,
-                          "local": None if local is None else local.url,
-                          "partitions": [str(p.tp) for p in listing.partitions]})  # fmt: skip
+        publish(
+            staging,
+            {
+                "run_id": staging.run_id,
+                "restored_from": request.remote.url,
+                "local": None if local is None else local.url,
+                "partitions": [str(p.tp) for p in listing.partitions],
+            },
+        )
     written = sum(t.size for t in tasks)
     log(
         f"segpipe: restored {counted(len(listing.partitions), 'partition')} "

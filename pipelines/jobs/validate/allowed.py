@@ -98,8 +98,14 @@ def plan_source(sc: Any, src: Location, terms: Terms, log: Callable[[str], Any])
 
     scanned = scan_log(sc, src, log, skip_corrupt=True, topics=terms.selects)
     cleaners = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})
-    plans = plan_log(scanned.listing, scanned.segments, terms.config, terms.now_ms, False,
-                     known_producers_of(scanned, lambda line: None))  # fmt: skip
+    plans = plan_log(
+        scanned.listing,
+        scanned.segments,
+        terms.config,
+        terms.now_ms,
+        False,
+        known_producers_of(scanned, lambda line: None),
+    )
     allowed = {p.tp: allowed_by(p, cleaners.get(p.tp)) for p in plans}
     unselected: tuple[str, ...] = ()
     if terms.topics is not None:

@@ -61,16 +61,23 @@ def run_suite(
 
     def checked(result_format: dict[str, Any], label: str) -> Any:
         checkpoint = context.checkpoints.add(
-            gx.Checkpoint(name=label, validation_definitions=[definition], actions=[],
-                          result_format=result_format)
-        )  # fmt: skip
+            gx.Checkpoint(
+                name=label, validation_definitions=[definition], actions=[], result_format=result_format
+            )
+        )
         return checkpoint.run(batch_parameters={"dataframe": df})
 
     run = checked({"result_format": "BASIC"}, name)
     raise_if_stopped()  # great-expectations reports a cancelled job as a rule's failure
     if not run.success:
-        run = checked({"result_format": "SUMMARY", "unexpected_index_column_names": identity,
-                       "partial_unexpected_count": SHOWN_PER_RULE}, f"{name}-rows")  # fmt: skip
+        run = checked(
+            {
+                "result_format": "SUMMARY",
+                "unexpected_index_column_names": identity,
+                "partial_unexpected_count": SHOWN_PER_RULE,
+            },
+            f"{name}-rows",
+        )
         raise_if_stopped()
     for validation in run.run_results.values():
         for result in validation.results:

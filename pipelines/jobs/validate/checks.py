@@ -46,9 +46,13 @@ RECORD_RULES = (
 )
 IDENTITY = ("topic", "partition", "offset", "key_b64")
 REMOVAL_FIELDS = (
-    "removed_superseded", "removed_tombstone", "removed_aborted", "removed_null_key", "removed_markers",
+    "removed_superseded",
+    "removed_tombstone",
+    "removed_aborted",
+    "removed_null_key",
+    "removed_markers",
     "removed_by_retention",
-)  # fmt: skip
+)
 
 
 def _rule_of(error: SegmentError) -> str:
@@ -126,8 +130,17 @@ def partition_facts(log: Location, part: PartitionListing, bounds: Bounds) -> pa
 
     storage = log.storage
     log_start_offset, cleaner_offset = bounds.log_start_offset, bounds.cleaner_offset
-    wanted = ("offset", "timestamp", "magic", "is_control", "is_transactional", "batch_base_offset",
-              "batch_last_offset", "segment_base_offset", "key")  # fmt: skip
+    wanted = (
+        "offset",
+        "timestamp",
+        "magic",
+        "is_control",
+        "is_transactional",
+        "batch_base_offset",
+        "batch_last_offset",
+        "segment_base_offset",
+        "key",
+    )
     chunks: dict[str, list[Any]] = {name: [] for name in wanted}
     for seg in part.segments:
         for batch in SegmentReader(storage, seg.log.path, seg.base_offset).record_batches(
@@ -177,10 +190,15 @@ def partition_facts(log: Location, part: PartitionListing, bounds: Bounds) -> pa
         unique[keyed] = np.bincount(codes)[codes] == 1
     rules = (increasing, contiguous, in_bounds, timestamps_ok, control_ok, unique, ~cleaned | ~key_null)
     return pa.RecordBatch.from_arrays(
-        [pa.array([part.tp.topic] * n, pa.string()), pa.array(np.full(n, part.tp.partition, np.int32)),
-         pa.array(offset), key, *(pa.array(r) for r in rules)],
+        [
+            pa.array([part.tp.topic] * n, pa.string()),
+            pa.array(np.full(n, part.tp.partition, np.int32)),
+            pa.array(offset),
+            key,
+            *(pa.array(r) for r in rules),
+        ],
         names=["topic", "partition", "offset", "key", *RECORD_RULES],
-    )  # fmt: skip
+    )
 
 
 def record_checks(

@@ -105,10 +105,16 @@ def validate(
     options: ValidateRequest). `spark`: a session, or a LazySpark started only where a step needs
     Spark (a small local log is judged in the driver)."""
     request = ValidateRequest(
-        path=Location.of(path), remote=Location.of_optional(remote), report_dir=report_dir,
-        against=Location.of_optional(against), now_ms=now_ms, staged=staged, config=config, terms=terms,
+        path=Location.of(path),
+        remote=Location.of_optional(remote),
+        report_dir=report_dir,
+        against=Location.of_optional(against),
+        now_ms=now_ms,
+        staged=staged,
+        config=config,
+        terms=terms,
         suites=suites,
-    )  # fmt: skip
+    )
     return run_validate(spark, request, log)
 
 
@@ -172,10 +178,13 @@ def _validate(spark: LazySpark, request: ValidateRequest, log: Log) -> Validatio
         # kept, narrow (identity and one boolean per rule).
         bounds = _bounds_of(listing.checkpoints, source)
         erased = next(
-            (where for where, doc in ((path, manifest), (against, _manifest_of(request.source)))
-             if (doc or {}).get(MANIFEST_JOB) == ERASE_JOB),
+            (
+                where
+                for where, doc in ((path, manifest), (against, _manifest_of(request.source)))
+                if (doc or {}).get(MANIFEST_JOB) == ERASE_JOB
+            ),
             None,
-        )  # fmt: skip
+        )
         if erased is not None:
             # Holes are what an erase leaves, in any topic: only its source can judge them (a clean
             # of an erased log keeps them; its promise still checks every record it must keep).

@@ -133,7 +133,7 @@ def aborted(records: dict[str, Any]) -> np.ndarray:
             for k in records["key"].take(pa.array(markers)).to_pylist()
         ],
         dtype=np.int64,
-    )  # fmt: skip  (one per transaction, not per record)
+    )  # one per transaction, not per record
     data = np.flatnonzero(txn & ~control)
     producers = records["producer_id"]
     for producer in np.unique(producers[data]):
@@ -209,19 +209,26 @@ def partition_promise(
     topic, partition = pair.topic, pair.partition
 
     def rows(
-        kind: str, offsets: np.ndarray, keys: Any, judged: dict[str, np.ndarray],
+        kind: str,
+        offsets: np.ndarray,
+        keys: Any,
+        judged: dict[str, np.ndarray],
         counts: tuple[int, int] | None = None,
-    ) -> pa.RecordBatch:  # fmt: skip
+    ) -> pa.RecordBatch:
         n = len(offsets)
         totals = [pa.nulls(n, pa.int64())] * 2
         if counts is not None:
             totals = [pa.array([c], pa.int64()) for c in counts]
         verdicts = [pa.array(judged[r]) if r in judged else pa.nulls(n, pa.bool_()) for r in PROMISE_RULES]
         columns = [
-            pa.array([kind] * n, pa.string()), pa.array([topic] * n, pa.string()),
-            pa.array(np.full(n, partition, np.int32)), pa.array(offsets, pa.int64()), keys,
-            *verdicts, *totals,
-        ]  # fmt: skip
+            pa.array([kind] * n, pa.string()),
+            pa.array([topic] * n, pa.string()),
+            pa.array(np.full(n, partition, np.int32)),
+            pa.array(offsets, pa.int64()),
+            keys,
+            *verdicts,
+            *totals,
+        ]
         return pa.RecordBatch.from_arrays(columns, names=list(NAMES))
 
     # record_from_source: the same offset, digest and timestamp in the source.
@@ -253,8 +260,9 @@ def partition_promise(
         key = src["key"].take(pa.array(whole))
         yield rows("kept", src["offset"][whole], key, {"uncleanable_record_kept": held[whole]})
 
-    yield rows("count", np.zeros(1, np.int64), pa.nulls(1, pa.binary()), {},
-               (len(src["offset"]), len(out["offset"])))  # fmt: skip
+    yield rows(
+        "count", np.zeros(1, np.int64), pa.nulls(1, pa.binary()), {}, (len(src["offset"]), len(out["offset"]))
+    )
 
 
 def promise_rows(

@@ -87,10 +87,15 @@ def load_suite(path: str) -> UserSuite:
         if meta.get(f"{part}_fields") and how != "json":
             raise ConfigError(f"suite {path}: meta.segpipe.{part}_fields needs {part}: json")
     suite = UserSuite(
-        path, str(doc.get("name") or path), tuple(str(t) for t in meta["topics"]), decoding["key"],
-        decoding["value"], tuple(str(f) for f in meta.get("key_fields", [])),
-        tuple(str(f) for f in meta.get("value_fields", [])), doc,
-    )  # fmt: skip
+        path,
+        str(doc.get("name") or path),
+        tuple(str(t) for t in meta["topics"]),
+        decoding["key"],
+        decoding["value"],
+        tuple(str(f) for f in meta.get("key_fields", [])),
+        tuple(str(f) for f in meta.get("value_fields", [])),
+        doc,
+    )
     for item in doc["expectations"]:
         kwargs = item.get("kwargs", {}) if isinstance(item, dict) else {}
         named = [kwargs[k] for k in COLUMN_KWARGS if k in kwargs]
