@@ -19,10 +19,9 @@ from pipelines.cli.spark_args import (
     workers_for,
 )
 from pipelines.config import JobConfig
-from pipelines.config.selection import TopicSelection
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
-from segment_io.storage import Location, Place
+from segment_io.storage import Location
 
 
 def add_parser(sub: Any) -> None:
@@ -109,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     # SRC opened once: the checks below, the run's scan and its validation read the same storage.
     src = Location(log_url(args.src, args.remote, kafka_tier_of(args)))
+    from pipelines.log.topics import source_topics
+
     selection, topics = source_topics(src, config, tuple(args.topic), args.src)
     if args.print_config:
         for topic, values in config.describe(topics).items():
@@ -177,27 +178,6 @@ def spark_likely(
     compacted = any(p.tp.topic in topics and config.for_topic(p.tp.topic).compact for p in partitions)
     needed, local = placement(storage.near, size, compacted and select != "kafka", cores)
     return suites or needed, local
-
-
-def source_topics(
-    src: Place, config: JobConfig, patterns: tuple[str, ...], named: str | None = None
-) -> tuple[TopicSelection, list[str]]:
-    """The topics of SRC a run keeps, checked before Spark starts: per-topic configs for topics
-    SRC does not hold are refused, and so is a pattern that matches none of its topics (a
-    misspelt name would otherwise quietly drop the topic it meant from the output). `named`: SRC
-    as the operator wrote it (the messages' name for it)."""
-    from segment_io.layout import list_log_dir
-
-    src = Location.of(src)
-    where = named or src.url
-    present = {p.tp.topic for p in list_log_dir(src.storage, src.path).partitions}
-    config.require_topics(present, where)
-    selection = TopicSelection(patterns)
-    unmatched = selection.unmatched(present)
-    if unmatched:
-        there = ", ".join(sorted(present)) or "none"
-        raise ConfigError(f"topic {', '.join(unmatched)} matches no topic of {where} (topics there: {there})")
-    return selection, sorted(t for t in present if selection(t))
 
 
 def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:

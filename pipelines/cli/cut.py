@@ -58,9 +58,9 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
+    from pipelines.log.topics import source_topics
     from pipelines.runtime.harness import preflight
     from pipelines.runtime.tasks import near_log_bytes, placement
     from segment_io.remote.view import log_url

@@ -3,65 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.cli.key_args import add_key_arguments
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
-from pipelines.config.key_formats import KEY_FORMATS
-from pipelines.errors import ConfigError, ValidationFailed
-from pipelines.runtime.spark_handle import Spark
+from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
-from segment_io.storage import Place
-
-
-def add_key_arguments(p: argparse.ArgumentParser, proving: bool = False) -> None:
-    """How the key list is read, which headers also name a record's key, which topics, and the
-    secret of the evidence's digests; `proving`: said as validate --erased proves an erase."""
-    p.add_argument(
-        "--key-format",
-        choices=KEY_FORMATS,
-        default="utf8",
-        help="how a key is written in a text list, or in a string `key` column (default utf8: its bytes)",
-    )
-    p.add_argument(
-        "--also-in-headers",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=(
-            "the erase also removed a record whose header NAME carries a listed key as its value; repeat "
-            "for more (give the erase's own)"
-            if proving
-            else "also erase a record when its header NAME carries a listed key as its value; repeat for more"
-        ),
-    )
-    p.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help=(
-            "prove only these topics of SRC (those the erase was given): a name or a glob; repeat for more "
-            "(default: all)"
-            if proving
-            else "erase from and keep only these topics in DST: a name or a glob; repeat for more "
-            "(default: all)"
-        ),
-    )
-    p.add_argument(
-        "--secret-file",
-        metavar="FILE",
-        help=(
-            "the secret the erase's evidence was keyed with: also check that its report names exactly "
-            "the listed keys"
-            if proving
-            else "a file holding a secret of at least 16 bytes the evidence names keys under "
-            "(HMAC-SHA-256), so that only its holder can match a key against the report; keep it apart "
-            "from the reports (default: a secret made for the run and kept nowhere)"
-        ),
-    )
 
 
 def add_parser(sub: Any) -> None:
@@ -117,11 +66,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
+    from pipelines.log.topics import source_topics
     from pipelines.output.destination import require_new_file
     from pipelines.runtime.harness import preflight, rechecked
     from pipelines.runtime.tasks import near_log_bytes, placement
@@ -177,7 +126,11 @@ def run(args: argparse.Namespace) -> int:
         from pipelines.jobs.erase.job import run_erase
 
         request = replace(asked, checked=keys)
-        gate = erasure_gate(spark, src, request.header_names, request.topics) if args.validate else None
+        gate = None
+        if args.validate:
+            from pipelines.jobs.erase.gate import erasure_gate
+
+            gate = erasure_gate(spark, src, request.header_names, request.topics, console.say)
         if preflighted is None:
             report = erase_in_place(spark, request, console.say, gate)
         else:  # the request preflight checked, with its list now read
@@ -188,11 +141,11 @@ def run(args: argparse.Namespace) -> int:
 def _run_kafka_tier(args: argparse.Namespace) -> int:
     """erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments holding listed keys swapped for erased ones while the cluster serves them."""
-    from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
+    from pipelines.log.topics import source_topics
     from pipelines.output.destination import require_new_file
     from segment_io.kafka_tier.swap import GRACE_MS
     from segment_io.remote.view import log_url
@@ -237,32 +190,3 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
         return ExitCode.VALIDATION
     left = done.get("left_as_they_were") or done.get("undone") or done.get("kept")
     return ExitCode.SKIPPED if left else ExitCode.OK
-
-
-def erasure_gate(
-    spark: Spark, src: Place, header_names: tuple[str, ...], topics: Callable[[str], bool] | None = None
-) -> Callable[[Place, Any], None]:
-    """The proof of an erased output against SRC (of the `topics` selected), raising
-    ValidationFailed: erase --validate's gate, and validate --erased."""
-    from pipelines.jobs.erase.proof import failures, prove_erasure
-    from pipelines.keys.key_list import KeyList
-    from pipelines.keys.key_set import ErasedKeys
-
-    names = ErasedKeys.of([n.encode() for n in header_names]) if header_names else None
-
-    def gate(staged: Place, keys: ErasedKeys | KeyList) -> None:
-        verdicts = prove_erasure(spark, staged, src, keys, names, topics)
-        problems = list(failures(verdicts))
-        for line in problems:
-            console.say(f"segpipe: erasure proof failed: {line}")
-        if problems:
-            raise ValidationFailed(
-                f"the output is not SRC minus the listed keys' records ({len(problems)} problems)"
-            )
-        gone = sum(v.erased for v in verdicts)
-        console.say(
-            f"segpipe: erasure proved: {gone:,} records of listed keys gone, every other record of SRC "
-            f"unchanged ({len(verdicts)} partitions)"
-        )
-
-    return gate

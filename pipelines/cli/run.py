@@ -113,7 +113,7 @@ def _refuse_before_spark(job: JobFile) -> None:
     """What the steps would refuse, refused before Spark starts and before any step publishes:
     per-topic configs and topic patterns that name no topic of the source, a key list that cannot
     be read, a suite great-expectations cannot run whole."""
-    from pipelines.cli.clean import source_topics
+    from pipelines.log.topics import source_topics
 
     if job.cleans or job.erases:
         source_topics(job.source, job.configs, job.topics.patterns)

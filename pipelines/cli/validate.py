@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
-from pipelines.cli.erase import add_key_arguments, erasure_gate
+from pipelines.cli.key_args import add_key_arguments
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
@@ -113,10 +113,10 @@ def _tiers(args: argparse.Namespace) -> tuple[KafkaTierSource | None, str | None
 
 def _prove_erasure(args: argparse.Namespace, log: Location, against: str | None) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
-    from pipelines.cli.clean import source_topics
     from pipelines.config import JobConfig
     from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
+    from pipelines.log.topics import source_topics
 
     if against is None or args.remote or args.suite:
         raise ConfigError(
@@ -127,7 +127,9 @@ def _prove_erasure(args: argparse.Namespace, log: Location, against: str | None)
     topics = None if selection.everything else selection
     digest = None if args.secret_file is None else read_secret(args.secret_file)
     with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:
-        gate = erasure_gate(spark, against, tuple(args.also_in_headers), topics)
+        from pipelines.jobs.erase.gate import erasure_gate
+
+        gate = erasure_gate(spark, against, tuple(args.also_in_headers), topics, console.say)
         try:
             gate(log, keys)
         except ValidationFailed as exc:

@@ -240,7 +240,13 @@ def _erase(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
         return {"adopted": True, "run_id": published.get("run_id"), **remaining}
     # A job that validates proves the erasure before the erased log is published (as erase
     # --validate), while what the erase read is still there to prove it against.
-    gate = _erasure_gate(spark, job, log) if "validate" in job.steps else None
+    gate = None
+    if "validate" in job.steps:
+        from pipelines.jobs.erase.gate import erasure_gate
+
+        assert job.erase is not None
+        headers = tuple(job.erase.also_in_headers)
+        gate = erasure_gate(spark, job.erase_source, headers, job.selection, log)
     report = run_erase(spark, request, log, gate)
     for copy in remaining["remaining_copies"]:
         log(f"segpipe: note: the listed keys' records remain in {copy} (the job's source: never changed)")
@@ -342,29 +348,6 @@ def _validate(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str
         state.save()
         raise ValidationFailed(f"{job.log_dir} failed its validation; the later steps do not run")
     return record
-
-
-def _erasure_gate(spark: Spark, job: JobFile, log: Log) -> Callable[[Any, Any], None]:
-    """The erase step's proof of its staged output against what it read (validate --erased),
-    raising ValidationFailed before anything is published."""
-    from pipelines.jobs.erase.proof import failures, prove_erasure
-    from pipelines.keys.key_set import ErasedKeys
-
-    assert job.erase is not None
-    names = (
-        ErasedKeys.of([n.encode() for n in job.erase.also_in_headers]) if job.erase.also_in_headers else None
-    )
-    read = job.erase_source
-
-    def gate(staged: Any, keys: Any) -> None:
-        problems = list(failures(prove_erasure(spark, staged, read, keys, names, job.selection)))
-        for line in problems:
-            log(f"segpipe: erasure proof failed: {line}")
-        if problems:
-            raise ValidationFailed(f"the erased log is not {read} minus exactly the listed records")
-        log(f"segpipe: erasure proved: the erased log is {read} minus exactly the listed records")
-
-    return gate
 
 
 def _tier(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str, Any]:

@@ -543,7 +543,7 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
         assert proc.returncode == ExitCode.OK, proc.stderr
         said = proc.stdout
     else:
-        from pipelines.cli.erase import erasure_gate
+        from pipelines.jobs.erase.gate import erasure_gate
         from segment_io.storage import Location
 
         spark = request.getfixturevalue("spark")

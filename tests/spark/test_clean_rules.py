@@ -350,9 +350,9 @@ def test_source_is_untouched_and_output_validates(src: Path, out: Path) -> None:
 
 
 def test_a_topic_selection_keeps_only_its_topics(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from pipelines.cli.clean import source_topics
     from pipelines.config.selection import TopicSelection
     from pipelines.errors import ConfigError
+    from pipelines.log.topics import source_topics
 
     with pytest.raises(ConfigError, match="ordrs matches no topic of SRC"):
         source_topics(str(sample_dir), JobConfig(), ("ordrs",), "SRC")

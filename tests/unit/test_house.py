@@ -83,3 +83,39 @@ def test_lines_are_laid_out_by_the_formatter() -> None:
         if "# fmt: skip" in line and "test_house.py" not in path.name
     ]
     assert packed == []
+
+
+# The hallway's shared parts: argument builders, the console, the entry points. Every other module
+# of cli/ is one command, which only turns its arguments into a request for a job.
+HALLWAY = {"__init__", "__main__", "console", "entry", "main", "source_args", "spark_args", "key_args"}
+
+
+def test_no_command_imports_another_commands_functions() -> None:
+    """A function one command's module (cli/<command>.py, or run/) defines and another module
+    imports is work the hallway does for the rooms: it lives beside the jobs or in log/ instead.
+    The parser (cli/main) names every command; the run command and the DAGs reach run/."""
+    commands = {
+        f"pipelines.cli.{p.stem}" for p in (ROOT / "pipelines" / "cli").glob("*.py") if p.stem not in HALLWAY
+    }
+    reaching = []
+    for path in modules():
+        own = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for name in imported(path):
+            command = next((c for c in commands if name == c or name.startswith(c + ".")), None)
+            if command is not None and command != own and own != "pipelines.cli.main":
+                reaching.append(f"{own} imports {name}")
+            if name.startswith("pipelines.run.") and not own.startswith(
+                ("pipelines.run.", "pipelines.cli.run")
+            ):
+                reaching.append(f"{own} imports {name}")
+    assert reaching == []
+
+
+def test_segment_io_does_not_import_pipelines() -> None:
+    reaching = [
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in (ROOT / "segment_io").rglob("*.py")
+        for name in imported(p)
+        if name.startswith("pipelines")
+    ]
+    assert reaching == []
