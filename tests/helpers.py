@@ -169,6 +169,9 @@ def run_segpipe(
     full.update(env or {})
     full["PYSPARK_PYTHON"] = sys.executable
     if fault:
+        from pipelines.runtime.faults import known_point
+
+        assert known_point(fault.partition(":")[0]), f"{fault}: no such point in FAULT_POINTS"
         full["SEGPIPE_FAULT"] = fault
     return command_server.run(list(args), full, timeout)
 

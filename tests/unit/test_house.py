@@ -119,3 +119,26 @@ def test_segment_io_does_not_import_pipelines() -> None:
         if name.startswith("pipelines")
     ]
     assert reaching == []
+
+
+def test_every_fault_point_is_in_the_one_table() -> None:
+    """The points the code places are exactly FAULT_POINTS (tests arm only those: helpers)."""
+    from pipelines.runtime.faults import FAULT_POINTS
+
+    placed = set()
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            called = getattr(node.func, "id", None) if isinstance(node, ast.Call) else None
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "fault"
+            ):
+                called = "fault"  # a point injected as a function (the swaps' `fault`)
+            if isinstance(node, ast.Call) and called in ("fault_point", "is_armed", "fault"):
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant):
+                    placed.add(arg.value)
+                elif isinstance(arg, ast.JoinedStr) and isinstance(arg.values[0], ast.Constant):
+                    placed.add(f"{arg.values[0].value}<step>")
+    assert placed == set(FAULT_POINTS)
