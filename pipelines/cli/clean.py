@@ -8,6 +8,7 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
+    JOB_MODULES,
     VALIDATION_MODULES,
     add_config_arguments,
     add_now_argument,
@@ -89,7 +90,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="print every topic's effective config and where each value came from, then stop",
     )
-    add_spark_arguments(p, "pipelines.jobs.clean")
+    add_spark_arguments(p, JOB_MODULES["clean"])
     p.set_defaults(func=run)
 
 
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     # Spark starts with the run where compaction may need it (its JVM starting while the job's
     # modules load); otherwise only if a stage turns out to need it (runtime.session.LazySpark).
     needed, local = spark_likely(src, config, topics, args.select, bool(suites), local_master_cores(args))
-    with spark_on_demand(args, needed, "pipelines.jobs.clean", *validating, local_likely=local) as spark:
+    with spark_on_demand(args, needed, JOB_MODULES["clean"], *validating, local_likely=local) as spark:
         from pipelines.jobs.clean import run_clean
 
         gate = None
@@ -206,7 +207,7 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
         report_path=Location.of_optional(args.report),
         on_corrupt=args.on_corrupt,
     )
-    with workers_for(args, "pipelines.jobs.clean") as sc:
+    with workers_for(args, JOB_MODULES["clean"]) as sc:
         from pipelines.jobs.clean.in_place import clean_in_place
 
         report = clean_in_place(sc, asked, console.say)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
-from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
+from pipelines.cli.spark_args import JOB_MODULES, add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.clock import time_argument
 from segment_io.exit_codes import ExitCode
 
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
         help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit "
         f"{ExitCode.SKIPPED}",
     )
-    add_spark_arguments(p, "pipelines.jobs.cut.job")
+    add_spark_arguments(p, JOB_MODULES["cut"])
     p.set_defaults(func=run)
 
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     request = preflight(replace(asked, topics=None if selection.everything else selection))
     # Where work runs, by the one rule (runtime.tasks.placement): a cut copies, it decodes no record.
     needed, local = placement(asked.src.near, near_log_bytes(asked.src), False, local_master_cores(args))
-    with spark_on_demand(args, needed, "pipelines.jobs.cut.job", local_likely=local) as spark:
+    with spark_on_demand(args, needed, JOB_MODULES["cut"], local_likely=local) as spark:
         from pipelines.jobs.cut.job import run_cut
 
         report = run_cut(spark, request, console.say)

@@ -8,7 +8,7 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.cli.key_args import add_key_arguments
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
-from pipelines.cli.spark_args import add_spark_arguments, local_master_cores, spark_on_demand
+from pipelines.cli.spark_args import JOB_MODULES, add_spark_arguments, local_master_cores, spark_on_demand
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
 
@@ -59,7 +59,7 @@ def add_parser(sub: Any) -> None:
         help="prove the staged output is SRC minus exactly the listed keys' records before publishing it "
         f"(as validate --erased); a failure publishes nothing and exits {ExitCode.VALIDATION}",
     )
-    add_spark_arguments(p, "pipelines.jobs.erase.job")
+    add_spark_arguments(p, JOB_MODULES["erase"])
     p.set_defaults(func=run)
 
 
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
     # to stop, start first and warm up while the driver reads it.
     keys = None if local else checked_key_list(args.keys, args.key_format, console.say)
-    with spark_on_demand(args, needed, "pipelines.jobs.erase.job", local_likely=local) as spark:
+    with spark_on_demand(args, needed, JOB_MODULES["erase"], local_likely=local) as spark:
         if keys is None:
             keys = checked_key_list(args.keys, args.key_format, console.say)
         from pipelines.jobs.erase.in_place import erase_in_place
@@ -180,7 +180,7 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
         checked=keys,
         digest=None if args.secret_file is None else read_secret(args.secret_file),
     )
-    with spark_on_demand(args, False, "pipelines.jobs.erase.job", local_likely=True) as spark:
+    with spark_on_demand(args, False, JOB_MODULES["erase"], local_likely=True) as spark:
         from pipelines.jobs.erase.kafka_tier import erase_kafka_tier
 
         grace = GRACE_MS if args.grace_ms is None else args.grace_ms

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.spark_args import (
+    JOB_MODULES,
     VALIDATION_MODULES,
     add_spark_arguments,
     spark_on_demand,
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     validating = VALIDATION_MODULES if any("validate" in u for u in pending) else ()
     # With a local master the steps' work runs in the driver's own processes, and Spark starts
     # only where a step needs it (an operator suite); otherwise it starts with the run.
-    with workers_for(args, "pipelines.run.runner", *validating) as sc:
+    with workers_for(args, JOB_MODULES["run"], *validating) as sc:
         from pipelines.run.runner import run_units
 
         records = run_units(sc, job, state, units, console.say)
@@ -136,13 +137,13 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
     from pipelines.run.runner import clean_request, cut_request, erase_request, unit_name
 
     if unit == ("cut",):
-        with spark_on_demand(args, False, "pipelines.jobs.cut.job") as sc:
+        with spark_on_demand(args, False, JOB_MODULES["cut"]) as sc:
             from pipelines.jobs.cut.job import run_cut
 
             run_cut(sc, cut_request(job, dry_run=True), console.say)
         return ExitCode.OK
     if unit == ("erase",):
-        with spark_on_demand(args, False, "pipelines.jobs.erase.job") as sc:
+        with spark_on_demand(args, False, JOB_MODULES["erase"]) as sc:
             from pipelines.jobs.erase.job import run_erase
 
             run_erase(sc, erase_request(job, dry_run=True), console.say)
@@ -150,7 +151,7 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
     if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
         return ExitCode.OK
-    with spark_on_demand(args, False, "pipelines.jobs.clean") as sc:
+    with spark_on_demand(args, False, JOB_MODULES["clean"]) as sc:
         from pipelines.jobs.clean import run_clean
 
         run_clean(sc, clean_request(job, unit, now_ms, dry_run=True), console.say)

@@ -72,6 +72,18 @@ def now_from(args: argparse.Namespace) -> int | None:
     return None if args.now is None else parse_time(args.now, "--now")
 
 
+# The module each command's run imports in the driver while the JVM starts (its job, whose workers'
+# modules it names), by command: the one place a job's module path is spelled for the hallway.
+JOB_MODULES = {
+    "clean": "pipelines.jobs.clean",
+    "erase": "pipelines.jobs.erase.job",
+    "erase-proof": "pipelines.jobs.erase.proof",
+    "cut": "pipelines.jobs.cut.job",
+    "tier": "pipelines.jobs.tier",
+    "restore": "pipelines.jobs.tier.restore",
+    "run": "pipelines.run.runner",
+}
+
 # What validation imports in the driver: great-expectations takes 5-6 s to import (measured), so
 # a command that validates imports it while the JVM starts.
 VALIDATION_MODULES = ("pipelines.jobs.validate", "great_expectations")

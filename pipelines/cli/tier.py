@@ -9,6 +9,7 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
+    JOB_MODULES,
     add_config_arguments,
     add_now_argument,
     add_spark_arguments,
@@ -47,7 +48,7 @@ def add_parser(sub: Any) -> None:
         help="instead: delete the remote objects and manifest versions no longer referenced, once "
         "segpipe.remote.orphan.grace.ms has passed on the wall clock (no Spark)",
     )
-    add_spark_arguments(p, "pipelines.jobs.tier")
+    add_spark_arguments(p, JOB_MODULES["tier"])
     p.set_defaults(func=run)
 
     r = sub.add_parser(
@@ -68,7 +69,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--key-format", choices=KEY_FORMATS, default="utf8", help="how a key is written in a text list"
     )
-    add_spark_arguments(r, "pipelines.jobs.tier.restore")
+    add_spark_arguments(r, JOB_MODULES["restore"])
     r.set_defaults(func=run_restore)
 
 
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     note = config.ignored_note()
     if note:
         console.say(note)
-    with workers_for(args, "pipelines.jobs.tier") as sc:
+    with workers_for(args, JOB_MODULES["tier"]) as sc:
         from pipelines.jobs.tier import run_tier
 
         run_tier(sc, request, console.say)
@@ -150,7 +151,7 @@ def run_restore(args: argparse.Namespace) -> int:
             kafka_tier=kafka_tier_of(args),
         )
     )
-    with workers_for(args, "pipelines.jobs.tier.restore") as spark:
+    with workers_for(args, JOB_MODULES["restore"]) as spark:
         from pipelines.jobs.tier.restore import run_restore as restore_job
 
         restore_job(spark, request, console.say)

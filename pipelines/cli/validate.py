@@ -9,6 +9,7 @@ from pipelines.cli import console
 from pipelines.cli.key_args import add_key_arguments
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.cli.spark_args import (
+    JOB_MODULES,
     VALIDATION_MODULES,
     add_config_arguments,
     add_now_argument,
@@ -126,7 +127,7 @@ def _prove_erasure(args: argparse.Namespace, log: Location, against: str | None)
     selection, _ = source_topics(against, JobConfig(), tuple(args.topic), args.against)
     topics = None if selection.everything else selection
     digest = None if args.secret_file is None else read_secret(args.secret_file)
-    with spark_on_demand(args, False, "pipelines.jobs.erase.proof") as spark:
+    with spark_on_demand(args, False, JOB_MODULES["erase-proof"]) as spark:
         from pipelines.jobs.erase.gate import erasure_gate
 
         gate = erasure_gate(spark, against, tuple(args.also_in_headers), topics, console.say)

@@ -142,3 +142,12 @@ def test_every_fault_point_is_in_the_one_table() -> None:
                 elif isinstance(arg, ast.JoinedStr) and isinstance(arg.values[0], ast.Constant):
                     placed.add(f"{arg.values[0].value}<step>")
     assert placed == set(FAULT_POINTS)
+
+
+def test_every_job_module_the_commands_name_exists() -> None:
+    import importlib.util
+
+    from pipelines.cli.spark_args import JOB_MODULES, VALIDATION_MODULES
+
+    missing = [m for m in (*JOB_MODULES.values(), *VALIDATION_MODULES) if importlib.util.find_spec(m) is None]
+    assert missing == []
