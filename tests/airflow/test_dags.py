@@ -14,6 +14,7 @@ import pytest
 
 from pipelines.runtime.session import DRIVER_JAVA_OPTIONS, driver_java_options
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from segment_io.storage import open_storage
 
 pytestmark = pytest.mark.airflow
@@ -190,11 +191,11 @@ def test_the_on_demand_dag_cleans_with_its_params(
     dst = Path(airflow_env["ROOT"]) / "on-demand"
     result = dag_runs["runs"]["segpipe_on_demand"]
     assert result["state"] == "success", result
-    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
+    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != META_DIR) == [
         "orders-0",
         "orders-1",
     ]
-    storage, path = open_storage(str(dst / "_segpipe" / "manifest.json"))
+    storage, path = open_storage(str(dst / META_DIR / "manifest.json"))
     manifest = json.loads(storage.read(path))
     assert manifest["now_ms"] == 1_700_700_000_000
     assert {p["partition"] for p in manifest["partitions"]} == {"orders-0", "orders-1"}

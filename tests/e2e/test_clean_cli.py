@@ -13,6 +13,7 @@ import pytest
 
 from pipelines.config.tuning import DRIVER_WORK
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import (
     NO_JVM,
     clean_in_session,
@@ -162,14 +163,14 @@ def test_clean_run_report_and_chained_pass(tmp_path: Path, sample_dir: Path) -> 
     assert totals.startswith("segpipe: 4 partitions") and "compaction removed superseded" in totals
     # Spark's start-up noise stays off stderr; the manifest records every topic's effective config.
     assert proc.stderr == "", proc.stderr
-    configs = json.loads((out1 / "_segpipe" / "manifest.json").read_text())["configs"]
+    configs = json.loads((out1 / META_DIR / "manifest.json").read_text())["configs"]
     assert configs["orders"]["cleanup.policy"] == {
         "value": "compact",
         "source": "conf/samples.yaml topics.orders",
     }
     assert configs["clicks"]["retention.bytes"] == {"value": -1, "source": "default"}
     doc = json.loads(report.read_text())
-    assert doc == json.loads((out1 / "_segpipe" / "report.json").read_text())
+    assert doc == json.loads((out1 / META_DIR / "report.json").read_text())
     orders = next(p for p in doc["partitions"] if p["partition"] == "orders-0")
     assert orders["removed_superseded"] > 0 and orders["records_out"] < orders["records_in"]
     assert orders["delete_horizons_stamped"] > 0
@@ -250,7 +251,7 @@ def test_the_same_command_runs_under_spark_submit(tmp_path: Path, sample_dir: Pa
     direct = run_segpipe("clean", str(sample_dir), str(tmp_path / "direct"), *flags)
     assert direct.returncode == ExitCode.OK, direct.stderr[-3000:]
     assert files_of(tmp_path / "out") == files_of(tmp_path / "direct")
-    assert (tmp_path / "out" / "_segpipe" / "manifest.json").exists()
+    assert (tmp_path / "out" / META_DIR / "manifest.json").exists()
     inspect = run_segpipe("inspect", str(tmp_path / "out"))
     assert (
         inspect.returncode == ExitCode.OK and "time 1700" in inspect.stdout and "(2023-11-" in inspect.stdout
@@ -318,7 +319,7 @@ def test_a_submitted_job_file_runs_on_the_master_spark_submit_was_given(
     assert proc.returncode == ExitCode.OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     state = json.loads((tmp_path / "out" / "r1.run.json").read_text())
     assert state["steps"]["compact"]["state"] == "done"
-    assert (tmp_path / "out" / "r1" / "_segpipe" / "manifest.json").exists()
+    assert (tmp_path / "out" / "r1" / META_DIR / "manifest.json").exists()
 
 
 def test_a_segment_without_a_time_index_is_said_to_age_by_its_file_time(
@@ -383,10 +384,10 @@ def test_stray_files_are_listed_carried_over_and_recorded(tmp_path: Path, sample
         in (proc.stdout)
     )
     assert (out / "orders-0" / "notes.txt").read_text() == "operator notes"
-    manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
+    manifest = json.loads((out / META_DIR / "manifest.json").read_text())
     orders = next(p for p in manifest["partitions"] if p["partition"] == "orders-0")
     assert orders["stray_files"] == ["00000000000000000000.log.bak", "notes.txt"]
-    report = json.loads((out / "_segpipe" / "report.json").read_text())
+    report = json.loads((out / META_DIR / "report.json").read_text())
     assert any("notes.txt" in w for w in report["warnings"])
 
 
@@ -576,13 +577,13 @@ def test_skip_partition_leaves_a_corrupt_partition_out_whole_and_exits_3(
     assert "clicks-0/00000000000000000380.log at byte 0" in proc.stdout
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
-        "_segpipe",
+        META_DIR,
         "legacy-users-0",
         "orders-0",
         "orders-1",
     ]
     assert "clicks" not in (out / "replication-offset-checkpoint").read_text()
-    manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
+    manifest = json.loads((out / META_DIR / "manifest.json").read_text())
     [skipped] = manifest["skipped"]
     assert (
         skipped["partition"] == "clicks-0"

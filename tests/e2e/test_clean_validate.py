@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import NO_JVM, flip_byte, run_segpipe
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +20,7 @@ def test_the_gate_publishes_only_what_passes(sample_dir: Path, tmp_path: Path) -
     good = run_segpipe("clean", str(sample_dir), str(tmp_path / "good"), *FLAGS)
     assert good.returncode == ExitCode.OK, good.stderr[-3000:]
     assert "validation passed" in good.stdout + good.stderr
-    assert (tmp_path / "good" / "_segpipe" / "validation" / "index.html").exists()
+    assert (tmp_path / "good" / META_DIR / "validation" / "index.html").exists()
     assert not (tmp_path / "good.validation").exists()
 
     bad = run_segpipe("clean", str(sample_dir), str(tmp_path / "bad"), *FLAGS, fault="corrupt-output")
@@ -56,7 +57,7 @@ def test_partitions_left_out_for_bad_data_are_named_not_compared_and_only_where_
     assert "holds no orders-0" in said and "not compared: orders-0: the source's data is bad there" in said
     assert str(bad) in said and "Traceback" not in said and "WARN" not in said
     # A report that claims a partition was left out, where the source is sound, excuses nothing.
-    report = out / "_segpipe" / "report.json"
+    report = out / META_DIR / "report.json"
     run = json.loads(report.read_text())
     run["skipped"].append({"partition": "clicks-0", "error": "claimed", "path": "", "position": 0})
     report.write_text(json.dumps(run))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import run_segpipe, sigterm_once_staged
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +30,7 @@ def tree(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.parent.name != "_segpipe"
+        if p.is_file() and p.parent.name != META_DIR
     }
 
 
@@ -71,15 +72,15 @@ def test_a_live_runs_staging_is_never_touched(sample_dir: Path, tmp_path: Path) 
     from pipelines.output.run_lock import RunLock
 
     staging = tmp_path / ".out.segpipe-staging-abc"
-    (staging / "_segpipe").mkdir(parents=True)
-    (staging / "_segpipe" / "LOCK").write_bytes(RunLock.mine("abc").to_bytes())
+    (staging / META_DIR).mkdir(parents=True)
+    (staging / META_DIR / "LOCK").write_bytes(RunLock.mine("abc").to_bytes())
     proc = run(sample_dir, tmp_path / "out")
     assert (
         proc.returncode == ExitCode.REFUSED
         and "belongs to run abc" in proc.stderr
         and "may still be running" in proc.stderr
     )
-    assert (staging / "_segpipe" / "LOCK").exists() and not (tmp_path / "out").exists()
+    assert (staging / META_DIR / "LOCK").exists() and not (tmp_path / "out").exists()
 
 
 def test_sigterm_stops_the_run_cleanly(sample_dir: Path, tmp_path: Path) -> None:

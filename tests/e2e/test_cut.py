@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from segment_io.producer_snapshot import read_snapshot
 from tests.helpers import dumped, files_of, run_segpipe
 
@@ -79,7 +80,7 @@ def test_segments_below_are_copied_and_the_one_cut_is_a_prefix(src: Path, cut: P
 
 
 def test_side_files_end_at_the_new_log_end(src: Path, cut: Path) -> None:
-    report = json.loads((cut / "_segpipe" / "report.json").read_text())
+    report = json.loads((cut / META_DIR / "report.json").read_text())
     ends = {p["partition"]: p["log_end_offset"] for p in report["partitions"]}
     assert ends["orders-0"] == UNTIL  # the cut falls between two batches there
     assert sorted(p.name for p in (cut / "orders-0").glob("*.snapshot")) == [
@@ -100,7 +101,7 @@ def test_side_files_end_at_the_new_log_end(src: Path, cut: Path) -> None:
 
 
 def test_transactions_open_at_the_cut_are_named(src: Path, cut: Path) -> None:
-    report = json.loads((cut / "_segpipe" / "report.json").read_text())
+    report = json.loads((cut / META_DIR / "report.json").read_text())
     for part in report["partitions"]:
         rows = [r for r in dumped(cut).get(part["partition"], [])]
         open_since: dict[int, int] = {}
@@ -162,8 +163,8 @@ def test_a_kill_loses_nothing(src: Path, cut: Path, tmp_path: Path, stage: str) 
     assert files_of(src) == before and not (tmp_path / "out").exists()
     again = run_segpipe("cut", str(src), str(tmp_path / "out"), "--until-offset", str(UNTIL))
     assert again.returncode == ExitCode.OK, again.stderr
-    assert {k: v for k, v in files_of(tmp_path / "out").items() if "_segpipe" not in k} == {
-        k: v for k, v in files_of(cut).items() if "_segpipe" not in k
+    assert {k: v for k, v in files_of(tmp_path / "out").items() if META_DIR not in k} == {
+        k: v for k, v in files_of(cut).items() if META_DIR not in k
     }
 
 
@@ -181,7 +182,7 @@ def test_the_readme_cut_example_runs(tmp_path: Path) -> None:
         args = [a.replace("/tmp/", f"{tmp_path}/") for a in command[1:]]
         proc = run_segpipe(*args)
         assert proc.returncode == ExitCode.OK, (command, proc.stderr)
-    assert (tmp_path / "as-it-was-cleaned" / "_segpipe" / "manifest.json").exists()
+    assert (tmp_path / "as-it-was-cleaned" / META_DIR / "manifest.json").exists()
 
 
 def test_times_that_are_not_times_are_refused_and_an_emptied_partition_is_named(

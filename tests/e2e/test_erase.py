@@ -23,6 +23,7 @@ from pipelines.config.tuning import DRIVER_WORK, KEY_BROADCAST
 from segment_io.exit_codes import ExitCode
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import TopicSpec
+from segment_io.layout import META_DIR
 from segment_io.storage import open_storage
 from tests.helpers import NO_JVM, files_of, lock_held, read_log, run_segpipe, spark_jobs_of
 
@@ -259,7 +260,7 @@ def test_the_evidence_names_keys_by_digest_only(
 ) -> None:
     out, work = erased
     report = json.loads((work / "report.json").read_text())
-    assert report["erased"] == json.loads((out / "_segpipe" / "report.json").read_text())["erased"]
+    assert report["erased"] == json.loads((out / META_DIR / "report.json").read_text())["erased"]
     digest = {keyed(k): k for k in keys}
     assert report["key_digest"] == "hmac-sha256" and report["keys_listed"] == len(digest)
     assert report["secret"] not in ("", None) and SECRET.decode() not in json.dumps(report)
@@ -282,7 +283,7 @@ def test_the_evidence_names_keys_by_digest_only(
     # No listed key's bytes anywhere in the evidence.
     for text in (
         (work / "report.json").read_bytes(),
-        *(p.read_bytes() for p in (out / "_segpipe").iterdir()),
+        *(p.read_bytes() for p in (out / META_DIR).iterdir()),
     ):
         assert not any(k in text or k.hex().encode() in text for k in keys)
 
@@ -492,7 +493,7 @@ def test_a_million_keys_from_parquet(
         env=JOINED if joined else WHOLE,
     )
     assert proc.returncode == ExitCode.OK, proc.stderr
-    report = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
+    report = json.loads((tmp_path / "out" / META_DIR / "report.json").read_text())
     assert report["keys_listed"] == len(many) and report["not_found_count"] == 1_000_001
     assert len(by_digest(report, tmp_path / "out")[1]) == 1_000_001
     assert files_of(tmp_path / "out") == files_of(out)
@@ -565,7 +566,7 @@ def test_a_joined_key_list_erases_and_proves_as_one_read_whole(
     whole = json.loads((work / "report.json").read_text())
     assert joined["not_found"] is None and joined["not_found_files"]  # the digests are in files
     assert by_digest(joined) == by_digest(whole)
-    in_output = json.loads((tmp_path / "out" / "_segpipe" / "report.json").read_text())
+    in_output = json.loads((tmp_path / "out" / META_DIR / "report.json").read_text())
     assert by_digest(in_output, tmp_path / "out") == by_digest(whole)
     assert (joined["keys_listed"], joined["partitions"]) == (whole["keys_listed"], whole["partitions"])
     if where == "spark":

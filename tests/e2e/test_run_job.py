@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +49,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     # Killed after the clean published its output, before the step was recorded.
     first = run_segpipe("run", job, "--run", "r1", fault="after-publish")
     assert first.returncode == -signal.SIGKILL
-    manifest = json.loads((out / "_segpipe" / "manifest.json").read_text())
+    manifest = json.loads((out / META_DIR / "manifest.json").read_text())
     assert not (tmp_path / "out" / "r1.run.json").exists()
 
     # The job file changed (and no state recorded the old one): that output is not this job's.
@@ -67,7 +68,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     state = _state(tmp_path)
     assert state["steps"]["compact"]["state"] == "done" and state["steps"]["compact"]["adopted"]
     assert "tier" not in state["steps"] and state["now_ms"] == 1_700_700_000_000
-    assert json.loads((out / "_segpipe" / "manifest.json").read_text()) == manifest
+    assert json.loads((out / META_DIR / "manifest.json").read_text()) == manifest
     assert not (tmp_path / "remote").exists()
 
     third = run_segpipe("run", job, "--run", "r1", "--json")
@@ -76,7 +77,7 @@ def test_a_killed_job_resumes_and_never_redoes_a_finished_step(tmp_path: Path, s
     state = _state(tmp_path)
     assert state["steps"]["tier"]["state"] == "done" and state["steps"]["tier"]["segments_uploaded"] > 0
     assert set(state["steps"]["tier"]["partitions"]) == {"clicks-0", "legacy-users-0", "orders-0", "orders-1"}
-    assert json.loads((out / "_segpipe" / "manifest.json").read_text()) == manifest
+    assert json.loads((out / META_DIR / "manifest.json").read_text()) == manifest
     assert (tmp_path / "remote" / "r1").is_dir()
 
     again = run_segpipe("run", job, "--run", "r1")
@@ -135,7 +136,7 @@ def test_a_job_cuts_then_compacts_as_the_commands_do(tmp_path: Path, sample_dir:
     assert clean.returncode == ExitCode.OK, clean.stderr
 
     def log_files(root: Path) -> dict[str, bytes]:
-        return {k: v for k, v in files_of(root).items() if not k.startswith("_segpipe")}
+        return {k: v for k, v in files_of(root).items() if not k.startswith(META_DIR)}
 
     assert log_files(tmp_path / "out.cut") == log_files(tmp_path / "cut")
     assert log_files(tmp_path / "out") == log_files(tmp_path / "clean")
@@ -228,7 +229,7 @@ def test_a_replaced_or_lost_intermediate_is_refused_and_redo_makes_it_again(
     # --redo removes only what is proven the step's own: this is not.
     refused = run_segpipe("run", str(job), "--redo", "erase")
     assert refused.returncode == ExitCode.REFUSED and "move it aside" in refused.stderr, refused.stderr
-    assert (tmp_path / "out.erased" / "_segpipe" / "manifest.json").exists()
+    assert (tmp_path / "out.erased" / META_DIR / "manifest.json").exists()
     shutil.rmtree(tmp_path / "out.erased")
     lost = run_segpipe("run", str(job))
     assert (

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import files_of, run_segpipe, samples_job
 
 pytestmark = pytest.mark.e2e
@@ -301,7 +302,7 @@ def test_a_stop_after_an_erase_published_says_so_and_its_rerun_says_why_not(
     assert proc.stderr.strip().splitlines()[-1] == f"segpipe: interrupted; published before the stop: {out}"
     again = run_segpipe("erase", str(sample_dir), str(out), "--keys", str(keys))
     assert again.returncode == ExitCode.REFUSED
-    run_id = json.loads((out / "_segpipe" / "manifest.json").read_text())["run_id"]
+    run_id = json.loads((out / META_DIR / "manifest.json").read_text())["run_id"]
     assert (
         f"holds the published output of an earlier run (erase run {run_id} of {sample_dir})" in again.stderr
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from segment_io.exit_codes import ExitCode
-from segment_io.layout import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT
+from segment_io.layout import CLEAN_SHUTDOWN, META_DIR, RECOVERY_CHECKPOINT
 from segment_io.producer_snapshot import ENTRY
 from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import AS_PLACED, Broker
@@ -97,7 +97,7 @@ def test_kafka_truncates_as_cut_does_and_serves_the_cut_log(
     )
     assert proc.returncode == ExitCode.OK, proc.stderr
     report = {
-        p["partition"]: p for p in json.loads((out / "_segpipe" / "report.json").read_text())["partitions"]
+        p["partition"]: p for p in json.loads((out / META_DIR / "report.json").read_text())["partitions"]
     }
     assert report["orders-0"]["open_transactions"], "the cut leaves a transaction open"
     broker = Broker(tmp_path / "kafka", settings=AS_PLACED)

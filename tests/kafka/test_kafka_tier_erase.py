@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import run_segpipe
 from tests.kafka.broker import Broker
 from tests.kafka.test_kafka_tier_broker import (
@@ -273,7 +274,7 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
     secret.write_bytes(SECRET)
     killed = erase(broker, keys, "--secret-file", str(secret), fault=fault)
     assert killed.returncode != ExitCode.OK
-    journal = broker.home / "remote" / "_segpipe" / "kafka-tier-swaps"
+    journal = broker.home / "remote" / META_DIR / "kafka-tier-swaps"
     assert list(journal.glob("*.json"))  # killed mid-swap, as the fault point says
     for isolation in ISOLATIONS:  # every offset readable: the old segment or its successor
         check_pass(read_pass(broker, isolation), before[isolation], listed)
@@ -312,7 +313,7 @@ def test_a_run_killed_at_any_step_leaves_every_offset_readable(
     # Nothing of either run is left behind: no journal, no staging, no object of a segment the
     # metadata does not name.
     remote = broker.home / "remote"
-    assert [p for p in (remote / "_segpipe").rglob("*") if p.is_file()] == []
+    assert [p for p in (remote / META_DIR).rglob("*") if p.is_file()] == []
     names = served_ids(broker)
     for path in (remote / "kafka-tiered-storage").rglob("*"):
         if path.is_file():

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from tests.helpers import dumped, run_segpipe
 from tests.kafka.broker import AS_PLACED, Broker
 
@@ -164,7 +165,7 @@ def test_kafka_serves_a_restored_clean_output(kafka_jars: Path, sample_dir: Path
         "clean", str(sample_dir), str(out), "--config", "conf/samples.yaml", "--now-ms", str(NOW_MS)
     )
     assert proc.returncode == ExitCode.OK, proc.stderr
-    report = json.loads((out / "_segpipe" / "report.json").read_text())
+    report = json.loads((out / META_DIR / "report.json").read_text())
     partitions = {p["partition"]: p for p in report["partitions"]}
     topics: dict[str, int] = {}
     for name in partitions:

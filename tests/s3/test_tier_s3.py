@@ -21,6 +21,7 @@ from pipelines.jobs.erase.in_place import erase_in_place
 from pipelines.jobs.erase.request import EraseRequest
 from segment_io.errors import ManifestConflict
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage import Location
 from segment_io.topic_partition import TopicPartition
@@ -37,7 +38,7 @@ def tree(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and "_segpipe" not in p.parts
+        if p.is_file() and META_DIR not in p.parts
     }
 
 

@@ -16,6 +16,7 @@ import pipelines
 from pipelines.config import JobConfig
 from segment_io.generate import generate_log_dir
 from segment_io.generate_spec import DEFAULT_START_MS, TopicSpec
+from segment_io.layout import META_DIR
 from segment_io.partition import inspect_log_dir
 from segment_io.storage import open_storage
 from tests.helpers import files_of, read_log
@@ -239,7 +240,7 @@ def test_report_counts_removals_by_reason_like_the_model(runs: tuple[Path, Path,
     superseded = sum(
         1 for r in cleaned if r["key"] is not None and r["offset"] not in aborted and r["offset"] not in kept
     )
-    report = json.loads((out1 / "_segpipe" / "report.json").read_text())
+    report = json.loads((out1 / META_DIR / "report.json").read_text())
     got = next(p for p in report["partitions"] if p["partition"] == part)
     assert (got["removed_null_key"], got["removed_superseded"]) == (null_keys, superseded)
     assert got["removed_aborted"] == sum(1 for r in cleaned if r["offset"] in aborted)
@@ -299,7 +300,7 @@ def test_a_partition_compacted_in_one_task_or_through_the_shuffle_is_the_same(  
 
 def removals(root: Path) -> dict[str, tuple[int, ...]]:
     """Each partition's record counts from a run's report, by reason."""
-    report = json.loads((root / "_segpipe" / "report.json").read_text())
+    report = json.loads((root / META_DIR / "report.json").read_text())
     names = (
         "records_in",
         "records_out",

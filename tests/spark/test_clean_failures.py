@@ -15,6 +15,7 @@ from pipelines.config import JobConfig
 from segment_io.errors import CorruptBatch, CrcMismatch
 from segment_io.format.batch import build_v2_batch
 from segment_io.format.constants import Codec
+from segment_io.layout import META_DIR
 from segment_io.segment.scan import scan_buffer
 from tests.helpers import v2_batch, write_log
 
@@ -100,5 +101,5 @@ def test_a_source_without_partitions_gives_an_empty_output_and_says_so(spark, tm
         spark, str(tmp_path / "src"), str(tmp_path / "out"), COMPACT, now_ms=NOW, log=said.append
     )
     assert report.partitions == []
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["_segpipe"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [META_DIR]
     assert said and "no partition directories in" in said[0]

@@ -17,6 +17,7 @@ from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.tier import tier
 from pipelines.jobs.tier.restore import restore
 from segment_io.errors import ManifestConflict
+from segment_io.layout import META_DIR
 from segment_io.remote.tier import RemoteTier
 from tests.conftest import FIXED_NOW_MS
 from tests.helpers import read_log
@@ -55,7 +56,7 @@ def test_in_place_equals_a_local_clean_of_the_same_data(spark, sample_dir: Path,
         tier_.check_objects(after)
         # The old objects are still there (readers of the old version), until expiry.
         assert before.object_names <= {f.name for f in tier_.segment_objects(tp)}
-    assert not (Path(remote) / "_segpipe").exists() or not any((Path(remote) / "_segpipe").iterdir())
+    assert not (Path(remote) / META_DIR).exists() or not any((Path(remote) / META_DIR).iterdir())
     restore(spark, remote, str(tmp_path / "after"), log=quiet)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
         assert read_log(tmp_path / "after", part) == read_log(tmp_path / "reference", part), part
@@ -82,4 +83,4 @@ def test_a_writer_that_committed_first_wins(spark, sample_dir: Path, tmp_path: P
     for tp, manifest in before.items():
         newest = tier_.read(tp)
         assert newest.note == "the other writer" and newest.segments == manifest.segments
-    assert not any((Path(remote) / "_segpipe").rglob("*.log"))  # the staging went too
+    assert not any((Path(remote) / META_DIR).rglob("*.log"))  # the staging went too

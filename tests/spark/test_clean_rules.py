@@ -19,6 +19,7 @@ from segment_io.checkpoints import parse_leader_epoch_checkpoint, parse_offset_c
 from segment_io.format.batch import parse_v2_header
 from segment_io.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK, Codec
 from segment_io.index import read_txn_index
+from segment_io.layout import META_DIR
 from segment_io.producer_snapshot import write_snapshot
 from tests.helpers import read_batches, read_log, v2_batch, write_log
 
@@ -196,7 +197,7 @@ def offsets(root: Path, part: str) -> list[int]:
 
 def deleted_by(root: Path, part: str) -> dict[str, int]:
     """The run report's segments deleted per retention rule, for one partition."""
-    report = json.loads((root / "_segpipe" / "report.json").read_text())
+    report = json.loads((root / META_DIR / "report.json").read_text())
     row = next(p for p in report["partitions"] if p["partition"] == part)
     rules = ("log_start_offset", "retention_bytes", "retention_ms")
     return {rule: row[f"deleted_by_{rule}"] for rule in rules if row[f"deleted_by_{rule}"]}
@@ -207,7 +208,7 @@ def test_superseded_records_and_verbatim_copies(out: Path) -> None:
     assert [seg for seg, _ in batches] == [0, 0, 5]  # segments 0 and 3 merged into one group
     assert [b for _, b in batches] == [A["B1"], A["B2"], A["B3"]]  # byte for byte
     assert offsets(out, "sup-0") == [2, 3, 4, 5]
-    report = json.loads((out / "_segpipe" / "report.json").read_text())
+    report = json.loads((out / META_DIR / "report.json").read_text())
     sup = next(p for p in report["partitions"] if p["partition"] == "sup-0")
     assert (
         sup["removed_superseded"] == 2 and sup["cleaned_up_to"] == 5 and sup["batches_copied_verbatim"] == 2
@@ -367,7 +368,7 @@ def test_a_topic_selection_keeps_only_its_topics(spark, sample_dir: Path, tmp_pa
         topics=TopicSelection(("ord*",)),
     )
     assert sorted(p.partition for p in report.partitions) == ["orders-0", "orders-1"]
-    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != "_segpipe") == [
+    assert sorted(p.name for p in dst.iterdir() if p.is_dir() and p.name != META_DIR) == [
         "orders-0",
         "orders-1",
     ]

@@ -11,6 +11,7 @@ import pytest
 import pipelines
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
+from segment_io.layout import META_DIR
 
 pytestmark = pytest.mark.spark
 NOW = 1_700_700_000_000
@@ -19,7 +20,7 @@ CONFIG = JobConfig.build({"cleanup.policy": "delete", "retention.ms": -1})
 
 
 def _files(root: Path) -> dict[str, Path]:
-    return {str(p.relative_to(root)): p for p in root.rglob("*") if p.is_file() and "_segpipe" not in p.parts}
+    return {str(p.relative_to(root)): p for p in root.rglob("*") if p.is_file() and META_DIR not in p.parts}
 
 
 def test_carried_over_segments_are_copied_or_linked(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

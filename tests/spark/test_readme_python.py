@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from segment_io.layout import META_DIR
+
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,8 +22,8 @@ def test_readme_python_example_runs(spark, tmp_path: Path, monkeypatch: pytest.M
     exec(api.replace("/tmp/remote-tier", str(tmp_path / "remote-tier")), namespace)
     out = capsys.readouterr().out
     assert "orders-0" in out and "records_out" in out  # the metrics DataFrame was shown
-    assert (tmp_path / "cleaned" / "_segpipe" / "manifest.json").exists()
-    assert (tmp_path / "cleaned-again" / "_segpipe" / "manifest.json").exists()
+    assert (tmp_path / "cleaned" / META_DIR / "manifest.json").exists()
+    assert (tmp_path / "cleaned-again" / META_DIR / "manifest.json").exists()
     assert "uploaded" in out and (tmp_path / "remote-tier" / "segpipe-tier.json").exists()
     # The time range's query, through the indexes: the keys of that hour with their counts.
     exec(time_range, namespace)

@@ -12,6 +12,7 @@ from segment_io.broker_lock import BrokerRunning
 from segment_io.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
 from segment_io.errors import SegpipeError
 from segment_io.kafka_restore import RestoreRefused, restore_into_kafka
+from segment_io.layout import META_DIR
 from segment_io.topic_partition import TopicPartition
 from tests.helpers import flip_byte, lock_held, v2_batch, write_log
 
@@ -35,7 +36,7 @@ def broker_dir(root: Path) -> Path:
 def archive_dir(root: Path) -> Path:
     archive = root / "cleaned"
     (archive / "orders-0").mkdir(parents=True)
-    (archive / "_segpipe").mkdir()
+    (archive / META_DIR).mkdir()
     write_log(archive, "orders-0", [[v2_batch(5, [(0, 1_700_000_000_000, b"k", b"v", [])])]])
     (archive / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: archive-topic-id\n")
     for name in (
@@ -131,7 +132,7 @@ def test_an_archive_that_is_not_whole_and_valid_is_refused_before_anything_moves
     elif damage == "bad-index":
         (archive / "orders-0" / f"{5:020d}.index").write_bytes(b"\x00\x00\x00\x09\x00\x00\x10\x00")
     else:
-        (archive / "_segpipe" / "INCOMPLETE").write_text("run 1\n")
+        (archive / META_DIR / "INCOMPLETE").write_text("run 1\n")
     before = snapshot(tmp_path)
     with pytest.raises(SegpipeError) as refused:
         restore_into_kafka(archive, log_dir, tmp_path / "backup")

@@ -11,13 +11,14 @@ import pytest
 
 from pipelines.errors import RunInProgress
 from pipelines.output.run_lock import RunLock, held
+from segment_io.layout import META_DIR
 from segment_io.storage import LocalStorage
 
 pytestmark = pytest.mark.unit
 
 
 def test_a_lock_is_refused_while_its_run_lives_and_released_after(tmp_path: Path) -> None:
-    path = str(tmp_path / "_segpipe" / "x.lock")
+    path = str(tmp_path / META_DIR / "x.lock")
     with (
         held(LocalStorage(), path, "the thing", "run-1"),
         pytest.raises(RunInProgress, match="the thing is held by run run-1"),
