@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 from pipelines.errors import ConfigError
+from segment_io.clock import SYSTEM_CLOCK
 
 
 def clock_ms() -> int:
-    return int(time.time() * 1000)
+    """Now by the wall clock (segment_io.clock's, the one every rule is given)."""
+    return SYSTEM_CLOCK.now_ms()
 
 
 # Epoch milliseconds below this (1973-03-03) that are at or after SECONDS_FROM as seconds (2001-09-09)

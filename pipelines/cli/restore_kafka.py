@@ -4,13 +4,13 @@ broker's log directory whose topics exist, as the README's "Restoring into Kafka
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pipelines.cli import console
+from pipelines.clock import clock_ms
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
 
@@ -49,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
             )
     log_dir = Path(args.log_dir.removeprefix("file://"))
     backup = (
-        Path(args.backup)
-        if args.backup
-        else log_dir.with_name(f"{log_dir.name}.segpipe-backup-{int(time.time() * 1000)}")
+        Path(args.backup) if args.backup else log_dir.with_name(f"{log_dir.name}.segpipe-backup-{clock_ms()}")
     )
 
     @contextmanager

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pipelines.clock import iso
+from pipelines.clock import clock_ms, iso
 from pipelines.config.job_schema import CLEAN_STEPS
 from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError, ValidationFailed
@@ -80,7 +80,7 @@ def run_units(
             record[OUTPUT] = identity(published)
         record.update(
             state="done",
-            finished=iso(int(time.time() * 1000)),
+            finished=iso(clock_ms()),
             seconds=round(time.perf_counter() - started, 3),
         )
         state.record(unit, record)
@@ -344,7 +344,7 @@ def _validate(spark: Spark, job: JobFile, state: RunState, log: Log) -> dict[str
     if job.erases:
         record["erasure"] = "proved by the erase step before it published"
     if not record["success"]:
-        state.steps["validate"] = {**record, "state": "failed", "finished": iso(int(time.time() * 1000))}
+        state.steps["validate"] = {**record, "state": "failed", "finished": iso(clock_ms())}
         state.save()
         raise ValidationFailed(f"{job.log_dir} failed its validation; the later steps do not run")
     return record

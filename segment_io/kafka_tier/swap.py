@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from segment_io.clock import Clock, SystemClock
 from segment_io.errors import KafkaTierCorrupt
 from segment_io.kafka_tier.metadata import (
     MetadataRecord,
@@ -39,22 +39,6 @@ from segment_io.kafka_tier.swap_journal import Journal, Swap
 from segment_io.storage.base import Storage
 
 GRACE_MS = 60_000  # after the successor is served, before the old objects go: a fetch in flight ends
-
-
-class Clock(Protocol):
-    """The wall clock a run reads and waits on (a test gives one that only counts)."""
-
-    def now_ms(self) -> int: ...
-
-    def sleep_ms(self, ms: int) -> None: ...
-
-
-class SystemClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def sleep_ms(self, ms: int) -> None:
-        time.sleep(max(ms, 0) / 1000)
 
 
 class Cluster(Protocol):

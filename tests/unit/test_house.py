@@ -151,3 +151,16 @@ def test_every_job_module_the_commands_name_exists() -> None:
 
     missing = [m for m in (*JOB_MODULES.values(), *VALIDATION_MODULES) if importlib.util.find_spec(m) is None]
     assert missing == []
+
+
+def test_the_wall_clock_is_read_in_one_place() -> None:
+    """Every rule is given a clock (segment_io.clock; pipelines.clock.clock_ms reads it): none
+    reads `time.time()` itself, so a test can fix the time of any of them."""
+    readers = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in modules()
+        if p != ROOT / "segment_io" / "clock.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "time.time()" in line
+    ]
+    assert readers == []

@@ -36,18 +36,17 @@ from pipelines.runtime.faults import fault_point
 from pipelines.runtime.harness import job_run
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, raise_if_stopped
+from segment_io.clock import SYSTEM_CLOCK, Clock
 from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.cluster import LiveCluster
 from segment_io.kafka_tier.objects import SegmentObjects
 from segment_io.kafka_tier.stores import lock_path, segment_store, staging_dir
 from segment_io.kafka_tier.swap import (
     GRACE_MS,
-    Clock,
     Cluster,
     SegmentStore,
     SwapOutcome,
     Swapper,
-    SystemClock,
     new_segment_id,
     successor,
 )
@@ -99,10 +98,10 @@ def erase_kafka_tier(
         talk = live if live is not None else cluster
         assert talk is not None
         if request.dry_run:
-            return _erase(spark, request, log, clock or SystemClock(), grace_ms, talk, view, store)
+            return _erase(spark, request, log, clock or SYSTEM_CLOCK, grace_ms, talk, view, store)
         # One run at a time swaps in a tier: another's journalled swaps are resumed only once it died.
         with held(store.storage, lock_path(store), "the tier's segment swaps", uuid.uuid4().hex):
-            return _erase(spark, request, log, clock or SystemClock(), grace_ms, talk, view, store)
+            return _erase(spark, request, log, clock or SYSTEM_CLOCK, grace_ms, talk, view, store)
     finally:
         if live is not None:
             live.close()
