@@ -12,8 +12,18 @@ import numpy as np
 from segment_io.format.checksums import NATIVE_CRC32C, crc32c_native
 from segment_io.format.constants import (
     ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_AT,
+    BASE_TIMESTAMP_AT,
+    BATCH_LENGTH_AT,
     CRC_OFFSET,
+    LAST_OFFSET_DELTA_AT,
+    LEADER_EPOCH_AT,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_AT,
+    PRODUCER_EPOCH_AT,
+    PRODUCER_ID_AT,
+    RECORDS_COUNT_AT,
     V2_EMPTY_BATCH_LENGTH,
     V2_HEADER_SIZE,
 )
@@ -67,18 +77,18 @@ def _assemble(
     pos = 0
     for j in range(n):
         _put(out, pos, base_offset[j], 8)
-        _put(out, pos + 8, sizes[j] - LOG_OVERHEAD, 4)
-        _put(out, pos + 12, epoch[j], 4)
-        out[pos + 16] = 2
-        out[pos + 17 : pos + 21] = 0
-        _put(out, pos + 21, attributes[j] & 0xFF, 2)
-        _put(out, pos + 23, last_offset_delta[j], 4)
-        _put(out, pos + 27, base_timestamp[j], 8)
-        _put(out, pos + 35, max_timestamp[j], 8)
-        _put(out, pos + 43, producer_id[j], 8)
-        _put(out, pos + 51, producer_epoch[j], 2)
-        _put(out, pos + 53, base_sequence[j], 4)
-        _put(out, pos + 57, records_count[j], 4)
+        _put(out, pos + BATCH_LENGTH_AT, sizes[j] - LOG_OVERHEAD, 4)
+        _put(out, pos + LEADER_EPOCH_AT, epoch[j], 4)
+        out[pos + MAGIC_OFFSET] = 2
+        out[pos + CRC_OFFSET : pos + ATTRIBUTES_OFFSET] = 0
+        _put(out, pos + ATTRIBUTES_OFFSET, attributes[j] & 0xFF, 2)
+        _put(out, pos + LAST_OFFSET_DELTA_AT, last_offset_delta[j], 4)
+        _put(out, pos + BASE_TIMESTAMP_AT, base_timestamp[j], 8)
+        _put(out, pos + MAX_TIMESTAMP_AT, max_timestamp[j], 8)
+        _put(out, pos + PRODUCER_ID_AT, producer_id[j], 8)
+        _put(out, pos + PRODUCER_EPOCH_AT, producer_epoch[j], 2)
+        _put(out, pos + BASE_SEQUENCE_AT, base_sequence[j], 4)
+        _put(out, pos + RECORDS_COUNT_AT, records_count[j], 4)
         out[pos + V2_HEADER_SIZE : pos + sizes[j]] = payload[bounds[j] : bounds[j + 1]]
         if native_crc:  # else left 0 for the caller
             crc = crc32c_native(out, pos + ATTRIBUTES_OFFSET, pos + sizes[j])

@@ -9,11 +9,22 @@ LOG_OVERHEAD = 12
 MAGIC_OFFSET = 16
 MIN_ENTRY_SIZE = 14  # smallest legal size field of any magic (a v0 message)
 
-# Magic 2 batch header.
+# Magic 2 batch header: where each field begins (big-endian), the one table the scan kernel,
+# the batch builder and batch.py's struct read (a test holds the struct to it).
+BASE_OFFSET_AT = 0  # int64
+BATCH_LENGTH_AT = 8  # int32: the bytes after this field
+LEADER_EPOCH_AT = 12  # int32: partitionLeaderEpoch
+CRC_OFFSET = 17  # uint32: CRC-32C
+ATTRIBUTES_OFFSET = 21  # int16; the v2 CRC-32C covers this byte to the end of the batch
+LAST_OFFSET_DELTA_AT = 23  # int32
+BASE_TIMESTAMP_AT = 27  # int64
+MAX_TIMESTAMP_AT = 35  # int64
+PRODUCER_ID_AT = 43  # int64
+PRODUCER_EPOCH_AT = 51  # int16
+BASE_SEQUENCE_AT = 53  # int32
+RECORDS_COUNT_AT = 57  # int32
 V2_HEADER_SIZE = 61
 V2_EMPTY_BATCH_LENGTH = 49  # batch length of a batch with no records section
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # the v2 CRC-32C covers this byte to the end of the batch
 
 # The smallest record: length, attributes, timestamp delta, offset delta, key length, value
 # length and header count, one byte each (docs/log-format.md#records).

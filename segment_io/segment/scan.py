@@ -24,12 +24,23 @@ from segment_io.errors import (
 from segment_io.format.checksums import NATIVE_CRC32C, first_bad_v2_crc
 from segment_io.format.constants import (
     ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_AT,
+    BASE_TIMESTAMP_AT,
+    BATCH_LENGTH_AT,
     CODEC_MASK,
     CONTROL_MASK,
+    CRC_OFFSET,
     DELETE_HORIZON_MASK,
     INT32_MAX,
+    LAST_OFFSET_DELTA_AT,
+    LEADER_EPOCH_AT,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_AT,
     MIN_ENTRY_SIZE,
+    PRODUCER_EPOCH_AT,
+    PRODUCER_ID_AT,
+    RECORDS_COUNT_AT,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     V2_EMPTY_BATCH_LENGTH,
@@ -110,24 +121,24 @@ def _fill_batches(
 ) -> None:
     pos = start
     for i in range(n):
-        s = _i32(buf, pos + 8)
-        m = np.int64(buf[pos + 16])
+        s = _i32(buf, pos + BATCH_LENGTH_AT)
+        m = np.int64(buf[pos + MAGIC_OFFSET])
         offset = _i64(buf, pos)
         position[i] = pos
         size[i] = LOG_OVERHEAD + s
         magic[i] = m
-        crc[i] = _u32(buf, pos + 17) if m == 2 else _u32(buf, pos + LOG_OVERHEAD)
+        crc[i] = _u32(buf, pos + CRC_OFFSET) if m == 2 else _u32(buf, pos + LOG_OVERHEAD)
         if m == 2:
             base_offset[i] = offset
-            leader_epoch[i] = _i32(buf, pos + 12)
-            attributes[i] = np.int64(buf[pos + 22])  # only the low byte is meaningful
-            last_offset[i] = offset + _i32(buf, pos + 23)
-            base_timestamp[i] = _i64(buf, pos + 27)
-            max_timestamp[i] = _i64(buf, pos + 35)
-            producer_id[i] = _i64(buf, pos + 43)
-            producer_epoch[i] = _i16(buf, pos + 51)
-            base_sequence[i] = _i32(buf, pos + 53)
-            records_count[i] = _i32(buf, pos + 57)
+            leader_epoch[i] = _i32(buf, pos + LEADER_EPOCH_AT)
+            attributes[i] = np.int64(buf[pos + ATTRIBUTES_OFFSET + 1])  # only the low byte is meaningful
+            last_offset[i] = offset + _i32(buf, pos + LAST_OFFSET_DELTA_AT)
+            base_timestamp[i] = _i64(buf, pos + BASE_TIMESTAMP_AT)
+            max_timestamp[i] = _i64(buf, pos + MAX_TIMESTAMP_AT)
+            producer_id[i] = _i64(buf, pos + PRODUCER_ID_AT)
+            producer_epoch[i] = _i16(buf, pos + PRODUCER_EPOCH_AT)
+            base_sequence[i] = _i32(buf, pos + BASE_SEQUENCE_AT)
+            records_count[i] = _i32(buf, pos + RECORDS_COUNT_AT)
         else:
             a = np.int64(buf[pos + 17])
             attributes[i] = a
