@@ -12,6 +12,7 @@ from pipelines.cli.spark_args import (
     VALIDATION_MODULES,
     add_config_arguments,
     add_now_argument,
+    add_on_corrupt,
     add_spark_arguments,
     add_suite_argument,
     local_master_cores,
@@ -57,13 +58,7 @@ def add_parser(sub: Any) -> None:
         "people read beside it (.html)",
     )
     p.add_argument("--json", action="store_true", help="print the dry run's plan as JSON (for machines)")
-    p.add_argument(
-        "--on-corrupt",
-        choices=["fail", "skip-partition"],
-        default="fail",
-        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole, "
-        f"name it, and exit {ExitCode.SKIPPED} (skip-partition)",
-    )
+    add_on_corrupt(p)
     p.add_argument(
         "--validate",
         action="store_true",

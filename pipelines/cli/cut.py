@@ -7,7 +7,13 @@ from typing import Any
 
 from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
-from pipelines.cli.spark_args import JOB_MODULES, add_spark_arguments, local_master_cores, spark_on_demand
+from pipelines.cli.spark_args import (
+    JOB_MODULES,
+    add_on_corrupt,
+    add_spark_arguments,
+    local_master_cores,
+    spark_on_demand,
+)
 from pipelines.clock import time_argument
 from segment_io.exit_codes import ExitCode
 
@@ -44,13 +50,7 @@ def add_parser(sub: Any) -> None:
         "--dry-run", action="store_true", help="say where each partition would be cut; write nothing"
     )
     p.add_argument("--report", help="also write the JSON report to this new file")
-    p.add_argument(
-        "--on-corrupt",
-        choices=["fail", "skip-partition"],
-        default="fail",
-        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit "
-        f"{ExitCode.SKIPPED}",
-    )
+    add_on_corrupt(p)
     add_spark_arguments(p, JOB_MODULES["cut"])
     p.set_defaults(func=run)
 

@@ -8,7 +8,13 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.cli.key_args import add_key_arguments
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
-from pipelines.cli.spark_args import JOB_MODULES, add_spark_arguments, local_master_cores, spark_on_demand
+from pipelines.cli.spark_args import (
+    JOB_MODULES,
+    add_on_corrupt,
+    add_spark_arguments,
+    local_master_cores,
+    spark_on_demand,
+)
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
 
@@ -46,13 +52,7 @@ def add_parser(sub: Any) -> None:
     add_key_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="count what would be erased; write nothing at DST")
     p.add_argument("--report", help="also write the JSON report (the evidence) to this new file")
-    p.add_argument(
-        "--on-corrupt",
-        choices=["fail", "skip-partition"],
-        default="fail",
-        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole and exit "
-        f"{ExitCode.SKIPPED}",
-    )
+    add_on_corrupt(p)
     p.add_argument(
         "--validate",
         action="store_true",

@@ -72,6 +72,22 @@ def now_from(args: argparse.Namespace) -> int | None:
     return None if args.now is None else parse_time(args.now, "--now")
 
 
+ON_CORRUPT = ("fail", "skip-partition")
+
+
+def add_on_corrupt(p: Any) -> None:
+    """--on-corrupt, as every command that writes a log from another takes it."""
+    from segment_io.exit_codes import ExitCode
+
+    p.add_argument(
+        "--on-corrupt",
+        choices=ON_CORRUPT,
+        default="fail",
+        help="bad data: stop the run (fail, the default) or leave that partition out of DST whole, name it, "
+        f"and exit {ExitCode.SKIPPED} (skip-partition)",
+    )
+
+
 # The module each command's run imports in the driver while the JVM starts (its job, whose workers'
 # modules it names), by command: the one place a job's module path is spelled for the hallway.
 JOB_MODULES = {
