@@ -143,11 +143,11 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     segments holding listed keys swapped for erased ones while the cluster serves them."""
     from pipelines.config import JobConfig
     from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.kafka_tier.swap import GRACE_MS
     from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
     from pipelines.log.topics import source_topics
     from pipelines.output.destination import require_new_file
-    from segment_io.kafka_tier.swap import GRACE_MS
     from segment_io.remote.view import log_url
     from segment_io.storage import Location
 

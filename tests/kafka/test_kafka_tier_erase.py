@@ -129,7 +129,7 @@ def check_pass(got: dict[int, list[Record]], before: dict[int, list[Record]], li
 
 def leader_epoch(broker: Broker, topic_id: str) -> int:
     """Partition 0's leader epoch, as the run's check reads it."""
-    from segment_io.kafka_tier.cluster import LiveCluster
+    from pipelines.kafka_tier.cluster import LiveCluster
     from segment_io.kafka_tier.metadata import TopicIdPartition
 
     cluster = LiveCluster(broker.bootstrap)

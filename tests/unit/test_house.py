@@ -164,3 +164,19 @@ def test_the_wall_clock_is_read_in_one_place() -> None:
         if "time.time()" in line
     ]
     assert readers == []
+
+
+# What of segment_io still reaches a cluster: the read-only consumer of `--bootstrap-server`
+# (the view opens it by URL in Spark's workers too). Whatever writes to a cluster is pipelines'.
+READS_A_CLUSTER = ("segment_io/kafka_tier/metadata_live.py",)
+
+
+def test_segment_io_writes_to_no_cluster() -> None:
+    clients = [
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in (ROOT / "segment_io").rglob("*.py")
+        if str(p.relative_to(ROOT)) not in READS_A_CLUSTER
+        for name in imported(p)
+        if name == "kafka" or name.startswith("kafka.")
+    ]
+    assert clients == []

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.kafka_tier.swap import SwapOutcome, Swapper, new_segment_id, successor
+from pipelines.kafka_tier.swap_journal import Journal, Swap
 from segment_io.errors import KafkaTierCorrupt, KafkaTierPublishFailed
 from segment_io.kafka_tier.local_tiered import LocalTieredStore
 from segment_io.kafka_tier.metadata import (
@@ -22,8 +24,6 @@ from segment_io.kafka_tier.metadata import (
     TopicIdPartition,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, remote_log
-from segment_io.kafka_tier.swap import SwapOutcome, Swapper, new_segment_id, successor
-from segment_io.kafka_tier.swap_journal import Journal, Swap
 from segment_io.storage import LocalStorage
 
 pytestmark = pytest.mark.unit

@@ -71,8 +71,8 @@ def test_a_compressed_encrypted_tier_reads_back_with_the_plugins_manifest(tmp_pa
 
 
 def test_a_successor_is_uploaded_read_back_and_deleted_in_the_plugins_layout(tmp_path: Path) -> None:
-    from segment_io.kafka_tier.stores import AivenStore, segment_store
-    from segment_io.kafka_tier.swap import new_segment_id, successor
+    from pipelines.kafka_tier.stores import AivenStore, segment_store
+    from pipelines.kafka_tier.swap import new_segment_id, successor
 
     t = tier(ENCRYPTED, tmp_path, copy_bucket=True)
     view, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))

@@ -5,7 +5,7 @@ The broker's log directory and its remote tier are read as one log (the remote l
 the live cluster), and every segment is matched as `erase` matches it. Each remote segment that
 holds a listed key is rewritten as `erase` rewrites one, into a staging area beside the tier's
 objects, then swapped for the old one through the remote log metadata topic
-(segment_io.kafka_tier.swap). Local segments (the broker's, not yet uploaded) are never touched
+(pipelines.kafka_tier.swap). Local segments (the broker's, not yet uploaded) are never touched
 online: their listed records are named with their offsets. A partition where a safety check
 fails is left as it was and named (exit 3).
 """
@@ -26,6 +26,18 @@ from pipelines.jobs.erase.kafka_local import LocalSegments, not_yet_tiered
 from pipelines.jobs.erase.proof import PairTask, prove_pairs
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseTask, SegmentErasure
+from pipelines.kafka_tier.cluster import LiveCluster
+from pipelines.kafka_tier.stores import lock_path, segment_store, staging_dir
+from pipelines.kafka_tier.swap import (
+    GRACE_MS,
+    Cluster,
+    SegmentStore,
+    SwapOutcome,
+    Swapper,
+    new_segment_id,
+    successor,
+)
+from pipelines.kafka_tier.swap_journal import Swap
 from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
@@ -38,19 +50,7 @@ from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.clock import SYSTEM_CLOCK, Clock
 from segment_io.errors import KafkaTierSettings
-from segment_io.kafka_tier.cluster import LiveCluster
 from segment_io.kafka_tier.objects import SegmentObjects
-from segment_io.kafka_tier.stores import lock_path, segment_store, staging_dir
-from segment_io.kafka_tier.swap import (
-    GRACE_MS,
-    Cluster,
-    SegmentStore,
-    SwapOutcome,
-    Swapper,
-    new_segment_id,
-    successor,
-)
-from segment_io.kafka_tier.swap_journal import Swap
 from segment_io.kafka_tier.url import ROOT, remote_only_url
 from segment_io.kafka_tier.view import KafkaTierView, open_kafka_tier
 from segment_io.layout import list_log_dir, segment_file_name

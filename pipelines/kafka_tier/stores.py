@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
+from pipelines.kafka_tier.swap import SegmentStore
 from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.aiven import SUFFIXES, AivenSegment, object_key
 from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
@@ -14,7 +15,6 @@ from segment_io.kafka_tier.keyring import Keyring, PublicKey
 from segment_io.kafka_tier.local_tiered import LocalTieredStore
 from segment_io.kafka_tier.metadata import SegmentMetadata
 from segment_io.kafka_tier.settings import AIVEN_RSM, TierSettings
-from segment_io.kafka_tier.swap import SegmentStore
 from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
 from segment_io.storage.base import Storage
 

@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from pipelines.kafka_tier.swap_journal import Journal, Swap
 from segment_io.clock import Clock, SystemClock
 from segment_io.errors import KafkaTierCorrupt
 from segment_io.kafka_tier.metadata import (
@@ -35,7 +36,6 @@ from segment_io.kafka_tier.metadata import (
     TopicIdPartition,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState
-from segment_io.kafka_tier.swap_journal import Journal, Swap
 from segment_io.storage.base import Storage
 
 GRACE_MS = 60_000  # after the successor is served, before the old objects go: a fetch in flight ends
