@@ -91,7 +91,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
-    from pipelines.runtime.harness import preflight
+    from pipelines.output.harness import preflight
     from segment_io.remote.view import log_url
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.

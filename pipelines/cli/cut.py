@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
     from pipelines.log.topics import source_topics
-    from pipelines.runtime.harness import preflight
+    from pipelines.output.harness import preflight
     from pipelines.runtime.tasks import near_log_bytes, placement
     from segment_io.remote.view import log_url
     from segment_io.storage import Location

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.keys.key_list import checked_key_list
     from pipelines.log.topics import source_topics
     from pipelines.output.destination import require_new_file
-    from pipelines.runtime.harness import preflight, rechecked
+    from pipelines.output.harness import preflight, rechecked
     from pipelines.runtime.tasks import near_log_bytes, placement
     from segment_io.remote.view import log_url
     from segment_io.storage import Location

@@ -75,7 +75,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
-    from pipelines.runtime.harness import preflight
+    from pipelines.output.harness import preflight
 
     config = load_job_config(args.config, args.set, args.topic_set)
     if args.expire:
@@ -139,7 +139,7 @@ def _refuse_ignored(args: argparse.Namespace) -> None:
 
 def run_restore(args: argparse.Namespace) -> int:
     from pipelines.jobs.tier.request import RestoreRequest
-    from pipelines.runtime.harness import preflight
+    from pipelines.output.harness import preflight
 
     request = preflight(
         RestoreRequest(

@@ -66,7 +66,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
     from pipelines.jobs.validate.user_suites import load_suite
-    from pipelines.runtime.harness import preflight
+    from pipelines.output.harness import preflight
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_url
 

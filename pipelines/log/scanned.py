@@ -19,7 +19,7 @@ from segment_io.storage import Location, Place, Storage
 from segment_io.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from pipelines.runtime.harness import JobRun
+    from pipelines.output.harness import JobRun
 
 Log = Callable[[str], Any]
 # Tasks per core for the scan (and copies): a few per core balance the cores; each more costs a

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.runtime.harness import job_run, staged_output
+from pipelines.output.harness import job_run, staged_output
 from pipelines.runtime.session import LazySpark, preload_in_workers
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 from segment_io.errors import CorruptBatch

@@ -180,3 +180,15 @@ def test_segment_io_writes_to_no_cluster() -> None:
         if name == "kafka" or name.startswith("kafka.")
     ]
     assert clients == []
+
+
+def test_runtime_is_spark_plumbing_only() -> None:
+    """runtime/ imports nothing of the job frame (output/), the jobs, the command line or run/."""
+    above = ("pipelines.output", "pipelines.jobs", "pipelines.cli", "pipelines.run", "pipelines.kafka_tier")
+    reaching = [
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in (ROOT / "pipelines" / "runtime").rglob("*.py")
+        for name in imported(p)
+        if any(name == a or name.startswith(a + ".") for a in above)
+    ]
+    assert reaching == []

@@ -13,7 +13,7 @@ from pipelines.jobs.clean.request import CleanRequest
 from pipelines.jobs.cut.request import CutRequest
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.tier.request import RestoreRequest, TierRequest
-from pipelines.runtime.harness import Checked, checked, preflight
+from pipelines.output.harness import Checked, checked, preflight
 
 pytestmark = pytest.mark.unit
 

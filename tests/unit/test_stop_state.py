@@ -94,7 +94,7 @@ def test_a_stop_a_library_swallowed_still_ends_the_command_as_a_stop(
 
 
 def test_a_job_that_returns_after_a_swallowed_stop_is_stopped_at_its_end(handled: None) -> None:
-    from pipelines.runtime.harness import job_run
+    from pipelines.output.harness import job_run
 
     with pytest.raises(Terminated), job_run(LazySpark(lambda: None), ()):
         _swallowed_in_a_spark_call(signal.SIGTERM)

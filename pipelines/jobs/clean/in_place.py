@@ -14,11 +14,11 @@ from typing import Any
 from pipelines.errors import ConfigError
 from pipelines.jobs.clean.job import run_clean
 from pipelines.jobs.clean.request import CleanRequest, require_new_reports
+from pipelines.output.harness import preflight
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
 from pipelines.output.report import RunReport
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import preflight
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_CLEAN

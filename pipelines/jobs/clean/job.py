@@ -28,6 +28,7 @@ from pipelines.log.producers import known_producers_of
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.copy import run_copies, segment_copies
 from pipelines.output.destination import require_new_file
+from pipelines.output.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.output.report import RunReport, write_json_report
 from pipelines.output.report_html import html_path, render
 from pipelines.output.staging import REPORT, Staging
@@ -35,7 +36,6 @@ from pipelines.runtime import progress
 from pipelines.runtime.dataflow import Flow, flow_of
 from pipelines.runtime.driver_threads import in_driver_threads
 from pipelines.runtime.faults import is_armed
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.runtime.session import LazySpark
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped

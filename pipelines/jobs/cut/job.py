@@ -25,10 +25,10 @@ from pipelines.log.truncation import (
 )
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
+from pipelines.output.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, REPORT, Staging
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_BYTES, run_packed

@@ -15,10 +15,10 @@ from pipelines.jobs.erase.job import Gate, run_erase
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.log.scanned import Log
 from pipelines.output.destination import require_new_file
+from pipelines.output.harness import preflight
 from pipelines.output.remote_commit import commit_staged, remove_finished_staging, staging_path
 from pipelines.output.staging import require_writable
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import preflight
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped, withdraw
 from segment_io.remote.manifest import ORIGIN_ERASE

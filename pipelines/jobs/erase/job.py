@@ -23,9 +23,9 @@ from pipelines.log.producers import listed_log_start, write_snapshots
 from pipelines.log.scanned import SCAN_TASKS_PER_CORE, Log, Scanned, scan_stage, skipped_docs
 from pipelines.output.checkpoints import write_checkpoint_files
 from pipelines.output.copy import CopyTask, run_copies
+from pipelines.output.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.output.report import write_json_report
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, NOT_FOUND_DIR, NOT_FOUND_SUFFIX, REPORT, Staging
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run, publish, staged_output
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import DRIVER_COMPACT_BYTES, run_packed

@@ -42,10 +42,10 @@ from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
 from pipelines.keys.key_list import KeyList, checked_key_list
 from pipelines.keys.key_set import ErasedKeys
 from pipelines.log.scanned import Log, scan_stage
+from pipelines.output.harness import job_run
 from pipelines.output.report import write_json_report
 from pipelines.output.run_lock import held
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import job_run
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.clock import SYSTEM_CLOCK, Clock

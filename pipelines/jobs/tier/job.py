@@ -32,10 +32,10 @@ from pipelines.jobs.tier.report import TierReport
 from pipelines.jobs.tier.request import TierRequest
 from pipelines.jobs.tier.warnings import tier_warnings
 from pipelines.log.scanned import Scanned, scan_log
+from pipelines.output.harness import Checked, JobRun, checked, job_run
 from pipelines.output.remote_upload import partition_files, upload_all, upload_tasks
 from pipelines.output.report import StageTimer, write_json_report
 from pipelines.runtime.faults import fault_point
-from pipelines.runtime.harness import Checked, JobRun, checked, job_run
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.broker_lock import broker_stopped

@@ -10,7 +10,7 @@ from typing import Any
 
 from pipelines.jobs.tier.request import RestoreRequest
 from pipelines.output.copy import CopyTask, run_copies, segment_copies
-from pipelines.runtime.harness import Checked, checked, job_run, publish, staged_output
+from pipelines.output.harness import Checked, checked, job_run, publish, staged_output
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import on_workers, spark_packs

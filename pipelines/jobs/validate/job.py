@@ -38,9 +38,9 @@ from pipelines.jobs.validate.suites import (
     record_structure_suite,
 )
 from pipelines.jobs.validate.user_suites import UserSuite, gx_suite, records_frame, require_topics
+from pipelines.output.harness import Checked, checked, job_run
 from pipelines.output.inventory import INVENTORY, inventory_problems
 from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, REPORT, published_manifest
-from pipelines.runtime.harness import Checked, checked, job_run
 from pipelines.runtime.session import LazySpark, session_of
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.tasks import fits_driver
