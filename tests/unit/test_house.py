@@ -192,3 +192,44 @@ def test_runtime_is_spark_plumbing_only() -> None:
         if any(name == a or name.startswith(a + ".") for a in above)
     ]
     assert reaching == []
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for path in modules():
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        names[name.removesuffix(".__init__")] = path
+    return names
+
+
+def _loaded_with(path: Path, known: dict[str, Path]) -> set[str]:
+    """The project's modules importing `path` loads before its own body runs on: its module-level
+    imports (`from X import Y` names X.Y where that is a module, else X); none inside a function
+    or an `if TYPE_CHECKING:` block."""
+    out = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                out.add(
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known else node.module
+                )
+    return out & set(known)
+
+
+def test_no_module_cycle_at_import_time() -> None:
+    known = _module_names()
+    graph = {name: _loaded_with(path, known) - {name} for name, path in known.items()}
+    cycles = []
+    for start in sorted(graph):
+        seen, stack = set(), [(start, [start])]
+        while stack:  # bounded: each module is entered once per start
+            node, trail = stack.pop()
+            for nxt in sorted(graph[node]):
+                if nxt == start:
+                    cycles.append(" -> ".join([*trail, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+    assert cycles == []
