@@ -51,6 +51,11 @@ def tiered_url(remote_url: str | None, local_url: str | None) -> str:
     return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
 
 
+def tiered_params(url: str) -> dict[str, str]:
+    """Inverse of `tiered_url`: its parameters by name (the one place a `tiered:` URL is parsed)."""
+    return {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+
+
 def log_location(
     path: Place,
     remote: Place | None = None,
@@ -113,7 +118,7 @@ def described(url: str) -> str:
         where = given.get("local") or given.get("metadata") or f"the cluster at {given.get('bootstrap')}"
         return f"{where} (with its Kafka remote tier, {given.get('settings')})"
     if url.startswith(f"{SCHEME}:"):
-        given = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+        given = tiered_params(url)
         if "local" in given:
             return f"{given['local']} (with its remote tier {given.get('remote')})"
         return str(given.get("remote"))
@@ -130,13 +135,13 @@ def sources_of(url: str) -> list[str]:
         return kafka_tier_sources(url)
     if not url.startswith(f"{SCHEME}:"):
         return [url]
-    params = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+    params = tiered_params(url)
     return [u for u in (params.get("remote"), params.get("local")) if u]
 
 
 def open_tiered(url: str) -> tuple[TieredView, str]:
     """Inverse of `tiered_url`."""
-    params = {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+    params = tiered_params(url)
     return TieredView(params.get("remote"), params.get("local")), ROOT
 
 
