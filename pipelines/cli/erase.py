@@ -142,6 +142,7 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     """erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments holding listed keys swapped for erased ones while the cluster serves them."""
     from pipelines.config import JobConfig
+    from pipelines.jobs.erase.kafka_tier import require_live_cluster
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.kafka_tier.swap import GRACE_MS
     from pipelines.keys.key_digest import read_secret
@@ -155,11 +156,7 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
         raise ConfigError(
             "erase --in-place --kafka-tier takes one path, the broker's log directory (no DST, no --validate)"
         )
-    if args.bootstrap_server is None:
-        raise ConfigError(
-            "erase --in-place --kafka-tier changes the tier of a live cluster: give --bootstrap-server "
-            "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
-        )
+    require_live_cluster(args.bootstrap_server)  # before anything is listed
     if args.grace_ms is not None and args.grace_ms < 0:
         raise ConfigError(f"--grace-ms {args.grace_ms}: must be 0 or more")
     if args.report:

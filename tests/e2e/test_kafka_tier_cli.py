@@ -296,3 +296,14 @@ def test_outputs_of_a_tier_carry_the_root_files_that_apply_to_them(tmp_path: Pat
         assert not (out / "bootstrap.checkpoint").exists()
         for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
             assert (out / name).read_text().splitlines()[1:] == ["1", "kip405 0 20000"], (out, name)
+
+
+def test_an_erase_in_place_without_its_live_cluster_is_refused_before_any_work(tmp_path: Path) -> None:
+    t = tier(PLAIN, tmp_path)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k-000000004\n")
+    proc = run_segpipe(
+        "erase", str(t.logdir), "--kafka-tier", str(t.settings), "--in-place", "--keys", str(keys)
+    )
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr
+    assert "works with the live cluster: give --bootstrap-server" in proc.stderr

@@ -73,6 +73,17 @@ class Planned:
     swap: Swap
 
 
+def require_live_cluster(bootstrap: str | None) -> str:
+    """An erase in place changes the tier of a serving cluster: refused without one (its bootstrap
+    servers returned)."""
+    if bootstrap is None:
+        raise KafkaTierSettings(
+            "erase --in-place on Kafka's tiered storage works with the live cluster: give --bootstrap-server "
+            "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
+        )
+    return bootstrap
+
+
 def erase_kafka_tier(
     spark: Spark,
     request: EraseRequest,
@@ -87,13 +98,9 @@ def erase_kafka_tier(
     # are only searched for listed keys (kafka_local.not_yet_tiered).
     request = replace(request, src=Location(remote_only_url(request.src.url)))
     view, _ = open_kafka_tier(request.src.url)
-    if view.bootstrap is None:
-        raise KafkaTierSettings(
-            "erase --in-place on Kafka's tiered storage works with the live cluster: give --bootstrap-server "
-            "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
-        )
+    bootstrap = require_live_cluster(view.bootstrap)
     store = segment_store(view.settings, *view.objects, view.keyring)
-    live = LiveCluster(view.bootstrap) if cluster is None else None
+    live = LiveCluster(bootstrap) if cluster is None else None
     try:
         talk = live if live is not None else cluster
         assert talk is not None
