@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError
+from pipelines.runtime.parallelism import parallelism
 
 PACKAGES = ("pipelines", "segment_io")
 
@@ -95,8 +96,6 @@ def _on_every_worker(
     found them, every module one of them lacks. A worker that cannot even start the probe (pyarrow
     missing) is read from Spark's error."""
     from pyspark.errors import PySparkException
-
-    from pipelines.runtime.session import parallelism
 
     tasks = parallelism(spark)
     try:

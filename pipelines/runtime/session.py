@@ -22,7 +22,9 @@ from pipelines.config.tuning import MASTER, tuned
 from pipelines.errors import ConfigError
 from pipelines.runtime.class_archive import java_options
 from pipelines.runtime.connect import connect, is_connect, remote_url
+from pipelines.runtime.connect_artifacts import check_workers
 from pipelines.runtime.local_workers import LocalWorkers
+from pipelines.runtime.parallelism import parallelism
 from pipelines.runtime.submitted import under_spark_submit
 from pipelines.runtime.worker_daemon import PRELOAD_ENV
 from segment_io.storage import loaded_clients
@@ -215,29 +217,10 @@ def with_sources(spark: Any) -> Any:
 
     if spark not in _WITH_SOURCES:
         if is_connect(spark):  # the source's reads run on the server's workers: segpipe must be there
-            from pipelines.runtime.connect_artifacts import check_workers
-
             check_workers(spark, ("pipelines.sources.kafka_segments",))
         register(spark)
         _WITH_SOURCES.add(spark)
     return spark
-
-
-_PARALLELISM: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # by session
-
-
-def parallelism(spark: Any) -> int:
-    """How many tasks the session runs at once: the context's default parallelism; on Spark
-    Connect (no context) the partitions Spark gives a frame it sizes itself, asked once."""
-    if spark not in _PARALLELISM:
-        if is_connect(spark):
-            from pyspark.sql.functions import spark_partition_id
-
-            frame = spark.range(0, 1 << 16).select(spark_partition_id().alias("p")).distinct()
-            _PARALLELISM[spark] = max(1, frame.count())
-        else:
-            _PARALLELISM[spark] = spark.sparkContext.defaultParallelism
-    return _PARALLELISM[spark]
 
 
 class LazySpark:
@@ -303,8 +286,6 @@ def preload_in_workers(spark: Any, modules: Sequence[str]) -> None:
     lacks is named before any work. Workers of a classic session also preload the object-store
     clients the driver has loaded: its tasks open the same stores."""
     if is_connect(spark):
-        from pipelines.runtime.connect_artifacts import check_workers
-
         check_workers(spark, modules)
     else:
         environment = spark.sparkContext.environment

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelines.runtime.connect import is_connect
-from pipelines.runtime.session import parallelism, preload_in_workers
+from pipelines.runtime.parallelism import parallelism
+from pipelines.runtime.session import preload_in_workers
 
 WARM_UP_GROUP = "segpipe-warm-up"
 
