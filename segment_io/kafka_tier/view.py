@@ -179,7 +179,8 @@ class KafkaTierView(LogView):
         for tip, state in replay.partitions.items():
             if not state.deleted:
                 candidates.setdefault(TopicPartition(tip.topic, tip.partition), []).append((tip, state))
-        return {tp: self._topic_of(tp, found) for tp, found in sorted(candidates.items())}
+        chosen = {tp: self._topic_of(tp, found) for tp, found in sorted(candidates.items())}
+        return {tp: state for tp, state in chosen.items() if state is not None}
 
     @cached_property
     def remote(self) -> dict[TopicPartition, tuple[SegmentObjects, ...]]:
@@ -216,30 +217,33 @@ class KafkaTierView(LogView):
 
     def _topic_of(
         self, tp: TopicPartition, found: list[tuple[TopicIdPartition, PartitionState]]
-    ) -> PartitionState:
-        """The segments of the topic (by id) the partition's name stands for: the only one, or the
-        one the local partition.metadata names (a topic deleted and created again)."""
-        if len(found) > 1:
-            found = [(tip, state) for tip, state in found if state.served()] or found[-1:]
-        if len(found) == 1:
-            return found[0][1]
-        local = {f.name: f for f in self._local_entries(tp.dir_name)}
-        topic_id = None
-        if PARTITION_METADATA in local:
-            for line in (
-                LogView.read(self, local[PARTITION_METADATA].path).decode(errors="replace").splitlines()
-            ):
-                if line.startswith("topic_id:"):
-                    topic_id = line.partition(":")[2].strip()
-        for tip, state in found:
-            if tip.topic_id == topic_id:
-                return state
-        ids = ", ".join(sorted(tip.topic_id for tip, _ in found))
+    ) -> PartitionState | None:
+        """The segments of the topic (by id) the partition's name stands for: the one its local
+        partition.metadata names (none where the metadata holds nothing of that id: another topic
+        of the same name, deleted and created again); without one, the only topic id with segments
+        served (None where none is: only deleted segments are known)."""
+        named = self._local_topic_id(tp)
+        if named is not None:
+            return next((state for tip, state in found if tip.topic_id == named), None)
+        served = [(tip, state) for tip, state in found if state.served()]
+        if len(served) <= 1:
+            return served[0][1] if served else (found[0][1] if len(found) == 1 else None)
+        ids = ", ".join(sorted(tip.topic_id for tip, _ in served))
         raise KafkaTierCorrupt(
             self.describe(tp),
             None,
-            f"the remote log metadata holds segments of {len(found)} topics named {tp.topic!r} (topic ids "
+            f"the remote log metadata holds segments of {len(served)} topics named {tp.topic!r} (topic ids "
             f"{ids}) and no local partition.metadata says which one is the topic",
+        )
+
+    def _local_topic_id(self, tp: TopicPartition) -> str | None:
+        local = {f.name: f for f in self._local_entries(tp.dir_name)}
+        if PARTITION_METADATA not in local:
+            return None
+        text = LogView.read(self, local[PARTITION_METADATA].path).decode(errors="replace")
+        return next(
+            (line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("topic_id:")),
+            None,
         )
 
     @cached_property

@@ -281,3 +281,14 @@ def test_a_segment_a_new_leader_uploaded_again_replaces_the_old_copy_when_rebuil
         f"{old_id} (from offset {int(start)}; indexes, log, rsm-manifest): another segment serves"
         in capsys.readouterr().err
     )
+
+
+def test_remote_segments_of_another_topic_of_the_same_name_are_not_read(tmp_path: Path) -> None:
+    """The local partition.metadata names the topic id: a metadata topic that only knows an older
+    topic of the same name (deleted and created again) serves none of its segments to this one,
+    and the log that is left is refused, not read as another topic's."""
+    t = tier(PLAIN, tmp_path, copy_logdir=True)
+    meta = t.logdir / "kip405-0" / "partition.metadata"
+    meta.write_text("version: 0\ntopic_id: BBBBBBBBBBBBBBBBBBBBBB\n")
+    with pytest.raises(KafkaTierCorrupt, match=r"has no segment of it: offsets 0-19999 are in neither tier"):
+        read(t)
