@@ -307,3 +307,19 @@ def test_an_erase_in_place_without_its_live_cluster_is_refused_before_any_work(t
     )
     assert proc.returncode == ExitCode.REFUSED, proc.stderr
     assert "works with the live cluster: give --bootstrap-server" in proc.stderr
+
+
+def test_a_cut_that_lost_a_partition_fails_its_proof(tmp_path: Path) -> None:
+    import shutil
+
+    t = tier(ENCRYPTED, tmp_path)
+    cut = tmp_path / "cut"
+    tiered = ("--kafka-tier", str(t.settings))
+    proc = run_segpipe("cut", str(t.logdir), str(cut), *tiered, "--until-offset", "3000", *NO_JVM)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    shutil.rmtree(cut / "kip405-1")
+    proc = run_segpipe(
+        "validate", str(cut), "--against", str(t.logdir), *tiered, "--report", str(tmp_path / "v")
+    )
+    assert proc.returncode == ExitCode.INVALID, proc.stdout + proc.stderr
+    assert "the output holds no kip405-1, which the cut keeps" in proc.stdout, proc.stdout

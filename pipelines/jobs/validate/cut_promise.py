@@ -33,7 +33,8 @@ def cut_verdicts(
     manifest: dict[str, Any],
     verdicts: PartitionVerdicts,
 ) -> None:
-    """One verdict per OUT partition under CUT_RULE."""
+    """One verdict per OUT partition under CUT_RULE, and one failed per SRC partition of a topic OUT
+    holds that OUT lacks (a cut keeps every partition of the topics it keeps)."""
     src = list_log_dir(source.storage, source.path)
     by_tp = {p.tp: p for p in src.partitions}
     starts = src.checkpoints.get(LOG_START_CHECKPOINT, {})
@@ -46,6 +47,11 @@ def cut_verdicts(
             continue
         problems = _problems(source, by_tp[tp], output, part, manifest, starts.get(tp, 0))
         verdicts.add(CUT_RULE, tp.topic, tp.partition, not problems, "; ".join(problems))
+    held, topics = {p.tp for p in listing.partitions}, {p.tp.topic for p in listing.partitions}
+    for tp in sorted(t for t in by_tp if t.topic in topics and t not in held):
+        verdicts.add(
+            CUT_RULE, tp.topic, tp.partition, False, f"the output holds no {tp.dir_name}, which the cut keeps"
+        )
 
 
 def _problems(
