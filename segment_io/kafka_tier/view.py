@@ -110,6 +110,7 @@ class KafkaTierView(LogView):
         self.remote_only = remote_only
         self.verify = verify
         self.from_bucket = from_bucket
+        self._proven: set[TopicPartition] = set()
         self.settings = read_settings(settings_url)
         if metadata_url is None and local_url is None and bootstrap is None and not from_bucket:
             raise KafkaTierSettings(
@@ -291,21 +292,15 @@ class KafkaTierView(LogView):
     def _list_partition(self, tp: TopicPartition) -> builtins.list[FileInfo]:
         segs = self.remote.get(tp, ())
         local = self._local_entries(tp.dir_name)
-        bases = sorted(b for f in local if f.name.endswith(".log") and (b := local_start(f.name)) is not None)
-        where = self.describe(tp)
-        state = self._states.get(tp)
-        note = require_log_start(tp, self._log_starts.get(tp), [s.seg for s in segs], bases, state, where)
-        if note is not None:
-            _say_once(f"note: {note}")
+        if tp not in self._proven:  # once per view: a listing is asked for many times
+            self._prove(tp, segs, local)
+            self._proven.add(tp)
         if self.remote_only:
             local = [f for f in local if local_start(f.name) is None]
         if not segs:
             return local
         next_offset = segs[-1].seg.end_offset + 1
         starts = {s.seg.start_offset for s in segs}
-        require_contiguous(where, [s.seg for s in segs], bases)
-        require_log_end(tp, self._log_reaches.get(tp), [s.seg for s in segs], bases, where)
-        self._check_bucket(tp, segs, state)
         out: builtins.list[FileInfo] = []
         for f in local:
             start, kind = local_start(f.name), f.name.rpartition(".")[2]
@@ -320,10 +315,6 @@ class KafkaTierView(LogView):
                 continue  # a local copy of a remote segment: read from the remote tier
             out.append(f)
         names = {f.name for f in out}
-        # Each segment's manifest read and checked, its data key unwrapped, several at a time (the
-        # reads wait on the store, the unwraps run without the GIL).
-        with ThreadPoolExecutor(max_workers=CHECK_THREADS) as pool:
-            list(pool.map(self._check_segment, segs))
         for s in segs:
             base, mtime = s.seg.start_offset, s.seg.mtime_ms
             out.append(FileInfo(s.log_url, segment_file_name(base, "log"), s.seg.size, mtime, False))
@@ -344,19 +335,33 @@ class KafkaTierView(LogView):
             )
         return sorted(out, key=lambda f: f.name)
 
+    def _prove(self, tp: TopicPartition, segs: tuple[SegmentObjects, ...], local: list[FileInfo]) -> None:
+        """The partition's extent against the broker's checkpoints and local segments, its objects
+        in the storage, and each served segment's objects against its metadata."""
+        bases = sorted(b for f in local if f.name.endswith(".log") and (b := local_start(f.name)) is not None)
+        where, state, served = self.describe(tp), self._states.get(tp), [s.seg for s in segs]
+        note = require_log_start(tp, self._log_starts.get(tp), served, bases, state, where)
+        if note is not None:
+            _say_once(f"note: {note}")
+        if not segs:
+            return
+        require_contiguous(where, served, bases)
+        require_log_end(tp, self._log_reaches.get(tp), served, bases, where)
+        storage, root = self.objects
+        warning = stray_objects(
+            bucket_segments(storage, root, self.settings, segs[0].seg.tp), segs, state, self.settings, tp
+        )
+        if warning is not None:
+            _say_once(warning)
+        # Each segment's manifest read and checked, its data key unwrapped, several at a time (the
+        # reads wait on the store, the unwraps run without the GIL).
+        with ThreadPoolExecutor(max_workers=CHECK_THREADS) as pool:
+            list(pool.map(self._check_segment, segs))
+
     def _check_segment(self, s: SegmentObjects) -> None:
         s.check()
         if self.verify:
             verify_indexes(s)
-
-    def _check_bucket(
-        self, tp: TopicPartition, segs: tuple[SegmentObjects, ...], state: PartitionState | None
-    ) -> None:
-        storage, root = self.objects
-        found = bucket_segments(storage, root, self.settings, segs[0].seg.tp)
-        warning = stray_objects(found, segs, state, self.settings, tp)
-        if warning is not None:
-            _say_once(warning)
 
     # --- reading -----------------------------------------------------------------------------------
 
