@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
 from pipelines.cli.key_args import add_key_arguments
@@ -17,6 +17,11 @@ from pipelines.cli.spark_args import (
 )
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
+from segment_io.storage import Location
+
+if TYPE_CHECKING:
+    from pipelines.config.selection import TopicSelection
+    from pipelines.jobs.erase.request import EraseRequest
 
 
 def add_parser(sub: Any) -> None:
@@ -67,15 +72,12 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from pipelines.config import JobConfig
-    from pipelines.jobs.erase.request import EraseRequest
-    from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
     from pipelines.log.topics import source_topics
     from pipelines.output.destination import require_new_file
     from pipelines.output.harness import preflight, rechecked
     from pipelines.runtime.tasks import near_log_bytes, placement
     from segment_io.remote.view import log_url
-    from segment_io.storage import Location
 
     if args.grace_ms is not None and not (args.in_place and args.kafka_tier):
         raise ConfigError("--grace-ms is for erase --in-place on Kafka's tiered storage (--kafka-tier)")
@@ -96,19 +98,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
     src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)) if args.kafka_tier else args.src)
     selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
-    asked = EraseRequest(
-        src=src,
-        dst=Location.of_optional(args.dst),
-        keys=args.keys,
-        key_format=args.key_format,
-        header_names=tuple(args.also_in_headers),
-        topics=None if selection.everything else selection,
-        dry_run=args.dry_run,
-        report_path=Location.of_optional(args.report),
-        on_corrupt=args.on_corrupt,
-        validate=args.validate,
-        digest=None if args.secret_file is None else read_secret(args.secret_file),
-    )
+    asked = _request(args, src, selection, dst=Location.of_optional(args.dst), validate=args.validate)
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)
     # In place, SRC is a remote tier (not a log directory), whatever its storage.
@@ -143,14 +133,11 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     segments holding listed keys swapped for erased ones while the cluster serves them."""
     from pipelines.config import JobConfig
     from pipelines.jobs.erase.kafka_tier import require_live_cluster
-    from pipelines.jobs.erase.request import EraseRequest
     from pipelines.kafka_tier.swap import GRACE_MS
-    from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
     from pipelines.log.topics import source_topics
     from pipelines.output.destination import require_new_file
     from segment_io.remote.view import log_url
-    from segment_io.storage import Location
 
     if args.dst is not None or args.validate:
         raise ConfigError(
@@ -164,19 +151,7 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)))
     selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
     keys = checked_key_list(args.keys, args.key_format, console.say)
-    request = EraseRequest(
-        src=src,
-        dst=None,
-        keys=args.keys,
-        key_format=args.key_format,
-        header_names=tuple(args.also_in_headers),
-        topics=None if selection.everything else selection,
-        dry_run=args.dry_run,
-        report_path=Location.of_optional(args.report),
-        on_corrupt=args.on_corrupt,
-        checked=keys,
-        digest=None if args.secret_file is None else read_secret(args.secret_file),
-    )
+    request = _request(args, src, selection, dst=None, checked=keys)
     with spark_on_demand(args, False, JOB_MODULES["erase"], local_likely=True) as spark:
         from pipelines.jobs.erase.kafka_tier import erase_kafka_tier
 
@@ -187,3 +162,25 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
         return ExitCode.VALIDATION
     left = done.get("left_as_they_were") or done.get("undone") or done.get("kept")
     return ExitCode.SKIPPED if left else ExitCode.OK
+
+
+def _request(
+    args: argparse.Namespace, src: Location, selection: TopicSelection, **given: Any
+) -> EraseRequest:
+    """The EraseRequest the arguments name, for SRC read as `src` and the topics `selection` keeps;
+    `given`: what the way it runs adds (a DST, the checked key list)."""
+    from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.keys.key_digest import read_secret
+
+    return EraseRequest(
+        src=src,
+        keys=args.keys,
+        key_format=args.key_format,
+        header_names=tuple(args.also_in_headers),
+        topics=None if selection.everything else selection,
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
+        digest=None if args.secret_file is None else read_secret(args.secret_file),
+        **given,
+    )
