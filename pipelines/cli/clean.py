@@ -91,8 +91,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_job_config
+    from pipelines.jobs.clean.placement import clean_placement
+    from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.log.source import open_source
     from pipelines.output.harness import preflight
-    from segment_io.remote.view import log_url
 
     # Refusals come before Spark starts: a bad flag, a missing or misnamed source cost nothing.
     config = load_job_config(args.config, args.set, args.topic_set)
@@ -103,12 +105,15 @@ def run(args: argparse.Namespace) -> int:
     if args.dst is None:
         raise ConfigError("clean needs SRC and DST (or SRC --in-place for a remote tier)")
     # SRC opened once: the checks below, the run's scan and its validation read the same storage.
-    src = Location(log_url(args.src, args.remote, kafka_tier_of(args)))
-    from pipelines.log.topics import source_topics
-
-    selection, topics = source_topics(src, config, tuple(args.topic), args.src)
+    source = open_source(
+        args.src,
+        remote=args.remote,
+        kafka_tier=kafka_tier_of(args),
+        config=config,
+        patterns=tuple(args.topic),
+    )
     if args.print_config:
-        for topic, values in config.describe(topics).items():
+        for topic, values in config.describe(source.topics).items():
             console.say(topic)
             for name, item in values.items():
                 console.say(f"  {name} = {item['value']}  ({item['source']})")
@@ -116,20 +121,17 @@ def run(args: argparse.Namespace) -> int:
     note = config.ignored_note()
     if note:
         console.say(note)
-    now_ms = now_from(args)
-    from pipelines.jobs.clean.request import CleanRequest
-
     request = preflight(
         CleanRequest(
-            src=src,
+            src=source.log,
             dst=Location(args.dst),
             config=config,
-            now_ms=now_ms,
+            now_ms=now_from(args),
             dry_run=args.dry_run,
             report_path=Location.of_optional(args.report),
             on_corrupt=args.on_corrupt,
             plan_json=args.json,
-            topics=None if selection.everything else selection,
+            topics=source.kept,
             link=args.link,
             select=args.select,
         )
@@ -142,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     validating = VALIDATION_MODULES if args.validate else ()
     # Spark starts with the run where compaction may need it (its JVM starting while the job's
     # modules load); otherwise only if a stage turns out to need it (runtime.session.LazySpark).
-    needed, local = spark_likely(src, config, topics, args.select, bool(suites), local_master_cores(args))
+    needed, local = clean_placement(source, config, args.select, bool(suites), local_master_cores(args))
     with spark_on_demand(args, needed, JOB_MODULES["clean"], *validating, local_likely=local) as spark:
         from pipelines.jobs.clean import run_clean
 
@@ -150,30 +152,9 @@ def run(args: argparse.Namespace) -> int:
         if args.validate:
             from pipelines.jobs.validate.gate import validation_gate
 
-            gate = validation_gate(spark, request.request.out, console.say, against=src, suites=suites)
+            gate = validation_gate(spark, request.request.out, console.say, against=source.log, suites=suites)
         report = run_clean(spark, request, console.say, gate)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK
-
-
-def spark_likely(
-    src: Location, config: JobConfig, topics: list[str], select: str, suites: bool, cores: int | None
-) -> tuple[bool, bool]:
-    """Whether a clean will likely need Spark, and whether it will likely work in the driver's
-    own processes (`cores`: a local master's, else None), known before its scan. With a local
-    master, Spark only for an operator suite; the processes where SRC is not on a local disk, or
-    larger than the driver's threads take, or a kept topic is compacted (not `--select kafka`,
-    which may choose none) and SRC is too large to be compacted in the driver's threads. With
-    any other master, Spark in those cases. A wrong guess only costs time: Spark starts where a
-    stage needs it."""
-    from pipelines.runtime.tasks import placement
-    from segment_io.layout import list_log_dir
-
-    storage, path = src.storage, src.path
-    partitions = list_log_dir(storage, path).partitions if storage.near else []
-    size = sum(p.size for p in partitions)
-    compacted = any(p.tp.topic in topics and config.for_topic(p.tp.topic).compact for p in partitions)
-    needed, local = placement(storage.near, size, compacted and select != "kafka", cores)
-    return suites or needed, local
 
 
 def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:

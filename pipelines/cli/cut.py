@@ -58,17 +58,15 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from pipelines.config import JobConfig
     from pipelines.jobs.cut.request import CutRequest
-    from pipelines.log.topics import source_topics
+    from pipelines.log.source import open_source
     from pipelines.output.harness import preflight
-    from pipelines.runtime.tasks import near_log_bytes, placement
-    from segment_io.remote.view import log_url
+    from pipelines.runtime.tasks import placement
     from segment_io.storage import Location
 
     # Refusals before any work: a bad request, a missing source, a destination in use.
     asked = CutRequest(
-        src=Location(log_url(args.src, kafka_tier=kafka_tier_of(args))),
+        src=args.src,
         dst=Location(args.dst),
         until_offset=args.until_offset,
         until_time=args.until_time,
@@ -76,10 +74,10 @@ def run(args: argparse.Namespace) -> int:
         report_path=Location.of_optional(args.report),
         on_corrupt=args.on_corrupt,
     )
-    selection, _ = source_topics(asked.src, JobConfig(), tuple(args.topic), args.src)
-    request = preflight(replace(asked, topics=None if selection.everything else selection))
+    source = open_source(args.src, kafka_tier=kafka_tier_of(args), patterns=tuple(args.topic))
+    request = preflight(replace(asked, src=source.log, topics=source.kept))
     # Where work runs, by the one rule (runtime.tasks.placement): a cut copies, it decodes no record.
-    needed, local = placement(asked.src.near, near_log_bytes(asked.src), False, local_master_cores(args))
+    needed, local = placement(source.log.near, source.near_bytes, False, local_master_cores(args))
     with spark_on_demand(args, needed, JOB_MODULES["cut"], local_likely=local) as spark:
         from pipelines.jobs.cut.job import run_cut
 

@@ -20,8 +20,8 @@ from segment_io.exit_codes import ExitCode
 from segment_io.storage import Location
 
 if TYPE_CHECKING:
-    from pipelines.config.selection import TopicSelection
     from pipelines.jobs.erase.request import EraseRequest
+    from pipelines.log.source import Source
 
 
 def add_parser(sub: Any) -> None:
@@ -71,13 +71,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from pipelines.config import JobConfig
     from pipelines.keys.key_list import checked_key_list
-    from pipelines.log.topics import source_topics
+    from pipelines.log.source import open_source
     from pipelines.output.destination import require_new_file
     from pipelines.output.harness import preflight, rechecked
-    from pipelines.runtime.tasks import near_log_bytes, placement
-    from segment_io.remote.view import log_url
+    from pipelines.runtime.tasks import placement
 
     if args.grace_ms is not None and not (args.in_place and args.kafka_tier):
         raise ConfigError("--grace-ms is for erase --in-place on Kafka's tiered storage (--kafka-tier)")
@@ -96,14 +94,14 @@ def run(args: argparse.Namespace) -> int:
             require_new_file(args.report)
     elif args.dst is None:
         raise ConfigError("erase needs SRC and DST (or SRC --in-place for a remote tier)")
-    src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)) if args.kafka_tier else args.src)
-    selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
-    asked = _request(args, src, selection, dst=Location.of_optional(args.dst), validate=args.validate)
+    source = open_source(args.src, kafka_tier=kafka_tier_of(args), patterns=tuple(args.topic))
+    src = Location(args.src) if args.in_place else source.log  # in place, the tier itself is written
+    asked = _request(args, source, src=src, dst=Location.of_optional(args.dst), validate=args.validate)
     # In place, the run erases into a staging area of the tier it names (jobs/erase/in_place.py).
     preflighted = None if args.in_place else preflight(asked)
     # In place, SRC is a remote tier (not a log directory), whatever its storage.
-    near_log = src.storage.near and not args.in_place
-    size = 0 if args.in_place else near_log_bytes(src)
+    near_log = src.near and not args.in_place
+    size = 0 if args.in_place else source.near_bytes
     # An erase rewrites segments, as a compaction does; in place, it works over a remote tier.
     needed, local = placement(near_log, size, True, local_master_cores(args))
     # The list is read once, and checked before a JVM starts; a local master's processes, cheap
@@ -131,13 +129,11 @@ def run(args: argparse.Namespace) -> int:
 def _run_kafka_tier(args: argparse.Namespace) -> int:
     """erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments holding listed keys swapped for erased ones while the cluster serves them."""
-    from pipelines.config import JobConfig
     from pipelines.jobs.erase.kafka_tier import require_live_cluster
     from pipelines.kafka_tier.swap import GRACE_MS
     from pipelines.keys.key_list import checked_key_list
-    from pipelines.log.topics import source_topics
+    from pipelines.log.source import open_source
     from pipelines.output.destination import require_new_file
-    from segment_io.remote.view import log_url
 
     if args.dst is not None or args.validate:
         raise ConfigError(
@@ -148,10 +144,9 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
         raise ConfigError(f"--grace-ms {args.grace_ms}: must be 0 or more")
     if args.report:
         require_new_file(args.report)
-    src = Location(log_url(args.src, kafka_tier=kafka_tier_of(args)))
-    selection, _ = source_topics(log_url(src.url), JobConfig(), tuple(args.topic), args.src)
+    source = open_source(args.src, kafka_tier=kafka_tier_of(args), patterns=tuple(args.topic))
     keys = checked_key_list(args.keys, args.key_format, console.say)
-    request = _request(args, src, selection, dst=None, checked=keys)
+    request = _request(args, source, dst=None, checked=keys)
     with spark_on_demand(args, False, JOB_MODULES["erase"], local_likely=True) as spark:
         from pipelines.jobs.erase.kafka_tier import erase_kafka_tier
 
@@ -165,19 +160,20 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
 
 
 def _request(
-    args: argparse.Namespace, src: Location, selection: TopicSelection, **given: Any
+    args: argparse.Namespace, source: Source, src: Location | None = None, **given: Any
 ) -> EraseRequest:
-    """The EraseRequest the arguments name, for SRC read as `src` and the topics `selection` keeps;
-    `given`: what the way it runs adds (a DST, the checked key list)."""
+    """The EraseRequest the arguments name, for SRC opened as `source` (the topics it keeps), read
+    as `src` where that is not `source.log`; `given`: what the way it runs adds (a DST, the
+    checked key list)."""
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.keys.key_digest import read_secret
 
     return EraseRequest(
-        src=src,
+        src=src or source.log,
         keys=args.keys,
         key_format=args.key_format,
         header_names=tuple(args.also_in_headers),
-        topics=None if selection.everything else selection,
+        topics=source.kept,
         dry_run=args.dry_run,
         report_path=Location.of_optional(args.report),
         on_corrupt=args.on_corrupt,

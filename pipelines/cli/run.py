@@ -114,10 +114,10 @@ def _refuse_before_spark(job: JobFile) -> None:
     """What the steps would refuse, refused before Spark starts and before any step publishes:
     per-topic configs and topic patterns that name no topic of the source, a key list that cannot
     be read, a suite great-expectations cannot run whole."""
-    from pipelines.log.topics import source_topics
+    from pipelines.log.source import open_source
 
     if job.cleans or job.erases:
-        source_topics(job.source, job.configs, job.topics.patterns)
+        open_source(job.source, config=job.configs, patterns=job.topics.patterns)
     if job.erase is not None:
         from pipelines.keys.key_list import checked_key_list
 

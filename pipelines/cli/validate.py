@@ -68,12 +68,10 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.jobs.validate.user_suites import load_suite
     from pipelines.output.harness import preflight
     from segment_io.layout import list_log_dir
-    from segment_io.remote.view import log_url
+    from segment_io.remote.view import log_location
 
     path_tier, against = _tiers(args)
     if args.erased:
-        from segment_io.remote.view import log_location
-
         log = log_location(args.path, args.remote, path_tier)
         list_log_dir(log.storage, log.path)  # a missing or misnamed path costs nothing
         return _prove_erasure(args, log, against)
@@ -85,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
     # Refused before Spark starts: a missing or misnamed PATH, a promise without its terms.
     request = preflight(
         ValidateRequest(
-            path=Location(log_url(args.path, kafka_tier=path_tier)),
+            path=log_location(args.path, kafka_tier=path_tier),
             remote=Location.of_optional(args.remote),
             report_dir=args.report or default_report_dir(args.path),
-            against=Location.of_optional(against),
+            against=against,
             now_ms=now_from(args),
             config=config,
             suites=suites,
@@ -100,37 +98,35 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if result.success else ExitCode.INVALID
 
 
-def _tiers(args: argparse.Namespace) -> tuple[KafkaTierSource | None, str | None]:
+def _tiers(args: argparse.Namespace) -> tuple[KafkaTierSource | None, Location | None]:
     """Where `--kafka-tier` applies: to PATH alone; with `--against`, to SRC (the tier an output
     was made from) and to PATH only where it is a tiered broker's log directory too. Returns PATH's
-    tier and SRC's URL."""
-    from segment_io.remote.view import holds_kafka_tier, log_url
+    tier and SRC (as read; not yet opened)."""
+    from segment_io.remote.view import holds_kafka_tier, log_location
 
     tier = kafka_tier_of(args, verify=True)
     if args.against is None or tier is None:
-        return tier, args.against
-    return (tier if holds_kafka_tier(args.path) else None), log_url(args.against, kafka_tier=tier)
+        return tier, Location.of_optional(args.against)
+    return (tier if holds_kafka_tier(args.path) else None), log_location(args.against, kafka_tier=tier)
 
 
-def _prove_erasure(args: argparse.Namespace, log: Location, against: str | None) -> int:
+def _prove_erasure(args: argparse.Namespace, log: Location, against: Location | None) -> int:
     """validate --erased FILE --against SRC: the erase's proof, from the data alone."""
-    from pipelines.config import JobConfig
     from pipelines.keys.key_digest import read_secret
     from pipelines.keys.key_list import checked_key_list
-    from pipelines.log.topics import source_topics
+    from pipelines.log.source import open_source
 
     if against is None or args.remote or args.suite:
         raise ConfigError(
             "--erased proves an erase against its source: give --against SRC (no --remote, --suite)"
         )
     keys = checked_key_list(args.erased, args.key_format, console.say)
-    selection, _ = source_topics(against, JobConfig(), tuple(args.topic), args.against)
-    topics = None if selection.everything else selection
+    source = open_source(against, patterns=tuple(args.topic), named=args.against)
     digest = None if args.secret_file is None else read_secret(args.secret_file)
     with spark_on_demand(args, False, JOB_MODULES["erase-proof"]) as spark:
         from pipelines.jobs.erase.gate import erasure_gate
 
-        gate = erasure_gate(spark, against, tuple(args.also_in_headers), topics, console.say)
+        gate = erasure_gate(spark, source.log, tuple(args.also_in_headers), source.kept, console.say)
         try:
             gate(log, keys)
         except ValidationFailed as exc:

@@ -12,7 +12,6 @@ from pipelines.runtime import dataflow, progress
 from pipelines.runtime.driver_threads import driver_threads, in_driver_threads
 from pipelines.runtime.session import LazySpark, session_of
 from pipelines.runtime.spark_handle import Spark
-from segment_io.storage import Location
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -108,14 +107,6 @@ def placement(near: bool, size: int, rewrites: bool, local_cores: int | None) ->
         heavy = not (near and driver_work() and size <= DRIVER_BYTES)
     local = local_cores is not None
     return heavy and not local, heavy and local
-
-
-def near_log_bytes(log: Location) -> int:
-    """The bytes of the log directory at `log` where its files are near, for `placement`; 0 where
-    they are not (far files are never listed just to guess where work runs)."""
-    from segment_io.layout import list_log_dir
-
-    return sum(p.size for p in list_log_dir(log.storage, log.path).partitions) if log.storage.near else 0
 
 
 def run_packed(

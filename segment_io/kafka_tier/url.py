@@ -78,17 +78,3 @@ def kafka_tier_sources(url: str) -> list[str]:
     with contextlib.suppress(KafkaTierSettings):  # the run refuses these settings itself, with the reason
         found.append(read_settings(given.get("settings", "")).storage_url)
     return found
-
-
-def remote_only_url(url: str) -> str:
-    """The same Kafka tier URL, listing the remote segments alone."""
-    given = url_params(url)
-    return kafka_tier_url(
-        given.get("settings", ""),
-        given.get("local"),
-        given.get("metadata"),
-        given.get("bootstrap"),
-        remote_only=True,
-        verify=given.get("verify") == "1",
-        from_bucket=given.get("from_bucket") == "1",
-    )

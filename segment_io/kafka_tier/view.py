@@ -12,6 +12,7 @@ Its own URL (`kafka-tier:...`) reopens it in Spark's workers.
 from __future__ import annotations
 
 import builtins
+import copy
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -145,6 +146,17 @@ class KafkaTierView(LogView):
                 from_bucket=self.from_bucket,
             )
         return path
+
+    def remote_only_view(self) -> KafkaTierView:
+        """The same log's remote segments alone (no local segment: a running broker's, which it is
+        writing), sharing this view's replay of the metadata and what it proved: the metadata is
+        read once. Only the listing of a partition differs (`_list_partition`)."""
+        if self.remote_only:
+            return self
+        self.remote  # noqa: B018 - replayed here, once, so the copy holds the same replay
+        other = copy.copy(self)
+        other.remote_only = True
+        return other
 
     # --- the remote log ------------------------------------------------------------------------
 

@@ -353,11 +353,11 @@ def test_source_is_untouched_and_output_validates(src: Path, out: Path) -> None:
 def test_a_topic_selection_keeps_only_its_topics(spark, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from pipelines.config.selection import TopicSelection
     from pipelines.errors import ConfigError
-    from pipelines.log.topics import source_topics
+    from pipelines.log.source import open_source
 
     with pytest.raises(ConfigError, match="ordrs matches no topic of SRC"):
-        source_topics(str(sample_dir), JobConfig(), ("ordrs",), "SRC")
-    assert source_topics(str(sample_dir), JobConfig(), ("ord*",))[1] == ["orders"]
+        open_source(str(sample_dir), patterns=("ordrs",), named="SRC")
+    assert open_source(str(sample_dir), patterns=("ord*",)).topics == ["orders"]
     dst = tmp_path / "selected"
     report = pipelines.clean(
         spark,

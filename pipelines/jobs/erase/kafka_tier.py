@@ -51,7 +51,7 @@ from pipelines.runtime.stop import publishing, raise_if_stopped
 from segment_io.clock import SYSTEM_CLOCK, Clock
 from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.objects import SegmentObjects
-from segment_io.kafka_tier.url import ROOT, remote_only_url
+from segment_io.kafka_tier.url import ROOT
 from segment_io.kafka_tier.view import KafkaTierView, open_kafka_tier
 from segment_io.layout import list_log_dir, segment_file_name
 from segment_io.segment.reader import SegmentReader
@@ -96,8 +96,11 @@ def erase_kafka_tier(
     `kafka-tier:` URL with the cluster's bootstrap servers)."""
     # The remote segments alone are read as a log: the broker's local ones, which it is writing,
     # are only searched for listed keys (kafka_local.not_yet_tiered).
-    request = replace(request, src=Location(remote_only_url(request.src.url)))
-    view, _ = open_kafka_tier(request.src.url)
+    served = request.src.storage
+    if not isinstance(served, KafkaTierView):
+        raise KafkaTierSettings(f"{request.src.url}: not a broker's log directory read with its Kafka tier")
+    view = served.remote_only_view()
+    request = replace(request, src=Location.at(view, ROOT))
     bootstrap = require_live_cluster(view.bootstrap)
     store = segment_store(view.settings, *view.objects, view.keyring)
     live = LiveCluster(bootstrap) if cluster is None else None
@@ -133,7 +136,7 @@ def _erase(
         if resumed.resumed:
             swaps = counted(len(resumed.resumed), "segment swap")
             log(f"segpipe: finished or undid {swaps} of an earlier run")
-            view, _ = open_kafka_tier(request.src.url)
+            view, _ = open_kafka_tier(request.src.url)  # the metadata read again, as the swaps left it
         if evidence.all():  # what the earlier runs' swaps removed, for this report
             journalled = {s.old.segment_id for s in swapper.journal.entries()}
             listed = {
