@@ -20,7 +20,7 @@ from pipelines.cli.spark_args import (
     spark_on_demand,
     workers_for,
 )
-from pipelines.config import JobConfig
+from pipelines.config import JobConfig, load_job_config
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import Location
@@ -90,7 +90,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.config import load_job_config
     from pipelines.jobs.clean.placement import clean_placement
     from pipelines.jobs.clean.request import CleanRequest
     from pipelines.log.source import open_source

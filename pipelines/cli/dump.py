@@ -13,7 +13,9 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import time_argument
+from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
+from segment_io.format.constants import CODEC_LABELS, TIMESTAMP_TYPE_LABELS, ControlType
 
 Decode = Callable[[bytes | None], str | None]
 DECODERS: dict[str, Decode] = {
@@ -51,7 +53,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.errors import ConfigError
     from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_location
 
@@ -117,7 +118,6 @@ def _lines(storage: Any, partitions: list[Any], args: argparse.Namespace) -> Ite
 
 
 def _batch_lines(reader: Any, tp: Any, segment: int, args: argparse.Namespace) -> Iterator[str]:
-    from segment_io.format.constants import CODEC_LABELS, TIMESTAMP_TYPE_LABELS
 
     table = reader.resolve_wrappers()
     derived = {
@@ -143,7 +143,6 @@ def _batch_lines(reader: Any, tp: Any, segment: int, args: argparse.Namespace) -
 
 
 def _record_docs(rb: Any, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    from segment_io.format.constants import ControlType
     from segment_io.internal_topics import decode_key, decode_value
 
     encode = DECODERS[args.decode]

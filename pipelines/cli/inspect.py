@@ -12,7 +12,7 @@ from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
 from pipelines.clock import iso, time_argument
 from segment_io.errors import SegmentError
 from segment_io.exit_codes import ExitCode
-from segment_io.layout import segment_file_name
+from segment_io.layout import LOG_START_CHECKPOINT, list_log_dir, segment_file_name
 
 
 def add_parser(sub: Any) -> None:
@@ -104,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _offsets_at(storage: Any, path: str, args: argparse.Namespace) -> int:
     """Per partition, what a consumer seeking to the time `args.at` is given (ListOffsets)."""
-    from segment_io.layout import LOG_START_CHECKPOINT, list_log_dir
     from segment_io.segment.list_offsets import offset_for_time
 
     listing = list_log_dir(storage, path, segment_file=True)

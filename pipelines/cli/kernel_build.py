@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from segment_io.exit_codes import ExitCode
+from segment_io.generate_spec import default_specs
 
 NOW_MS = "1700700000000"  # the samples' clock: their retention and compaction both have work
 COMPACT_AND_DELETE = [
@@ -47,7 +48,6 @@ def build(root: Path) -> list[str]:
     """Generate the log and run the workload; the command lines that failed."""
     from pipelines.cli.main import main as segpipe
     from segment_io.generate import generate_log_dir
-    from segment_io.generate_spec import default_specs
     from segment_io.storage import open_storage
 
     storage, path = open_storage(str(root / "log"))

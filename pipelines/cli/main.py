@@ -25,6 +25,7 @@ from pipelines.cli import (
     validate,
 )
 from pipelines.cli.entry import stop_exit, terminate
+from pipelines.cli.source_args import object_store_urls
 from pipelines.cli.spark_args import workers_forked_early
 from pipelines.errors import SegpipeError, Terminated
 from pipelines.runtime import faults
@@ -160,7 +161,6 @@ def _run(args: argparse.Namespace) -> int:
 def _missing_bucket(args: argparse.Namespace) -> str | None:
     """The bucket of an object-store URL among the command's arguments that does not exist: some
     stores answer a request into a missing bucket with an internal error that names nothing."""
-    from pipelines.cli.source_args import object_store_urls
 
     for url in object_store_urls(args):
         scheme, _, rest = url.partition("://")

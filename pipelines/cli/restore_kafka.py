@@ -12,6 +12,7 @@ from typing import Any
 from pipelines.cli import console
 from pipelines.clock import clock_ms
 from pipelines.errors import ConfigError
+from pipelines.runtime.faults import fault_point
 from segment_io.exit_codes import ExitCode
 
 
@@ -34,7 +35,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.runtime.faults import fault_point
     from pipelines.runtime.stop import publishing, stop_handlers
     from segment_io.kafka_restore import restore_into_kafka
     from segment_io.text import counted

@@ -14,8 +14,9 @@ from pipelines.cli.spark_args import (
     spark_on_demand,
     workers_for,
 )
-from pipelines.config.job_schema import CLEAN_STEPS, STEPS
-from pipelines.config.jobfile import JobFile
+from pipelines.clock import clock_ms, iso
+from pipelines.config.job_schema import CLEAN_STEPS, STEPS, schema_table
+from pipelines.config.jobfile import JobFile, load_job_file
 from pipelines.errors import ConfigError
 from pipelines.runtime.submitted import SPARK_MASTER, under_spark_submit
 from segment_io.exit_codes import ExitCode
@@ -49,9 +50,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.clock import clock_ms, iso
-    from pipelines.config.job_schema import schema_table
-    from pipelines.config.jobfile import load_job_file
     from pipelines.run.runner import chosen_units, unit_name
     from pipelines.run.state import open_state
 

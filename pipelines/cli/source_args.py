@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from pipelines.errors import ConfigError
+
 if TYPE_CHECKING:
     from segment_io.kafka_tier.url import KafkaTierSource
 
@@ -37,7 +39,6 @@ def add_kafka_tier(p: Any, what: str = "SRC") -> None:
 def kafka_tier_of(args: argparse.Namespace, verify: bool = False) -> KafkaTierSource | None:
     """The Kafka remote tier the command's options name, if any; `verify`: a command that proves
     a log (inspect, validate) has every object of every segment checked, not only those it reads."""
-    from pipelines.errors import ConfigError
     from segment_io.kafka_tier.url import KafkaTierSource
 
     if args.kafka_tier is None:

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
 from pipelines.cli.source_args import object_store_urls
+from pipelines.clock import parse_time
 from pipelines.errors import SegpipeError
+from pipelines.runtime.faults import fault_point
+from segment_io.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from pipelines.runtime.local_workers import LocalWorkers
@@ -67,7 +70,6 @@ def add_spark_arguments(p: argparse.ArgumentParser, job_module: str | None = Non
 
 
 def now_from(args: argparse.Namespace) -> int | None:
-    from pipelines.clock import parse_time
 
     return None if args.now is None else parse_time(args.now, "--now")
 
@@ -77,7 +79,6 @@ ON_CORRUPT = ("fail", "skip-partition")
 
 def add_on_corrupt(p: Any) -> None:
     """--on-corrupt, as every command that writes a log from another takes it."""
-    from segment_io.exit_codes import ExitCode
 
     p.add_argument(
         "--on-corrupt",
@@ -195,7 +196,6 @@ def spark_on_demand(
     carries the driver's own worker processes (runtime.local_workers), started at once where
     the run will likely use them (`local_likely`). The master and Spark settings are checked
     before anything starts either way, and Ctrl-C and SIGTERM stop the run from the start."""
-    from pipelines.runtime.faults import fault_point
     from pipelines.runtime.session import LazySpark, check_master
     from pipelines.runtime.stop import interrupt_cancels_jobs
 

@@ -16,9 +16,11 @@ from pipelines.cli.spark_args import (
     now_from,
     workers_for,
 )
+from pipelines.config import load_job_config
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
+from segment_io.storage import Location
 
 
 def add_parser(sub: Any) -> None:
@@ -74,7 +76,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.config import load_job_config
     from pipelines.output.harness import preflight
 
     config = load_job_config(args.config, args.set, args.topic_set)
@@ -95,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--max-bytes-per-second must be a positive number of bytes")
     log_dir, remote = args.paths
     from pipelines.jobs.tier.request import TierRequest
-    from segment_io.storage import Location
 
     asked = TierRequest(
         log_dir=Location(log_dir),

@@ -18,8 +18,10 @@ from pipelines.cli.spark_args import (
     now_from,
     spark_on_demand,
 )
+from pipelines.config import load_job_config
 from pipelines.errors import ConfigError, ValidationFailed
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import META_DIR, list_log_dir
 from segment_io.storage import Location
 
 if TYPE_CHECKING:
@@ -64,10 +66,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.config import load_job_config
     from pipelines.jobs.validate.user_suites import load_suite
     from pipelines.output.harness import preflight
-    from segment_io.layout import list_log_dir
     from segment_io.remote.view import log_location
 
     path_tier, against = _tiers(args)
@@ -145,7 +145,6 @@ def _check_evidence(out: Location, keys: Any, digest: Any) -> int:
 
     from pipelines.jobs.erase.evidence import evidence_problems
     from pipelines.output.staging import REPORT
-    from segment_io.layout import META_DIR
 
     path = out.file(posixpath.join(META_DIR, REPORT))
     if not out.storage.is_file(path):

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from pipelines.clock import parse_time
 from pipelines.config.job import JobConfig
 from pipelines.config.job_runtime import airflow_settings, spark_settings
 from pipelines.config.job_schema import (
@@ -35,6 +36,7 @@ from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.config.selection import TopicSelection
 from pipelines.config.yaml_node import YamlNode, keyed, section
 from pipelines.errors import ConfigError
+from segment_io.storage import open_storage
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,6 @@ def _resolve(value: str, base: str) -> str:
 
 
 def _exists(url: str) -> bool:
-    from segment_io.storage import open_storage
 
     storage, path = open_storage(url)
     return bool(storage.exists(path))
@@ -252,7 +253,6 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         source = log_url(source, kafka_tier=tier)  # every step reads it so
     elif check_source:
         from segment_io.kafka_tier.extent import untiered_read
-        from segment_io.storage import open_storage
 
         hint = untiered_read(*open_storage(source))
         if hint is not None:
@@ -296,8 +296,6 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     configs = _configs(items["configs"]) if "configs" in items else JobConfig()
     now_ms = None
     if "now" in items:
-        from pipelines.clock import parse_time
-
         try:
             now_ms = parse_time(items["now"].string("now"), "now")
         except ConfigError as exc:
@@ -349,7 +347,6 @@ def _cut(node: YamlNode) -> CutSettings:
         if not text.isdigit():
             raise items["until_offset"].refuse(f"cut.until_offset {text!r}: an offset (an integer ≥ 0)")
         return CutSettings(until_offset=int(text))
-    from pipelines.clock import parse_time
 
     try:
         return CutSettings(

@@ -9,7 +9,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pipelines.log.scan import ScanFailure, ScannedSegment, SegmentTask, run_scan_task, scan_tasks
+from pipelines.runtime.faults import fault_point
 from pipelines.runtime.spark_handle import Spark
+from pipelines.runtime.stop import raise_if_stopped
 from pipelines.runtime.tasks import run_packed
 from segment_io.errors import SegmentError
 from segment_io.layout import LogDirListing, SegmentFiles, list_log_dir
@@ -121,8 +123,6 @@ def scan_stage(
 ) -> Scanned:
     """The scan stage of a job's `run` (its timer, its Spark): SRC scanned, each partition left out
     for bad data said in the log (`on_corrupt` skip-partition; fail raises), then a stop point."""
-    from pipelines.runtime.faults import fault_point
-    from pipelines.runtime.stop import raise_if_stopped
 
     with run.timer.stage("scan"):
         scanned = scan_log(run.spark, src, log, skip_corrupt=on_corrupt == "skip-partition", topics=topics)

@@ -3,9 +3,9 @@ that do not exist yet."""
 
 from __future__ import annotations
 
-from pipelines.errors import DestinationExists, DestinationInsideSource
+from pipelines.errors import ConfigError, DestinationExists, DestinationInsideSource
 from pipelines.output.staging import require_writable
-from segment_io.remote.view import described
+from segment_io.remote.view import described, sources_of
 from segment_io.storage import Location, Place
 
 
@@ -18,7 +18,6 @@ def require_destination(src: Place, dst: Place) -> None:
     log directory holding a non-partition directory is one Kafka refuses to load; a tiered
     source is its local directory and its remote tier), not empty, or being written by a live
     run."""
-    from segment_io.remote.view import sources_of
 
     src, dst = Location.of(src), Location.of(dst)
     sources = sources_of(src.url)
@@ -49,8 +48,6 @@ def require_linkable(src: Place, dst: Place) -> None:
     """`--link` needs SRC and DST on one local file system (a hard link cannot cross file systems
     or reach an object store)."""
     import os
-
-    from pipelines.errors import ConfigError
 
     src_url, dst_url = str(src), str(dst)
     if "://" in src_url or "://" in dst_url:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pipelines.output.destination import require_new_file
 from pipelines.runtime.spark_handle import SparkSessionLike
 from segment_io.format.constants import MB
 from segment_io.storage import Location, Place
@@ -174,7 +175,6 @@ class StageTimer:
 def write_json_report(report: Place, doc: dict[str, Any]) -> None:
     """A run's report at `report` (--report), never over an existing file: checked when the run
     starts too, but another run may have written it since."""
-    from pipelines.output.destination import require_new_file
 
     report = Location.of(report)
     require_new_file(report)

@@ -18,11 +18,14 @@ from pipelines.clock import clock_ms, iso
 from pipelines.config.job_schema import CLEAN_STEPS
 from pipelines.config.jobfile import JobFile
 from pipelines.errors import ConfigError, ValidationFailed
+from pipelines.output.staging import CUT_JOB, ERASE_JOB, MANIFEST_JOB, published_manifest
 from pipelines.run.outputs import OUTPUT, identity, require_inputs, step_output
 from pipelines.run.state import RunState
 from pipelines.runtime.faults import fault_point
 from pipelines.runtime.spark_handle import Spark
 from pipelines.runtime.stop import raise_if_stopped, withdraw
+from segment_io.layout import list_log_dir
+from segment_io.storage import Location, open_storage
 
 if TYPE_CHECKING:  # the jobs load only when their step runs
     from pipelines.jobs.clean.request import CleanRequest
@@ -97,7 +100,6 @@ def clean_request(
     """The clean a clean unit of `job` runs: its source (or what its erase step wrote) into its
     output, under the unit's topic configs and the job's topic selection."""
     from pipelines.jobs.clean.request import CleanRequest
-    from segment_io.storage import Location
 
     assert job.output is not None
     return CleanRequest(
@@ -113,7 +115,6 @@ def clean_request(
 def cut_request(job: JobFile, dry_run: bool = False) -> CutRequest:
     """The cut step of `job`: its source into its cut log directory, the job's topics only."""
     from pipelines.jobs.cut.request import CutRequest
-    from segment_io.storage import Location
 
     assert job.cut is not None
     return CutRequest(
@@ -131,7 +132,6 @@ def erase_request(job: JobFile, dry_run: bool = False) -> EraseRequest:
     directory, the job's topics only."""
     from pipelines.jobs.erase.request import EraseRequest
     from pipelines.keys.key_digest import read_secret
-    from segment_io.storage import Location
 
     assert job.erase is not None
     secret = job.erase.secret_file
@@ -151,7 +151,6 @@ def tier_request(job: JobFile, now_ms: int | None) -> TierRequest:
     """The tier step of `job`: its log directory into its remote tier, under its configs; `now_ms`
     counts as chosen where the job file names its `now`."""
     from pipelines.jobs.tier.request import TierRequest
-    from segment_io.storage import Location
 
     assert job.remote is not None
     return TierRequest(
@@ -169,7 +168,6 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
     Data Docs beside the log."""
     from pipelines.jobs.validate import ValidateRequest, default_report_dir
     from pipelines.jobs.validate.user_suites import load_suite
-    from segment_io.storage import Location
 
     return ValidateRequest(
         path=Location(job.log_dir),
@@ -196,7 +194,6 @@ def _run_unit(spark: Spark, job: JobFile, state: RunState, unit: tuple[str, ...]
 
 def _cut(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
     from pipelines.jobs.cut.job import run_cut
-    from pipelines.output.staging import CUT_JOB, MANIFEST_JOB, published_manifest
 
     request = cut_request(job)
     published = published_manifest(request.dst)
@@ -225,7 +222,6 @@ def _cut(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
 
 def _erase(spark: Spark, job: JobFile, log: Log) -> dict[str, Any]:
     from pipelines.jobs.erase.job import run_erase
-    from pipelines.output.staging import ERASE_JOB, MANIFEST_JOB, published_manifest
 
     request = erase_request(job)
     published = published_manifest(request.out)
@@ -271,8 +267,6 @@ def release_cut(job: JobFile, state: RunState, log: Log) -> None:
     """Once a job's erase step is done, the cut log it read (beside the output, holding the listed
     keys' records) is removed: an intermediate the job made must not keep what it erased. Only a
     cut this job published of its source is removed, and only once the erased log is published."""
-    from pipelines.output.staging import CUT_JOB, ERASE_JOB, MANIFEST_JOB, published_manifest
-    from segment_io.storage import Location
 
     if not (job.cuts and job.erases and state.done("erase")):
         return
@@ -295,7 +289,6 @@ def release_cut(job: JobFile, state: RunState, log: Log) -> None:
 
 def _clean(spark: Spark, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
     from pipelines.jobs.clean import run_clean
-    from pipelines.output.staging import published_manifest
 
     assert job.output is not None
     published = published_manifest(job.output)
@@ -317,8 +310,6 @@ def _ours(manifest: dict[str, Any], job: JobFile, state: RunState, unit: tuple[s
     """The output was made by this very step: same source, same `now`, the same effective topic
     configs (a changed job file with its state file removed must not pass an old output off as
     its own)."""
-    from segment_io.layout import list_log_dir
-    from segment_io.storage import open_storage
 
     storage, path = open_storage(job.clean_source)
     topics = sorted({p.tp.topic for p in list_log_dir(storage, path).partitions if job.topics(p.tp.topic)})

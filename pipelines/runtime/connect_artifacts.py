@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pipelines
 from pipelines.errors import ConfigError
 from pipelines.runtime.parallelism import parallelism
 
@@ -52,7 +53,6 @@ def _digest_function() -> Callable[[str], str]:
 
 
 def _root() -> Path:
-    import pipelines
 
     return Path(pipelines.__file__).resolve().parent.parent
 

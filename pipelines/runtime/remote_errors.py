@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pipelines.errors import ConfigError
 from segment_io import errors
 
 _RAISED = re.compile(r"(segment_io|pipelines)\.errors\.(\w+): ([^\n]*)")
@@ -26,8 +27,6 @@ def typed_error_in(exc: BaseException) -> errors.SegpipeError | None:
         return None
     package, name, message = found[-1]
     if package == "pipelines":  # a run's own refusal found by a task (a key list's bad row)
-        from pipelines.errors import ConfigError
-
         return ConfigError(message.strip()) if name == "ConfigError" else None
     cls = getattr(errors, name, None)
     if not isinstance(cls, type):

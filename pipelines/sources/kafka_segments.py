@@ -36,9 +36,15 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from pipelines.clock import parse_time
 from pipelines.runtime.worker_daemon import freeze_loaded, in_spark_worker
-from segment_io.layout import PartitionListing
-from segment_io.segment.ranges import RecordRange, Window
+from segment_io.kafka_tier.url import KafkaTierSource
+from segment_io.layout import PartitionListing, list_log_dir
+from segment_io.remote.view import log_url
+from segment_io.segment.arrow import RECORD_SCHEMA
+from segment_io.segment.ranges import RecordRange, Window, segment_window
+from segment_io.segment.reader import SegmentReader
+from segment_io.storage import open_storage
 
 NAME = "kafka-segments"
 # The options that bound the records read (inclusive), with the RecordRange field each sets.
@@ -60,8 +66,6 @@ OPEN_COST_BYTES = 4 * 2**20
 def spark_schema() -> Any:
     """The Spark form of the one record schema (segment_io.segment.arrow.RECORD_SCHEMA)."""
     from pyspark.sql.pandas.types import from_arrow_schema
-
-    from segment_io.segment.arrow import RECORD_SCHEMA
 
     return from_arrow_schema(RECORD_SCHEMA)
 
@@ -118,8 +122,6 @@ class KafkaSegmentsReader(DataSourceReader):
         # `partitions`: only these partition directories (`orders-0,orders-1`), e.g. the sound ones.
         chosen = options.get("partitions")
         self.partition_dirs = {p.strip() for p in chosen.split(",") if p.strip()} if chosen else None
-        from segment_io.kafka_tier.url import KafkaTierSource
-        from segment_io.remote.view import log_url
 
         # `remote`: the log's remote tier, read with it as one log (a remote tier alone is a path too).
         # `kafkaTier`, `bootstrapServers`: a broker's log directory read with its Kafka remote tier;
@@ -135,8 +137,6 @@ class KafkaSegmentsReader(DataSourceReader):
         self.max_partition_bytes = _bytes(options, "maxPartitionBytes", MAX_PARTITION_BYTES)
 
     def partitions(self) -> list[SegmentPartition]:
-        from segment_io.layout import list_log_dir
-        from segment_io.storage import open_storage
 
         storage, path = open_storage(self.url)
         listing = list_log_dir(storage, path)
@@ -200,8 +200,6 @@ class KafkaSegmentsReader(DataSourceReader):
             )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from segment_io.segment.reader import SegmentReader
-        from segment_io.storage import open_storage
 
         assert isinstance(partition, SegmentPartition)
         if not partition.reads:
@@ -218,7 +216,6 @@ class KafkaSegmentsReader(DataSourceReader):
 def range_option(options: dict[str, str]) -> RecordRange:
     """The offset and time range the options bound (inclusive); a bad value or an empty range is
     refused naming the option."""
-    from pipelines.clock import parse_time
 
     bounds: dict[str, int] = {}
     for name, field in RANGE_OPTIONS.items():
@@ -241,7 +238,6 @@ def _windows(
     storage: Any, segments: list[tuple[Any, Any, int | None]], want: RecordRange
 ) -> list[Window | None]:
     """Each segment's window for `want`, its indexes read a few at a time (object stores)."""
-    from segment_io.segment.ranges import segment_window
 
     if want.unbounded:
         return [Window(0, files.size, files.size) for _, files, _ in segments]

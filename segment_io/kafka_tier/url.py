@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote, urlencode
 
 from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.settings import TierSettings
+from segment_io.storage import open_storage
+from segment_io.storage.log_view import view_params, view_url
 
 SCHEME = "kafka-tier"
 ROOT = "kafka-tier:"
@@ -51,17 +52,16 @@ def kafka_tier_url(
         "verify": "1" if verify else None,
         "from_bucket": "1" if from_bucket else None,
     }
-    return f"{SCHEME}:{urlencode({k: v for k, v in given.items() if v}, quote_via=quote, safe='')}"
+    return view_url(SCHEME, given)
 
 
 def url_params(url: str) -> dict[str, str]:
     """Inverse of `kafka_tier_url`: its parameters by name."""
-    return {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+    return view_params(SCHEME, url)
 
 
 def read_settings(settings_url: str) -> TierSettings:
     """The tiered-storage settings in the properties file at `settings_url`."""
-    from segment_io.storage import open_storage
 
     storage, path = open_storage(settings_url)
     try:

@@ -55,6 +55,7 @@ from segment_io.layout import (
     SEGMENT_SUFFIXES,
     segment_file_name,
 )
+from segment_io.storage import open_storage
 from segment_io.storage.base import FileInfo, Storage
 from segment_io.storage.log_view import LogView, local_start, replace_path
 from segment_io.topic_partition import TopicPartition
@@ -102,7 +103,6 @@ class KafkaTierView(LogView):
         verify: bool = False,
         from_bucket: bool = False,
     ) -> None:
-        from segment_io.storage import open_storage
 
         super().__init__(local_url)
         self.settings_url = settings_url
@@ -163,7 +163,6 @@ class KafkaTierView(LogView):
     def _metadata(self) -> Iterator[MetadataRecord]:
         """The remote log metadata records: rebuilt from the storage's objects, from the live cluster,
         or from a log directory's partitions."""
-        from segment_io.storage import open_storage
 
         if self.from_bucket:
             return bucket_metadata(*self.objects, self.settings)
@@ -175,7 +174,6 @@ class KafkaTierView(LogView):
         return read_metadata_log(*self.local)
 
     def _metadata_files(self) -> tuple[Storage, str] | None:
-        from segment_io.storage import open_storage
 
         if self.bootstrap is not None:
             return None

@@ -15,7 +15,6 @@ import builtins
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, quote, urlencode
 
 from segment_io.checkpoints import (
     format_leader_epoch_checkpoint,
@@ -23,6 +22,8 @@ from segment_io.checkpoints import (
     parse_offset_checkpoint,
 )
 from segment_io.errors import KafkaTierSettings, OverlappingSegments
+from segment_io.kafka_tier.url import SCHEME as KAFKA_TIER
+from segment_io.kafka_tier.url import kafka_tier_sources, kafka_tier_url, url_params
 from segment_io.layout import (
     CLEANER_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -35,7 +36,7 @@ from segment_io.remote.manifest import PartitionManifest
 from segment_io.remote.tier import RemoteTier
 from segment_io.storage.base import FileInfo, Storage
 from segment_io.storage.location import Location, Place
-from segment_io.storage.log_view import LogView, local_start, replace_path
+from segment_io.storage.log_view import LogView, local_start, replace_path, view_params, view_url
 from segment_io.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -47,13 +48,12 @@ ROOT = "tiered:"
 
 def tiered_url(remote_url: str | None, local_url: str | None) -> str:
     """The URL that names a remote tier and, optionally, its local log directory as one log."""
-    params = {k: v for k, v in (("remote", remote_url), ("local", local_url)) if v}
-    return f"{SCHEME}:{urlencode(params, quote_via=quote, safe='')}"
+    return view_url(SCHEME, {"remote": remote_url, "local": local_url})
 
 
 def tiered_params(url: str) -> dict[str, str]:
-    """Inverse of `tiered_url`: its parameters by name (the one place a `tiered:` URL is parsed)."""
-    return {k: v[0] for k, v in parse_qs(url.removeprefix(f"{SCHEME}:")).items()}
+    """Inverse of `tiered_url`: its parameters by name."""
+    return view_params(SCHEME, url)
 
 
 def log_location(
@@ -69,8 +69,6 @@ def log_location(
     command that only looks, passed to `warn`."""
     at = Location.of(path)
     if kafka_tier:
-        from segment_io.kafka_tier.url import kafka_tier_url
-
         settings = Location(kafka_tier.settings)  # both named in full: the URL is opened elsewhere too
         url = kafka_tier_url(
             settings.storage.url(settings.path),
@@ -110,8 +108,6 @@ def log_url(path: str, remote: str | None = None, kafka_tier: KafkaTierSource | 
 
 def described(url: str) -> str:
     """A log's URL as the user named it: a two-tier URL as its places, anything else as it is."""
-    from segment_io.kafka_tier.url import SCHEME as KAFKA_TIER
-    from segment_io.kafka_tier.url import url_params
 
     if url.startswith(f"{KAFKA_TIER}:"):
         given = url_params(url)
@@ -128,8 +124,6 @@ def described(url: str) -> str:
 def sources_of(url: str) -> list[str]:
     """The locations a log URL reads: a tiered URL's remote tier and local directory, else itself
     (what a destination must stay outside of)."""
-    from segment_io.kafka_tier.url import SCHEME as KAFKA_TIER
-    from segment_io.kafka_tier.url import kafka_tier_sources
 
     if url.startswith(f"{KAFKA_TIER}:"):
         return kafka_tier_sources(url)

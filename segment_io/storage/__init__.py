@@ -3,14 +3,11 @@ fsspec file system (`s3://`, `memory://`, ...), behind one small interface (`bas
 
 from __future__ import annotations
 
-import importlib
-import os
-from typing import Any, cast
-
 from segment_io.storage.base import Checksum, FileInfo, PendingFile, Storage
 from segment_io.storage.local import LocalStorage
 from segment_io.storage.location import Location, Place
 from segment_io.storage.object_store import ObjectStorage
+from segment_io.storage.opening import VIEW_OPENERS, open_storage
 
 __all__ = [
     "Checksum",
@@ -21,36 +18,12 @@ __all__ = [
     "PendingFile",
     "Place",
     "Storage",
+    "VIEW_OPENERS",
     "open_storage",
     "load_client",
     "loaded_clients",
     "transfer",
 ]
-
-
-# Views that read a log kept in several places as one log directory, by their URL's scheme: the
-# module and function that open one (imported on use: a view's module imports storage itself).
-VIEW_OPENERS = {
-    "tiered": ("segment_io.remote.view", "open_tiered"),  # a log directory and segpipe's remote tier
-    "kafka-tier": ("segment_io.kafka_tier.view", "open_kafka_tier"),  # a broker's and its KIP-405 tier
-}
-
-
-def open_storage(url: str, **options: Any) -> tuple[Storage, str]:
-    """The storage for `url` and the path inside it (local paths made absolute)."""
-    view, colon, _ = url.partition(":")
-    if colon and view in VIEW_OPENERS:
-        module, function = VIEW_OPENERS[view]
-        opener: Any = getattr(importlib.import_module(module), function)
-        return cast(tuple[Storage, str], opener(url))
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme == "file":
-        path = os.path.abspath(rest if sep else url)
-        return LocalStorage(), path.rstrip("/") or "/"
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(url, **options)
-    return ObjectStorage(fs), path.rstrip("/") or "/"
 
 
 def load_client(url: str) -> None:

@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from segment_io.storage.base import Storage
+from segment_io.storage.opening import open_storage
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,6 @@ class Location:
     def _opened(self) -> tuple[Storage, str]:
         if self._preset is not None:
             return self._preset
-        from segment_io.storage import open_storage
-
         return open_storage(self.url)
 
     @property

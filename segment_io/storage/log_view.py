@@ -9,13 +9,27 @@ from __future__ import annotations
 import builtins
 import posixpath
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from urllib.parse import parse_qs, quote, urlencode
 
 import numpy as np
 
 from segment_io.layout import parse_segment_file_quiet, parse_topic_partition
+from segment_io.storage import open_storage
 from segment_io.storage.base import FileInfo, PendingFile, Storage
 from segment_io.topic_partition import TopicPartition
+
+
+def view_url(scheme: str, params: Mapping[str, str | None]) -> str:
+    """A view's URL: its scheme and the places and switches it reads, as a query string (every
+    value quoted whole, so a URL inside it stays one value); empty values are left out. The URL
+    is what a view is carried as to a Spark worker, which opens it again there."""
+    return f"{scheme}:{urlencode({k: v for k, v in params.items() if v}, quote_via=quote, safe='')}"
+
+
+def view_params(scheme: str, url: str) -> dict[str, str]:
+    """Inverse of `view_url`: the parameters of a view's URL by name (the one place one is parsed)."""
+    return {k: v[0] for k, v in parse_qs(url.removeprefix(f"{scheme}:")).items()}
 
 
 class LogView(Storage):
@@ -25,7 +39,6 @@ class LogView(Storage):
     root: str
 
     def __init__(self, local_url: str | None) -> None:
-        from segment_io.storage import open_storage
 
         self.local_url = local_url
         self.local: tuple[Storage, str] | None = open_storage(local_url) if local_url else None

@@ -233,3 +233,93 @@ def test_no_module_cycle_at_import_time() -> None:
                     seen.add(nxt)
                     stack.append((nxt, [*trail, nxt]))
     assert cycles == []
+
+
+# What importing costs enough to be put off until a function needs it: these packages (each 50 ms
+# to seconds to import, measured), and the command line's start (every command loads the parser
+# of all, so what only one command's run needs is imported when it runs). A module that declares
+# numba kernels imports other modules of pipelines inside functions too: what its kernels' cache
+# stamp covers is its kernel modules alone (test_kernel_cache).
+START_UP_PACKAGES = (
+    "pyspark",
+    "py4j",
+    "numba",
+    "great_expectations",
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "fsspec",
+    "s3fs",
+    "kafka",
+    "yaml",
+    "airflow",
+)
+COMMAND_LINE_START = ("pipelines.cli.entry", "pipelines.cli.main")
+
+
+def _top_level_packages(path: Path) -> set[str]:
+    """The packages outside the project `path` imports at module level."""
+    out = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out - set(PACKAGES)
+
+
+def _parents(name: str, known: dict[str, Path]) -> list[str]:
+    parts = name.split(".")
+    return [p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in known]
+
+
+def _closure(start: str, graph: dict[str, set[str]], known: dict[str, Path]) -> set[str]:
+    """The project's modules importing `start` loads (their packages included)."""
+    seen, stack = {start}, [start]
+    while stack:  # bounded: each module is entered once
+        node = stack.pop()
+        for nxt in [*graph[node], *_parents(node, known)]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def test_a_function_imports_the_project_only_for_a_start_up_cost() -> None:
+    """A module of the project imported inside a function, not at the top, is one that costs its
+    importer a start-up: it loads a package of START_UP_PACKAGES the importer does not, or it is
+    outside the command line's start while the importer is inside it. Any other is imported at
+    the top (where no module cycle may form: test_no_module_cycle_at_import_time)."""
+    known = _module_names()
+    graph = {name: _loaded_with(path, known) - {name} for name, path in known.items()}
+    closures = {name: _closure(name, graph, known) for name in known}
+    costly = {
+        name: {pkg for m in closures[name] for pkg in _top_level_packages(known[m])} & set(START_UP_PACKAGES)
+        for name in known
+    }
+    start = set().union(*(closures[m] for m in COMMAND_LINE_START))
+    kernels = {name for name in known if "segment_io.kernel" in graph[name]}
+    free = []
+    for name, path in known.items():
+        for func in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    wanted = {
+                        f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                        for a in node.names
+                    }
+                elif isinstance(node, ast.Import):
+                    wanted = {a.name for a in node.names}
+                else:
+                    continue
+                for target in wanted & set(known):
+                    if costly[target] - costly[name]:
+                        continue
+                    if name in start and target not in start:
+                        continue
+                    if name in kernels and target.startswith("pipelines.") and target not in kernels:
+                        continue
+                    free.append(f"{path.relative_to(ROOT)}:{node.lineno}: {target}")
+    assert free == []

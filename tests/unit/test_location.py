@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import segment_io.storage as storage_module
+import segment_io.storage.location as location_module
 from pipelines import clean
 from pipelines.config import JobConfig
 from pipelines.jobs.clean.request import CleanRequest
@@ -24,13 +24,13 @@ NOW = 1_700_697_600_000
 
 def test_a_location_is_opened_once_on_first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[str] = []
-    original = storage_module.open_storage
+    original = location_module.open_storage
 
     def counting(url: str) -> tuple[object, str]:
         opened.append(url)
         return original(url)
 
-    monkeypatch.setattr(storage_module, "open_storage", counting)
+    monkeypatch.setattr(location_module, "open_storage", counting)
     at = Location(str(tmp_path))
     assert opened == []  # named, not opened: a request names its places before its refusals run
     assert isinstance(at.storage, LocalStorage) and at.path == str(tmp_path)
@@ -71,7 +71,7 @@ def test_a_clean_opens_its_source_and_destination_once(
     """Every check, stage, task and report of a run in the driver reads SRC, DST and the report
     through the storage its request opened: each URL is opened exactly once."""
     opened: list[str] = []
-    original = storage_module.open_storage
+    original = location_module.open_storage
 
     def counting(url: str) -> tuple[object, str]:
         opened.append(url)

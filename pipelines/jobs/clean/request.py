@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+from pipelines.output.destination import require_destination, require_linkable, require_new_file
+from pipelines.output.report_html import html_path
 from segment_io.storage import Location, Place
 from segment_io.storage.location import locate
 
@@ -59,7 +61,6 @@ class CleanRequest:
         """What refuses this clean before it reads a byte (a dry run refuses what the run would):
         a destination inside the source or in use, `link` across file systems, a report file
         (or its page) that exists."""
-        from pipelines.output.destination import require_destination, require_linkable
 
         require_destination(self.src, self.out)
         if self.link:
@@ -74,8 +75,5 @@ class CleanRequest:
 def require_new_reports(report: Place | None) -> None:
     """A clean's report file, and its page beside it, must not exist yet."""
     if report:
-        from pipelines.output.destination import require_new_file
-        from pipelines.output.report_html import html_path
-
         require_new_file(report)
         require_new_file(html_path(str(report)))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+from pipelines.output.destination import require_output
 from segment_io.storage import Location
 from segment_io.storage.location import locate
 
@@ -38,6 +39,5 @@ class CutRequest:
 
     def refusals(self) -> None:
         """A destination inside the source or in use, a report file that exists."""
-        from pipelines.output.destination import require_output
 
         require_output(self.src, self.dst, self.report_path)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pipelines.config.key_formats import KEY_FORMATS
 from pipelines.errors import ConfigError
 from pipelines.log.scanned import ON_CORRUPT
+from pipelines.output.destination import require_output
 from segment_io.storage import Location
 from segment_io.storage.location import locate
 
@@ -61,6 +62,5 @@ class EraseRequest:
 
     def refusals(self) -> None:
         """A destination inside the source or in use, a report file that exists."""
-        from pipelines.output.destination import require_output
 
         require_output(self.src, self.out, self.report_path)

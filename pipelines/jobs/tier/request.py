@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING
 
 from pipelines.config import JobConfig
 from pipelines.errors import ConfigError
+from pipelines.jobs.tier.unerased import require_no_unerased
+from pipelines.keys.key_list import read_key_list
+from pipelines.output.destination import require_destination, require_new_file, require_outside
+from segment_io.layout import TIER_MARKER, list_log_dir
+from segment_io.remote.tier import RemoteTier
+from segment_io.remote.view import log_location, tiered_url
 from segment_io.storage import Location
 from segment_io.storage.location import locate
 
@@ -48,9 +54,6 @@ class TierRequest:
         """A report file that exists; a remote tier given as the log directory (the arguments
         swapped); a missing or misnamed log directory; a remote tier inside the log directory, or
         at a place that holds anything but a tier."""
-        from pipelines.output.destination import require_new_file, require_outside
-        from segment_io.layout import TIER_MARKER, list_log_dir
-        from segment_io.remote.tier import RemoteTier
 
         if self.report_path:
             require_new_file(self.report_path)
@@ -88,7 +91,6 @@ class RestoreRequest:
     @cached_property
     def view(self) -> Location:
         """The two tiers as one log (what is read), opened once for the refusals and the run."""
-        from segment_io.remote.view import log_location, tiered_url
 
         if self.kafka_tier is not None:
             return log_location(self.remote, kafka_tier=self.kafka_tier)
@@ -97,9 +99,6 @@ class RestoreRequest:
     def refusals(self) -> None:
         """A prefix that is not a remote tier; a local log directory that is a tier, missing or
         misnamed; a destination inside what is read, or in use."""
-        from pipelines.output.destination import require_destination
-        from segment_io.layout import list_log_dir
-        from segment_io.remote.tier import RemoteTier
 
         if self.kafka_tier is not None:
             if self.local is not None or self.keys is not None:
@@ -114,8 +113,6 @@ class RestoreRequest:
             if RemoteTier.is_tier(self.local):
                 raise ConfigError(f"restore refused: the local log directory {self.local} is a remote tier")
             list_log_dir(self.local.storage, self.local.path)
-            from pipelines.jobs.tier.unerased import require_no_unerased
-            from pipelines.keys.key_list import read_key_list
 
             keys = None if self.keys is None else read_key_list(self.keys, self.key_format)
             require_no_unerased(self.view, self.local, keys)

@@ -14,6 +14,7 @@ from pipelines.config.terms import Terms
 from pipelines.errors import ConfigError
 from pipelines.log.plan import PartitionPlan, plan_log
 from pipelines.log.producers import known_producers_of
+from pipelines.log.scanned import scan_log
 from segment_io.errors import SegmentError
 from segment_io.layout import CLEANER_CHECKPOINT, LOG_START_CHECKPOINT, LogDirListing, list_log_dir
 from segment_io.storage import Location
@@ -94,7 +95,6 @@ class SourcePlan:
 def plan_source(sc: Any, src: Location, terms: Terms, log: Callable[[str], Any]) -> SourcePlan:
     """Scan SRC (one Spark job over its batch headers, bad partitions set aside as `clean
     --on-corrupt skip-partition` would) and plan every partition under `terms`."""
-    from pipelines.log.scanned import scan_log
 
     scanned = scan_log(sc, src, log, skip_corrupt=True, topics=terms.selects)
     cleaners = scanned.listing.checkpoints.get(CLEANER_CHECKPOINT, {})

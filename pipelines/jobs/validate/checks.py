@@ -24,6 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.jobs.validate.frames import with_key_b64
+from pipelines.log.scanned import SCAN_TASKS_PER_CORE
+from pipelines.runtime.tasks import one_task_each, run_packed
+from segment_io.segment.reader import SegmentReader
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -78,8 +83,6 @@ class FileCheck:
 def file_checks(sc: Any, log: Location, parts: list[PartitionListing]) -> list[FileCheck]:
     """The file rules of every partition: in the driver's threads where the files are near and
     not too many bytes (as the scan), else one Spark task per pack of partitions."""
-    from pipelines.log.scanned import SCAN_TASKS_PER_CORE
-    from pipelines.runtime.tasks import run_packed
 
     sizes = [part.size for part in parts]
 
@@ -125,8 +128,6 @@ def partition_facts(log: Location, part: PartitionListing, bounds: Bounds) -> pa
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from segment_io.segment.reader import SegmentReader
 
     storage = log.storage
     log_start_offset, cleaner_offset = bounds.log_start_offset, bounds.cleaner_offset
@@ -207,8 +208,6 @@ def record_checks(
     """The record rules of `parts` (partitions whose files passed): identity (topic, partition,
     offset, base64 key) and one boolean column per rule, with each partition's `bounds`; a Table
     made in the driver for a small near log, else a DataFrame (pipelines.runtime.tasks)."""
-    from pipelines.jobs.validate.frames import with_key_b64
-    from pipelines.runtime.tasks import one_task_each
 
     def facts(part: PartitionListing) -> Any:
         return [partition_facts(log, part, bounds.get(part.tp, Bounds()))]

@@ -26,7 +26,10 @@ import pyarrow.compute as pc
 
 from pipelines.jobs.validate.allowed import Allowed
 from pipelines.runtime.spark_handle import Spark
+from pipelines.runtime.tasks import one_task_each
 from segment_io.layout import PartitionListing
+from segment_io.segment.digest import record_digests
+from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Location
 
 # One boolean column per rule; a row fills those of its kind and leaves the others null.
@@ -76,7 +79,6 @@ def _read(
     is in `digest_at` (sorted; None: every record) and 0 for the others: only records at an output
     offset are compared, and hashing every value of a compacted source cost a third of its read
     (measured: 1.2 s of 3.4 s for a 500 MB partition)."""
-    from segment_io.segment.reader import SegmentReader
 
     chunks: dict[str, list[Any]] = {name: [] for name in (*READ, "digest", "has_value")}
     if part is not None:
@@ -101,7 +103,6 @@ def _read(
 
 def _digests(batch: pa.RecordBatch, digest_at: np.ndarray | None) -> pa.Array:
     """The digests of `batch`'s records at offsets in `digest_at` (every record for None), 0 elsewhere."""
-    from segment_io.segment.digest import record_digests
 
     if digest_at is None:
         return pa.array(record_digests(batch))
@@ -269,8 +270,6 @@ def promise_rows(
     spark: Spark, pairs: list[PartitionPair], output: Location, source: Location, now_ms: int
 ) -> Any:
     """`partition_promise` of every pair as one DataFrame (PROMISE_DDL), one task per pair."""
-
-    from pipelines.runtime.tasks import one_task_each
 
     sizes = [sum(part.size for part in (pair.output, pair.source) if part is not None) for pair in pairs]
     near = output.near and source.near

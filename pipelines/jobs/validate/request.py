@@ -8,7 +8,12 @@ from functools import cached_property
 
 from pipelines.config import JobConfig
 from pipelines.config.terms import Terms
+from pipelines.jobs.validate.allowed import promise_terms
+from pipelines.jobs.validate.cut_promise import is_cut
 from pipelines.jobs.validate.user_suites import UserSuite
+from pipelines.output.staging import published_manifest
+from segment_io.layout import list_log_dir
+from segment_io.remote.view import log_location
 from segment_io.storage import Location
 from segment_io.storage.location import locate
 
@@ -40,24 +45,18 @@ class ValidateRequest:
     def log(self) -> Location:
         """What is validated: `path`, with `remote` the two tiers as one log, or, where `path` is a
         remote tier, that tier alone; opened once for the refusals and the run."""
-        from segment_io.remote.view import log_location
 
         return log_location(self.path, self.remote)
 
     @cached_property
     def source(self) -> Location | None:
         """`against` as a log (a remote tier read as one), opened once; None without it."""
-        from segment_io.remote.view import log_location
 
         return None if self.against is None else log_location(self.against)
 
     def refusals(self) -> None:
         """A missing or misnamed PATH; a promise whose terms are neither given nor recorded in
         PATH's manifest."""
-        from pipelines.jobs.validate.allowed import promise_terms
-        from pipelines.jobs.validate.cut_promise import is_cut
-        from pipelines.output.staging import published_manifest
-        from segment_io.layout import list_log_dir
 
         list_log_dir(self.log.storage, self.log.path, allow_incomplete=self.staged)
         if self.against is not None and self.terms is None:

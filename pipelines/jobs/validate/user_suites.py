@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.errors import ConfigError
+from pipelines.runtime.session import with_sources
 from pipelines.runtime.spark_handle import Spark
 from segment_io.storage import open_storage
 
@@ -165,8 +166,6 @@ def gx_suite(gx: Any, suite: UserSuite, index: int) -> Any:
 def records_frame(spark: Spark, url: str, suite: UserSuite, partition_dirs: list[str]) -> Any:
     """The data records of `suite`'s topics in `partition_dirs`, decoded as the suite says."""
     from pyspark.sql import functions as F
-
-    from pipelines.runtime.session import with_sources
 
     frame = (
         with_sources(spark)
