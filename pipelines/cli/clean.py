@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from pipelines.cli import console
-from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
+from pipelines.cli.source_args import add_grace_ms, add_kafka_tier, grace_ms_of, kafka_tier_of
 from pipelines.cli.spark_args import (
     JOB_MODULES,
     VALIDATION_MODULES,
@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--remote", metavar="REMOTE_URL", help="SRC's remote tier: the two are cleaned as one log")
     add_kafka_tier(p)
+    add_grace_ms(p)
     p.add_argument(
         "--topic",
         action="append",
@@ -99,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_job_config(args.config, args.set, args.topic_set)
     if args.suite and not args.validate:
         raise ConfigError("--suite runs in the validation gate: add --validate")
+    grace_ms = grace_ms_of(args)  # refused where nothing is swapped
+    if args.in_place and args.kafka_tier:
+        return _run_kafka_tier(args, config, grace_ms)
     if args.in_place:
         return _run_in_place(args, config)
     if args.dst is None:
@@ -187,3 +191,41 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
 
         report = clean_in_place(sc, asked, console.say)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK
+
+
+def _run_kafka_tier(args: argparse.Namespace, config: JobConfig, grace_ms: int | None) -> int:
+    """clean LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
+    segments of the topics the configs compact, compacted and swapped while the cluster serves them."""
+    from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.kafka_tier.rewrite import require_live_cluster
+    from pipelines.log.source import open_source
+
+    if args.dst is not None or args.remote or args.link or args.validate or args.select != "all":
+        raise ConfigError(
+            "clean --in-place --kafka-tier takes one path, the broker's log directory, and proves every "
+            "successor before it is served (no DST, --remote, --link, --validate or --select)"
+        )
+    require_live_cluster(args.bootstrap_server, "clean", "cleaned")  # before anything is listed
+    source = open_source(args.src, kafka_tier=kafka_tier_of(args), config=config, patterns=tuple(args.topic))
+    request = CleanRequest(
+        src=source.log,
+        config=config,
+        now_ms=now_from(args),
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
+        topics=source.kept,
+    )
+    with spark_on_demand(args, False, JOB_MODULES["clean"], *VALIDATION_MODULES, local_likely=True) as spark:
+        from pipelines.jobs.clean.kafka_tier import clean_kafka_tier
+        from pipelines.jobs.validate.gate import validation_gate
+        from pipelines.kafka_tier.swap import GRACE_MS
+
+        def gate_for(out: Location, against: Location) -> Any:
+            return validation_gate(spark, out, console.say, against=against)
+
+        grace = GRACE_MS if grace_ms is None else grace_ms
+        report = clean_kafka_tier(spark, request, gate_for, console.say, grace_ms=grace)
+    done = report.kafka_tier or {}
+    left = done.get("left_as_they_were") or done.get("undone") or done.get("kept")
+    return ExitCode.SKIPPED if left or report.skipped else ExitCode.OK

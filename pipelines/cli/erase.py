@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
 from pipelines.cli.key_args import add_key_arguments
-from pipelines.cli.source_args import add_kafka_tier, kafka_tier_of
+from pipelines.cli.source_args import add_grace_ms, add_kafka_tier, grace_ms_of, kafka_tier_of
 from pipelines.cli.spark_args import (
     JOB_MODULES,
     add_on_corrupt,
@@ -40,14 +40,7 @@ def add_parser(sub: Any) -> None:
         help="SRC is a remote tier: write the erased segments into it as new objects and commit them as a "
         "new manifest version (the old objects, with the erased records, stay until tier --expire)",
     )
-    p.add_argument(
-        "--grace-ms",
-        type=int,
-        default=None,
-        metavar="MS",
-        help="with --kafka-tier --in-place: how long a replaced remote segment stays after its successor is "
-        "served, for fetches in flight (default 60000)",
-    )
+    add_grace_ms(p)
     p.add_argument(
         "--keys",
         required=True,
@@ -77,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.output.harness import preflight, rechecked
     from pipelines.runtime.tasks import placement
 
-    if args.grace_ms is not None and not (args.in_place and args.kafka_tier):
-        raise ConfigError("--grace-ms is for erase --in-place on Kafka's tiered storage (--kafka-tier)")
+    grace_ms_of(args)  # refused where nothing is swapped
     if args.in_place and args.kafka_tier:
         return _run_kafka_tier(args)
     # Refusals before Spark starts: a missing source, a destination in use (and the list, below).
@@ -129,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_kafka_tier(args: argparse.Namespace) -> int:
     """erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments holding listed keys swapped for erased ones while the cluster serves them."""
-    from pipelines.jobs.erase.kafka_tier import require_live_cluster
+    from pipelines.kafka_tier.rewrite import require_live_cluster
     from pipelines.kafka_tier.swap import GRACE_MS
     from pipelines.keys.key_list import checked_key_list
     from pipelines.log.source import open_source
@@ -139,9 +131,7 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
         raise ConfigError(
             "erase --in-place --kafka-tier takes one path, the broker's log directory (no DST, no --validate)"
         )
-    require_live_cluster(args.bootstrap_server)  # before anything is listed
-    if args.grace_ms is not None and args.grace_ms < 0:
-        raise ConfigError(f"--grace-ms {args.grace_ms}: must be 0 or more")
+    require_live_cluster(args.bootstrap_server, "erase", "erased")  # before anything is listed
     if args.report:
         require_new_file(args.report)
     source = open_source(args.src, kafka_tier=kafka_tier_of(args), patterns=tuple(args.topic))
@@ -150,7 +140,8 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     with spark_on_demand(args, False, JOB_MODULES["erase"], local_likely=True) as spark:
         from pipelines.jobs.erase.kafka_tier import erase_kafka_tier
 
-        grace = GRACE_MS if args.grace_ms is None else args.grace_ms
+        given = grace_ms_of(args)
+        grace = GRACE_MS if given is None else given
         report = erase_kafka_tier(spark, request, console.say, grace_ms=grace)
     done = report.kafka_tier or {}
     if done.get("proof_failed"):

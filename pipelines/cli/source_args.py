@@ -36,6 +36,28 @@ def add_kafka_tier(p: Any, what: str = "SRC") -> None:
     )
 
 
+def add_grace_ms(p: Any) -> None:
+    p.add_argument(
+        "--grace-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="with --kafka-tier --in-place: how long a replaced remote segment stays after its successor is "
+        "served, for fetches in flight (default 60000)",
+    )
+
+
+def grace_ms_of(args: argparse.Namespace) -> int | None:
+    """The grace period `--grace-ms` gives (None: the default), refused where nothing is swapped."""
+    if args.grace_ms is None:
+        return None
+    if not (args.in_place and args.kafka_tier):
+        raise ConfigError("--grace-ms is for --in-place on Kafka's tiered storage (--kafka-tier)")
+    if args.grace_ms < 0:
+        raise ConfigError(f"--grace-ms {args.grace_ms}: must be 0 or more")
+    return int(args.grace_ms)
+
+
 def kafka_tier_of(args: argparse.Namespace, verify: bool = False) -> KafkaTierSource | None:
     """The Kafka remote tier the command's options name, if any; `verify`: a command that proves
     a log (inspect, validate) has every object of every segment checked, not only those it reads."""

@@ -70,6 +70,20 @@ class JobConfig:
             sources=sources,
         )
 
+    def each_segment_alone(self, why: str) -> JobConfig:
+        """Every segment a group of its own (`segment.bytes` 1: no neighbour joins a group), so each
+        cleaned segment keeps its input's offsets: what replaces a served remote segment must.
+        `why` is recorded as the value's source."""
+        name = "segment.bytes"
+        sources = {key: {**values, name: why} for key, values in self.sources.items()}
+        sources["*"] = {**sources.get("*", {}), name: why}
+        return replace(
+            self,
+            defaults=replace(self.defaults, segment_bytes=1),
+            topics={t: replace(c, segment_bytes=1) for t, c in self.topics.items()},
+            sources=sources,
+        )
+
     def only(self, policy: str, why: str) -> JobConfig:
         """Each topic with only the `policy` half of its cleanup.policy (`delete`: retention,
         `compact`: compaction), for a run that applies one of the two; a topic left with neither

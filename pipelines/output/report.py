@@ -79,6 +79,7 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     plan: list[dict[str, Any]] = field(default_factory=list)  # per partition, what the run decided
     skipped: list[dict[str, Any]] = field(default_factory=list)  # partitions left out: bad data
+    kafka_tier: dict[str, Any] | None = None  # in place on Kafka's tiered storage: the swaps
 
     @property
     def bytes_in(self) -> int:

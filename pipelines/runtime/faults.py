@@ -47,6 +47,7 @@ FAULT_POINTS: dict[str, str] = {
     "kafka-tier-uploaded": "a successor's objects uploaded and read back, not yet served",
     "kafka-tier-copy-finished": "a successor's COPY_SEGMENT_FINISHED sent (served), the old segment kept",
     "kafka-tier-delete-started": "the old segment's DELETE_SEGMENT_STARTED sent, its objects not yet gone",
+    "kafka-tier-compacted": "a tier's remote segments compacted and proved in its staging, no swap begun",
     "after-step-<step>": "segpipe run: a job file's step recorded done, the next not started",
 }
 

@@ -13,7 +13,7 @@ fails is left as it was and named (exit 3).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,11 +22,18 @@ import numpy as np
 from pipelines.jobs.erase.carried import EvidenceStore, SegmentEvidence, carry, settle_evidence
 from pipelines.jobs.erase.evidence import EraseReport, key_evidence, say_totals
 from pipelines.jobs.erase.job import WORKER_MODULES, Erased, erase_all, fill_report, segment_tasks
-from pipelines.jobs.erase.kafka_local import LocalSegments, not_yet_tiered
+from pipelines.jobs.erase.kafka_local import not_yet_tiered
 from pipelines.jobs.erase.proof import PairTask, prove_pairs
 from pipelines.jobs.erase.request import EraseRequest
 from pipelines.jobs.erase.segment import EraseTask, SegmentErasure
 from pipelines.kafka_tier.cluster import LiveCluster
+from pipelines.kafka_tier.rewrite import (
+    require_live_cluster,
+    retention_refusals,
+    staged_loader,
+    staged_path,
+    swap_doc,
+)
 from pipelines.kafka_tier.stores import lock_path, segment_store, staging_dir
 from pipelines.kafka_tier.swap import (
     GRACE_MS,
@@ -53,14 +60,11 @@ from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.objects import SegmentObjects
 from segment_io.kafka_tier.url import ROOT
 from segment_io.kafka_tier.view import KafkaTierView, open_kafka_tier
-from segment_io.layout import list_log_dir, segment_file_name
+from segment_io.layout import list_log_dir
 from segment_io.segment.reader import SegmentReader
 from segment_io.storage import Location
 from segment_io.text import counted
 from segment_io.topic_partition import TopicPartition
-
-RETENTION_BYTES = "retention.bytes"
-STAGED_KINDS = ("log", "index", "timeindex", "txnindex")  # written by the erase; the rest kept
 
 
 @dataclass(frozen=True)
@@ -71,17 +75,6 @@ class Planned:
     objects: SegmentObjects
     result: SegmentErasure
     swap: Swap
-
-
-def require_live_cluster(bootstrap: str | None) -> str:
-    """An erase in place changes the tier of a serving cluster: refused without one (its bootstrap
-    servers returned)."""
-    if bootstrap is None:
-        raise KafkaTierSettings(
-            "erase --in-place on Kafka's tiered storage works with the live cluster: give --bootstrap-server "
-            "(a stopped broker's log directory is erased into a new one: erase SRC DST --kafka-tier)"
-        )
-    return bootstrap
 
 
 def erase_kafka_tier(
@@ -101,7 +94,7 @@ def erase_kafka_tier(
         raise KafkaTierSettings(f"{request.src.url}: not a broker's log directory read with its Kafka tier")
     view = served.remote_only_view()
     request = replace(request, src=Location.at(view, ROOT))
-    bootstrap = require_live_cluster(view.bootstrap)
+    bootstrap = require_live_cluster(view.bootstrap, "erase", "erased")
     store = segment_store(view.settings, *view.objects, view.keyring)
     live = LiveCluster(bootstrap) if cluster is None else None
     try:
@@ -171,24 +164,27 @@ def _erase(
             local = not_yet_tiered(view, request.topics, keys, header_names, log)
         raise_if_stopped()
         planned = _plan(rewritten, remote, out, clock)
-        left = _refusals(planned, view, local, cluster)
+        sizes = {
+            tp: sum(s.seg.size for s in segs) + local.bytes.get(tp, 0) for tp, segs in view.remote.items()
+        }
+        left = retention_refusals([(p.tp, p.swap.old.size) for p in planned], sizes, cluster)
         for tp, why in sorted(left.items()):
             log(f"segpipe: left as it was: {tp}: {why}")
         go = [p for p in planned if p.tp not in left]
         doc: dict[str, Any] = {
             "left_as_they_were": [{"partition": str(tp), "reason": why} for tp, why in sorted(left.items())],
-            "resumed": [_swap_doc(s) for s in resumed.resumed],
+            "resumed": [swap_doc(s) for s in resumed.resumed],
         }
         if out is not None:
             with run.timer.stage("prove"):
                 unproved = _prove(run.spark, go, tiered, Location.at(view, ROOT), out, keys, header_names)
             for p, why in unproved:
                 log(f"segpipe: erasure proof failed, left as it was: segment {p.swap.old.segment_id}: {why}")
-            doc["proof_failed"] = [{**_swap_doc(p.swap), "reason": why} for p, why in unproved]
+            doc["proof_failed"] = [{**swap_doc(p.swap), "reason": why} for p, why in unproved]
             doc["proved"] = len(go) - len(unproved)
             go = [p for p in go if all(p is not q for q, _ in unproved)]
         if request.dry_run:
-            doc["would_swap"] = [{**_swap_doc(p.swap), "by": None} for p in go]
+            doc["would_swap"] = [{**swap_doc(p.swap), "by": None} for p in go]
         else:
             with run.timer.stage("swap"):
                 evidence.keep(
@@ -203,7 +199,10 @@ def _erase(
                     for p in go
                 )
                 epochs = {p.swap.old.tp: cluster.leader_epoch(p.swap.old.tp) for p in go}
-                done = swapper.run([(p.swap, _loader(p, staging)) for p in go], epochs)
+                done = swapper.run(
+                    [(p.swap, staged_loader(staging, p.tp, p.result.base_offset, p.objects)) for p in go],
+                    epochs,
+                )
             store.storage.remove(staging.path)
             for swap, why in done.undone:
                 log(f"segpipe: left as it was: {swap.old.tp.topic}-{swap.old.tp.partition}: {why}")
@@ -214,9 +213,9 @@ def _erase(
                 for p in go
                 if p.swap.old.segment_id in swapped
             ]
-            doc["swapped"] = [_swap_doc(p.swap) for p in go]
-            doc["undone"] = [{**_swap_doc(s), "reason": why} for s, why in done.undone]
-            doc["kept"] = [{**_swap_doc(s), "reason": why} for s, why in [*resumed.kept, *done.kept]]
+            doc["swapped"] = [swap_doc(p.swap) for p in go]
+            doc["undone"] = [{**swap_doc(s), "reason": why} for s, why in done.undone]
+            doc["kept"] = [{**swap_doc(s), "reason": why} for s, why in [*resumed.kept, *done.kept]]
             doc["seconds_per_swap"] = round(done.seconds_per_swap, 3)
             doc["grace_waited_s"] = round(done.grace_waited_s, 3)
         doc["not_yet_tiered"] = [n.doc() for n in local.named]
@@ -266,16 +265,12 @@ def _plan(
         tp, objects = remote[r.source]
         largest = objects.seg.max_timestamp_ms
         if out is not None:
-            staged = _staged_path(out, tp, r.base_offset, "log")
+            staged = staged_path(out, tp, r.base_offset, "log")
             table = SegmentReader(out.storage, staged, r.base_offset).scan().table
             largest = int(table.max_timestamp.max()) if len(table) else -1
         new = successor(objects.seg, new_segment_id(), r.bytes_out, largest, clock.now_ms())
         planned.append(Planned(tp, objects, r, Swap(objects.seg, new)))
     return planned
-
-
-def _staged_path(out: Location, tp: TopicPartition, base: int, kind: str) -> str:
-    return f"{out.path.rstrip('/')}/{tp.dir_name}/{segment_file_name(base, kind)}"
 
 
 def _prove(
@@ -320,63 +315,6 @@ def _prove(
                 )
             )
     return failed
-
-
-def _refusals(
-    planned: list[Planned], view: KafkaTierView, local: LocalSegments, cluster: Cluster
-) -> dict[TopicPartition, str]:
-    """The partitions a swap would not be safe in, and why. Size-based retention counts a replaced
-    segment and its successor both while they coexist (the old one is listed as unreferenced when
-    it ended its leader epoch); the log's size with every old segment counted twice must stay
-    within `retention.bytes`, or the leader would expire the oldest segments early."""
-    left: dict[TopicPartition, str] = {}
-    doubled: dict[TopicPartition, int] = {}
-    for p in planned:
-        doubled[p.tp] = doubled.get(p.tp, 0) + p.swap.old.size
-    for tp, extra in doubled.items():
-        limit = cluster.topic_config(tp.topic, RETENTION_BYTES)
-        if limit is None or int(limit) < 0:
-            continue
-        size = sum(s.seg.size for s in view.remote.get(tp, ())) + local.bytes.get(tp, 0)
-        if size + extra > int(limit):
-            left[tp] = (
-                f"{RETENTION_BYTES} is {int(limit):,}: while each replaced segment and its successor coexist "
-                f"the leader counts {size + extra:,} bytes and would expire the oldest segments early"
-            )
-    return left
-
-
-def _loader(p: Planned, staging: Location) -> Callable[[], Mapping[str, bytes]]:
-    """The successor's files: the staged log and indexes, and the old segment's producer snapshot
-    and leader epochs (offsets are kept, and so is every producer's last batch: neither changes)."""
-
-    def load() -> dict[str, bytes]:
-        files = {}
-        for kind in STAGED_KINDS:
-            path = _staged_path(staging, p.tp, p.result.base_offset, kind)
-            if staging.storage.exists(path):
-                files[kind] = staging.storage.read(path)
-        for kind in ("snapshot", "leader-epoch"):
-            data = p.objects.index(kind)
-            if data is not None:
-                files[kind] = data
-        return files
-
-    return load
-
-
-def _swap_doc(swap: Swap) -> dict[str, Any]:
-    tp = swap.old.tp
-    return {
-        "partition": f"{tp.topic}-{tp.partition}",
-        "topic_id": tp.topic_id,
-        "start_offset": swap.old.start_offset,
-        "end_offset": swap.old.end_offset,
-        "replaced": swap.old.segment_id,
-        "by": swap.new.segment_id,
-        "bytes_before": swap.old.size,
-        "bytes_after": swap.new.size,
-    }
 
 
 def _untouched(r: SegmentErasure) -> SegmentErasure:
