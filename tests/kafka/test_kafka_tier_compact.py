@@ -96,7 +96,7 @@ def kept_by_clean(spark: Any, broker: Broker, now_ms: int, out: Path) -> dict[in
     the reference the served log must match (a plain log directory, written by the Python API)."""
     from pipelines.config import JobConfig
     from pipelines.jobs.clean import CleanRequest, run_clean
-    from pipelines.jobs.clean.kafka_tier import ALONE, RETENTION, SEALED
+    from pipelines.jobs.clean.kafka_tier import remote_compaction
     from segment_io.kafka_tier.url import ROOT, KafkaTierSource
     from segment_io.remote.view import log_location
     from segment_io.storage import LocalStorage, Location
@@ -105,8 +105,7 @@ def kept_by_clean(spark: Any, broker: Broker, now_ms: int, out: Path) -> dict[in
     tier = KafkaTierSource(str(broker.home / "server.properties"), broker.bootstrap)
     full = log_location(str(broker.log_dir), kafka_tier=tier)
     remote = Location.at(full.storage.remote_only_view(), ROOT)  # type: ignore[attr-defined]
-    config = JobConfig.build(topics={TOPIC: {"cleanup.policy": "compact"}})
-    config = config.only("compact", RETENTION).all_sealed(SEALED).each_segment_alone(ALONE)
+    config = remote_compaction(JobConfig.build(topics={TOPIC: {"cleanup.policy": "compact"}}))
     run_clean(
         spark, CleanRequest(src=remote, dst=Location(str(out)), config=config, now_ms=now_ms), lambda _: None
     )

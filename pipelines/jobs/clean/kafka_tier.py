@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.config import JobConfig
 from pipelines.config.selection import TopicSelection
 from pipelines.config.terms import Gate
 from pipelines.errors import ConfigError
@@ -147,12 +148,14 @@ def _clean(
                 "earlier run"
             )
             view, _ = open_kafka_tier(request.src.url)  # the metadata read again, as the swaps left it
+    # The log as the leader's size-based retention counts it: its remote and local segments.
+    sizes = {p.tp: p.size for p in list_log_dir(view, ROOT).partitions}
     remote = view.remote_only_view()
     src = Location.at(remote, ROOT)
     topics = compacted_topics(remote, request)
     staging = Location.at(store.storage, posixpath.join(staging_dir(store), STAGED_LOG))
     store.storage.remove(staging_dir(store))  # an earlier run's leftovers, named by no metadata
-    config = request.config.only("compact", RETENTION).all_sealed(SEALED).each_segment_alone(ALONE)
+    config = remote_compaction(request.config)
     compaction = replace(
         request,
         src=src,
@@ -171,7 +174,7 @@ def _clean(
     try:
         raise_if_stopped()
         fault_point("kafka-tier-compacted")
-        doc = _swap(request, report, remote, store, swapper, staging, log)
+        doc = _swap(request, report, remote, store, swapper, staging, sizes, log)
     finally:
         store.storage.remove(staging_dir(store))
     doc["resumed"] = [swap_doc(s) for s in resumed.resumed]
@@ -180,6 +183,12 @@ def _clean(
     if request.report_path is not None:
         write_json_report(request.report_path, report.to_dict())
     return report
+
+
+def remote_compaction(config: JobConfig) -> JobConfig:
+    """The configs a remote log is compacted under: the operator's compaction configs alone (its
+    retention is the broker's), every segment inactive, each a group of its own."""
+    return config.only("compact", RETENTION).all_sealed(SEALED).each_segment_alone(ALONE)
 
 
 def compacted_topics(view: KafkaTierView, request: CleanRequest) -> list[str]:
@@ -205,13 +214,16 @@ def _swap(
     store: SegmentStore,
     swapper: Swapper,
     staging: Location,
+    sizes: dict[TopicPartition, int],
     log: Log,
 ) -> dict[str, Any]:
     """Each remote segment against its compacted counterpart: those that differ planned, checked
-    against size-based retention and (not in a dry run) swapped."""
+    against size-based retention (`sizes`: each partition's log, local and remote, as the leader
+    counts it) and (not in a dry run) swapped."""
     clock = swapper.clock
+    remote_bytes = sum(o.seg.size for segs in view.remote.values() for o in segs)
     staged = {
-        (str(p.tp), s.base_offset): s.size
+        (str(p.tp), s.base_offset)
         for p in list_log_dir(staging.storage, staging.path, allow_incomplete=True).partitions
         for s in p.segments
     }
@@ -221,6 +233,12 @@ def _swap(
     compacted = {m.partition for m in report.partitions}
     for tp, segments in sorted(view.remote.items()):
         if str(tp) not in compacted:
+            continue
+        stray = {b for name, b in staged if name == str(tp)} - {o.seg.start_offset for o in segments}
+        if stray:  # the output's segments are not the remote ones: no successor keeps its offsets
+            left[tp] = (
+                f"the compacted log has segments at {sorted(stray)[:3]}, where no remote segment begins"
+            )
             continue
         for objects in segments:
             seg = objects.seg
@@ -238,12 +256,15 @@ def _swap(
             if new == old or same_batches(before, table):
                 unchanged += 1
                 continue
+            outside = _outside(table, seg.start_offset, seg.end_offset)
+            if outside is not None:  # read from the data, not from the file's name
+                left[tp] = f"{where}: its compacted counterpart holds offset {outside}"
+                break
             # A successor may hold no batch (every record of it superseded): its offsets stay the
             # old segment's, and a fetch there moves on to the next segment, as for any batch gone.
             largest = int(table.max_timestamp.max()) if len(table) else -1
             swap = Swap(seg, successor(seg, new_segment_id(), len(new), largest, clock.now_ms()))
             planned.append(Compacted(tp, objects, swap, _count(before), _count(table)))
-    sizes = {tp: sum(o.seg.size for o in segs) for tp, segs in view.remote.items()}
     left.update(retention_refusals([(c.tp, c.swap.old.size) for c in planned], sizes, swapper.cluster))
     for tp, why in sorted(left.items()):
         log(f"segpipe: left as it was: {tp}: {why}")
@@ -251,8 +272,8 @@ def _swap(
     doc: dict[str, Any] = {
         "left_as_they_were": [{"partition": str(tp), "reason": why} for tp, why in sorted(left.items())],
         "unchanged_segments": unchanged,
-        "remote_bytes_before": sum(sizes.values()),
-        "remote_bytes_after": sum(sizes.values()) - sum(c.swap.old.size - c.swap.new.size for c in go),
+        "remote_bytes_before": remote_bytes,
+        "remote_bytes_after": remote_bytes - sum(c.swap.old.size - c.swap.new.size for c in go),
     }
     if request.dry_run:
         doc["would_swap"] = [{**c.doc(), "by": None} for c in go]
@@ -286,6 +307,16 @@ def same_batches(old: BatchTable, new: BatchTable) -> bool:
     horizon given: the segment is left alone."""
     columns = ("base_offset", "last_offset", "records_count", "attributes", "base_timestamp")
     return len(old) == len(new) and all(np.array_equal(getattr(old, c), getattr(new, c)) for c in columns)
+
+
+def _outside(table: BatchTable, start: int, end: int) -> int | None:
+    """An offset a counterpart's batches hold outside its segment's [start, end], if any."""
+    if not len(table):
+        return None
+    known = table.base_offset >= 0  # a legacy wrapper's base offset is known only inside it
+    low = int(table.base_offset[known].min()) if known.any() else start
+    high = int(table.last_offset.max())
+    return low if low < start else high if high > end else None
 
 
 def _count(table: BatchTable) -> int:
