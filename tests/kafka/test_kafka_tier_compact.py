@@ -6,7 +6,8 @@ segpipe compacts its remote segments as the topic's compaction configs say. Ever
 succeed; afterwards a consumer from offset 0 receives exactly what `clean` of the same remote log
 keeps, and the broker's local segments as they were, before and after a restart. A second run
 with nothing new to remove swaps nothing; a run past the delete horizon removes the tombstones;
-a run killed mid-swap leaves every offset readable and the next one finishes."""
+a run killed at each step (compacted and proved, each step of a swap) leaves every offset
+readable, and the next one finishes what it left."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from segment_io.exit_codes import ExitCode
+from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
 from tests.helpers import run_segpipe
 from tests.kafka.broker import Broker
 from tests.kafka.test_kafka_tier_broker import (
@@ -32,7 +34,14 @@ from tests.kafka.test_kafka_tier_broker import (
     tiered_broker,
     wait_until,
 )
-from tests.kafka.test_kafka_tier_erase import ISOLATIONS, PASS_TIMEOUT_S, Readers, Record, read_pass
+from tests.kafka.test_kafka_tier_erase import (
+    ISOLATIONS,
+    PASS_TIMEOUT_S,
+    Readers,
+    Record,
+    read_pass,
+    served_ids,
+)
 
 pytestmark = pytest.mark.kafka
 GRACE_MS = "2000"
@@ -208,3 +217,54 @@ def test_clean_compacts_remote_segments_while_consumers_read(
     after_ok(broker)
     left = sum(1 for r in read_pass(broker, ISOLATIONS[0])[0] if r[2] is None and r[0] <= ends[0])
     assert tombstones and left == 0
+
+
+# Each step a run can be killed at, in the order a run reaches them: the remote log compacted and
+# proved in the staging (no swap begun), then each step of the first swap.
+KILL_POINTS = (
+    "kafka-tier-compacted",
+    "kafka-tier-copy-started",
+    "kafka-tier-uploaded",
+    "kafka-tier-copy-finished",
+    "kafka-tier-delete-started",
+)
+
+
+def test_a_run_killed_at_each_step_leaves_every_offset_readable(
+    spark: Any, broker: Broker, tmp_path: Path
+) -> None:
+    # New versions of keys the remote log holds already, tiered: every run below has work to do.
+    produce(broker, "plain", count=900)
+    wait_until(lambda: only_active_local(broker), "tier every inactive segment")
+    wait_until(lambda: checkpointed(broker), "checkpoint its high watermarks")
+    before = {iso: read_pass(broker, iso) for iso in ISOLATIONS}
+    ends, now_ms = remote_log(broker)
+    kept = kept_by_clean(spark, broker, now_ms, tmp_path / "reference")
+    journal = broker.home / "remote" / META_DIR / KAFKA_TIER_SWAPS
+    for n, point in enumerate(KILL_POINTS):
+        # Each run first finishes or undoes what the one before it left, then is killed at `point`.
+        killed = compact(broker, now_ms, "--report", str(tmp_path / f"killed-{n}.json"), fault=point)
+        assert killed.returncode != ExitCode.OK, f"{point}: the run was not killed"
+        assert bool(list(journal.glob("*.json"))) == (point != "kafka-tier-compacted"), point
+        for isolation in ISOLATIONS:  # every offset readable: the old segment or its successor
+            must = served_as(before[isolation], kept, ends)
+            for p, records in read_pass(broker, isolation).items():
+                known = {r[0]: r for r in before[isolation][p]}
+                assert all(known.get(r[0]) == r for r in records), f"{point}: partition {p}: a record changed"
+                missing = {r[0] for r in must[p]} - {r[0] for r in records}
+                assert not missing, f"{point}: partition {p}: kept records missing: {sorted(missing)[:5]}"
+    report_path = tmp_path / "report.json"
+    proc = compact(broker, now_ms, "--report", str(report_path))
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert json.loads(report_path.read_text())["kafka_tier"]["resumed"]  # the last kill's swap finished
+    for isolation in ISOLATIONS:
+        assert read_pass(broker, isolation) == served_as(before[isolation], kept, ends)
+    assert broker.errors() == []
+    # Nothing of any run is left behind: no journal, no staging, no object of a segment the
+    # metadata does not name.
+    remote = broker.home / "remote"
+    assert [p for p in (remote / META_DIR).rglob("*") if p.is_file()] == []
+    names = served_ids(broker)
+    for path in (remote / "kafka-tiered-storage").rglob("*"):
+        if path.is_file():
+            assert path.name.split(".")[0].split("-", 1)[1] in names, path
