@@ -7,8 +7,8 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
-from pipelines.kafka_tier.swap import SegmentStore
-from segment_io.errors import KafkaTierSettings
+from pipelines.kafka_tier.swap import EMPTY_UNSERVED, SegmentStore
+from segment_io.errors import KafkaTierSettings, UploadFailed
 from segment_io.kafka_tier.aiven import SUFFIXES, AivenSegment, object_key
 from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
 from segment_io.kafka_tier.keyring import Keyring, PublicKey
@@ -24,6 +24,10 @@ AIVEN_INDEX_KINDS = ("index", "timeindex", "snapshot", "leader-epoch", "txnindex
 class AivenStore:
     """Aiven's layout written: the `.log`, `.indexes` and `.rsm-manifest` objects, with a new data
     key wrapped by the active key pair's public key where encryption is on."""
+
+    # The plugin's fetch finds the chunk that holds its start position; a log of no bytes has no
+    # chunk, so every fetch of such a segment fails ("Invalid start position").
+    serves_empty_segments = False
 
     def __init__(self, settings: TierSettings, storage: Storage, root: str, keyring: Keyring) -> None:
         self.storage, self.root, self.keyring = storage, root, keyring
@@ -42,6 +46,9 @@ class AivenStore:
         self.how = AivenWriting(settings.chunk_size, settings.compression, public, self.prefix)
 
     def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
+        if not files["log"]:
+            where = f"{self.root.rstrip('/')}/{object_key(seg, self.prefix, 'log')}"
+            raise UploadFailed(where, EMPTY_UNSERVED)
         indexes = {kind: files.get(kind) for kind in AIVEN_INDEX_KINDS}
         return write_aiven_segment(
             self.storage, self.root, seg, files["log"], indexes, self.how

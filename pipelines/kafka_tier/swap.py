@@ -58,11 +58,17 @@ class Cluster(Protocol):
         """The topic's effective value of config `name` (None: the cluster does not say)."""
 
 
+EMPTY_UNSERVED = "its successor would hold no batch, which the tier's plugin cannot serve (a fetch fails)"
+
+
 class SegmentStore(Protocol):
     """A storage plugin's layout, written: a segment's objects uploaded, read back, deleted."""
 
     storage: Storage
     root: str
+    # Whether the plugin's reader serves a segment of no bytes: a successor from which every
+    # record went. Where it does not, a fetch there fails, so no such successor is made.
+    serves_empty_segments: bool
 
     def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
         """Write the segment's files (by kind: `log`, `index`, `timeindex`, `txnindex`, `snapshot`,
@@ -83,6 +89,11 @@ def new_segment_id(random: Callable[[int], bytes] = os.urandom) -> str:
         text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         if int.from_bytes(raw, "big") > 1 and not text.startswith("-"):
             return text
+
+
+def unservable(store: SegmentStore, new: SegmentMetadata) -> str | None:
+    """Why the tier's plugin could not serve the successor `new`, if it could not."""
+    return EMPTY_UNSERVED if new.size == 0 and not store.serves_empty_segments else None
 
 
 def successor(

@@ -92,6 +92,8 @@ class LocalTieredSegment:
 class LocalTieredStore:
     """LocalTieredStorage written: a segment's files under their names (what its copy writes)."""
 
+    serves_empty_segments = True  # an empty file read from any position is read as no batch
+
     def __init__(self, storage: Storage, root: str) -> None:
         self.storage = storage
         self.root = root

@@ -10,13 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from segment_io.index import build_indexes
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
 from segment_io.kafka_tier.keyring import Keyring, PublicKey
 from segment_io.kafka_tier.url import kafka_tier_url
 from segment_io.kafka_tier.view import KafkaTierView
+from segment_io.segment.scan import scan_buffer
 from segment_io.storage import LocalStorage, open_storage
 from tests.kip405 import ENCRYPTED, KIP405, PLAIN, tier
 
@@ -99,3 +102,74 @@ def test_a_successor_is_uploaded_read_back_and_deleted_in_the_plugins_layout(tmp
     store.delete(served.seg)
     assert not any(Path(p).exists() for p in served.paths.values())
     assert all(Path(p).exists() for p in old.paths.values())
+
+
+def compacted(log: bytes, base_offset: int, keep: slice) -> tuple[bytes, dict[str, bytes]]:
+    """A compaction's successor of a segment: the batches `keep` picks (none, or some, as a pass
+    that removes whole batches leaves them), at their offsets, with indexes built for them."""
+    table = scan_buffer("<log>", base_offset, np.frombuffer(log, np.uint8)).table
+    picked = list(range(len(table)))[keep]
+    out = b"".join(log[table.position[i] : table.position[i] + table.size[i]] for i in picked)
+    sizes = table.size[picked]
+    positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if picked else sizes
+    index, timeindex = build_indexes(
+        base_offset, positions, sizes, table.last_offset[picked], table.max_timestamp[picked]
+    )
+    return out, {"log": out, "index": index, "timeindex": timeindex}
+
+
+def aiven_store(name: str, tmp_path: Path) -> tuple[KafkaTierView, Any, AivenSegment]:
+    from pipelines.kafka_tier.stores import AivenStore, segment_store
+
+    t = tier(name, tmp_path, copy_bucket=True)
+    view, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
+    assert isinstance(view, KafkaTierView)
+    store = segment_store(view.settings, *view.objects, view.keyring)
+    assert isinstance(store, AivenStore)
+    old = next(s for segs in view.remote.values() for s in segs)
+    assert isinstance(old, AivenSegment)
+    return view, store, old
+
+
+@pytest.mark.parametrize("name", [PLAIN, ENCRYPTED])
+def test_a_compacted_successor_reads_back_in_the_plugins_layout(tmp_path: Path, name: str) -> None:
+    from pipelines.kafka_tier.swap import new_segment_id, successor, unservable
+
+    view, store, old = aiven_store(name, tmp_path)
+    log, files = compacted(old.read_log(), old.seg.start_offset, slice(0, None, 2))
+    assert 0 < len(log) < old.seg.size
+    new = successor(old.seg, new_segment_id(), len(log), old.seg.max_timestamp_ms, 1_700_000_000_000)
+    assert unservable(store, new) is None
+    served = AivenSegment(
+        store.storage, store.root, replace(new, custom_metadata=store.upload(new, files)), "", view.keyring
+    )
+    assert store.read_back(served.seg) == log
+    served.check()
+    assert served.index("index") == files["index"] and served.index("timeindex") == files["timeindex"]
+    assert (
+        served.read_log(100, len(log) - 100) == log[100 : len(log) - 100]
+    )  # across chunks, as a fetch reads
+    # The successor's batches are the kept ones, offset for offset.
+    back = scan_buffer("<back>", new.start_offset, np.frombuffer(served.read_log(), np.uint8)).table
+    kept = scan_buffer("<kept>", new.start_offset, np.frombuffer(log, np.uint8)).table
+    assert back.last_offset.tolist() == kept.last_offset.tolist() and len(back) > 1
+
+
+@pytest.mark.parametrize("name", [PLAIN, ENCRYPTED])
+def test_a_successor_of_no_batch_is_never_made_in_the_plugins_layout(tmp_path: Path, name: str) -> None:
+    """The plugin's fetch looks up the chunk that holds its start position: a log of no bytes has
+    none, so every fetch of it would fail. Such a successor is refused before it is planned, and
+    before any object of it is written."""
+    from pipelines.kafka_tier.swap import EMPTY_UNSERVED, new_segment_id, successor, unservable
+    from segment_io.errors import UploadFailed
+    from segment_io.kafka_tier.local_tiered import LocalTieredStore
+
+    _, store, old = aiven_store(name, tmp_path)
+    log, files = compacted(old.read_log(), old.seg.start_offset, slice(0, 0))
+    assert log == b""
+    new = successor(old.seg, new_segment_id(), 0, -1, 1_700_000_000_000)
+    assert unservable(store, new) == EMPTY_UNSERVED
+    assert unservable(LocalTieredStore(store.storage, str(tmp_path)), new) is None  # an empty file reads
+    with pytest.raises(UploadFailed, match="no batch"):
+        store.upload(new, files)
+    assert not any(new.segment_id in p.name for p in tmp_path.rglob("*"))

@@ -43,6 +43,7 @@ from pipelines.kafka_tier.swap import (
     Swapper,
     new_segment_id,
     successor,
+    unservable,
 )
 from pipelines.kafka_tier.swap_journal import Swap
 from pipelines.log.scanned import Log
@@ -229,6 +230,7 @@ def _swap(
     }
     planned: list[Compacted] = []
     left: dict[TopicPartition, str] = {}
+    whole: list[dict[str, str]] = []
     unchanged = 0
     compacted = {m.partition for m in report.partitions}
     for tp, segments in sorted(view.remote.items()):
@@ -264,6 +266,11 @@ def _swap(
             # old segment's, and a fetch there moves on to the next segment, as for any batch gone.
             largest = int(table.max_timestamp.max()) if len(table) else -1
             swap = Swap(seg, successor(seg, new_segment_id(), len(new), largest, clock.now_ms()))
+            why = unservable(store, swap.new)
+            if why is not None:  # kept whole: the compacted log keeps more, and is still right
+                whole.append({"partition": str(tp), "segment": seg.segment_id, "reason": why})
+                log(f"segpipe: kept whole: {tp}: {where}: {why}")
+                continue
             planned.append(Compacted(tp, objects, swap, _count(before), _count(table)))
     left.update(retention_refusals([(c.tp, c.swap.old.size) for c in planned], sizes, swapper.cluster))
     for tp, why in sorted(left.items()):
@@ -272,6 +279,7 @@ def _swap(
     doc: dict[str, Any] = {
         "left_as_they_were": [{"partition": str(tp), "reason": why} for tp, why in sorted(left.items())],
         "unchanged_segments": unchanged,
+        "kept_whole": whole,
         "remote_bytes_before": remote_bytes,
         "remote_bytes_after": remote_bytes - sum(c.swap.old.size - c.swap.new.size for c in go),
     }

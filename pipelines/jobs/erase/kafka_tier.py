@@ -43,6 +43,7 @@ from pipelines.kafka_tier.swap import (
     Swapper,
     new_segment_id,
     successor,
+    unservable,
 )
 from pipelines.kafka_tier.swap_journal import Swap
 from pipelines.keys.key_digest import EPHEMERAL_NOTE, KeyDigest
@@ -168,6 +169,10 @@ def _erase(
             tp: sum(s.seg.size for s in segs) + local.bytes.get(tp, 0) for tp, segs in view.remote.items()
         }
         left = retention_refusals([(p.tp, p.swap.old.size) for p in planned], sizes, cluster)
+        for p in planned:  # an erasure the plugin could not serve is refused, not left half done
+            why = unservable(store, p.swap.new)
+            if why is not None:
+                left.setdefault(p.tp, f"segment {p.swap.old.segment_id}: {why}")
         for tp, why in sorted(left.items()):
             log(f"segpipe: left as it was: {tp}: {why}")
         go = [p for p in planned if p.tp not in left]
