@@ -13,6 +13,7 @@ __all__ = [
     "DestinationInsideSource",
     "DestinationNotEmpty",
     "DestinationRefused",
+    "PartitionsLeft",
     "RunInProgress",
     "SegmentError",
     "SegpipeError",
@@ -60,3 +61,10 @@ class ValidationFailed(SegpipeError):
     """The staged output broke a validation rule: nothing was published."""
 
     exit_code = ExitCode.VALIDATION
+
+
+class PartitionsLeft(SegpipeError):
+    """A run finished, with partitions or segments left as they were (named): not all it set out
+    to do is done, and a run again may finish it."""
+
+    exit_code = ExitCode.SKIPPED

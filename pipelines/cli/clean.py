@@ -197,7 +197,7 @@ def _run_kafka_tier(args: argparse.Namespace, config: JobConfig, grace_ms: int |
     """clean LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments of the topics the configs compact, compacted and swapped while the cluster serves them."""
     from pipelines.jobs.clean.request import CleanRequest
-    from pipelines.kafka_tier.rewrite import require_live_cluster
+    from pipelines.kafka_tier.rewrite import left_in_place, require_live_cluster
     from pipelines.log.source import open_source
 
     if args.dst is not None or args.remote or args.link or args.validate or args.select != "all":
@@ -218,14 +218,10 @@ def _run_kafka_tier(args: argparse.Namespace, config: JobConfig, grace_ms: int |
     )
     with spark_on_demand(args, False, JOB_MODULES["clean"], *VALIDATION_MODULES, local_likely=True) as spark:
         from pipelines.jobs.clean.kafka_tier import clean_kafka_tier
-        from pipelines.jobs.validate.gate import validation_gate
+        from pipelines.jobs.validate.gate import promise_gate_for
         from pipelines.kafka_tier.swap import GRACE_MS
 
-        def gate_for(out: Location, against: Location) -> Any:
-            return validation_gate(spark, out, console.say, against=against)
-
         grace = GRACE_MS if grace_ms is None else grace_ms
+        gate_for = promise_gate_for(spark, console.say)
         report = clean_kafka_tier(spark, request, gate_for, console.say, grace_ms=grace)
-    done = report.kafka_tier or {}
-    left = done.get("left_as_they_were") or done.get("undone") or done.get("kept")
-    return ExitCode.SKIPPED if left or report.skipped else ExitCode.OK
+    return ExitCode.SKIPPED if left_in_place(report.kafka_tier) or report.skipped else ExitCode.OK

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_kafka_tier(args: argparse.Namespace) -> int:
     """erase LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments holding listed keys swapped for erased ones while the cluster serves them."""
-    from pipelines.kafka_tier.rewrite import require_live_cluster
+    from pipelines.kafka_tier.rewrite import left_in_place, require_live_cluster
     from pipelines.kafka_tier.swap import GRACE_MS
     from pipelines.keys.key_list import checked_key_list
     from pipelines.log.source import open_source
@@ -146,8 +146,7 @@ def _run_kafka_tier(args: argparse.Namespace) -> int:
     done = report.kafka_tier or {}
     if done.get("proof_failed"):
         return ExitCode.VALIDATION
-    left = done.get("left_as_they_were") or done.get("undone") or done.get("kept")
-    return ExitCode.SKIPPED if left else ExitCode.OK
+    return ExitCode.SKIPPED if left_in_place(report.kafka_tier) else ExitCode.OK
 
 
 def _request(

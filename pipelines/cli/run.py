@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     args.conf = [f"{k}={v}" for k, v in _job_settings(job).items()] + list(args.conf)
     if args.dry_run:
         return _dry_run(args, job, state.now_ms, pending[0])
-    validating = VALIDATION_MODULES if any("validate" in u for u in pending) else ()
+    # A compaction in place proves what it staged before any swap (validate --against).
+    proving = job.in_place is not None or any("validate" in u for u in pending)
+    validating = VALIDATION_MODULES if proving else ()
     # With a local master the steps' work runs in the driver's own processes, and Spark starts
     # only where a step needs it (an operator suite); otherwise it starts with the run.
     with workers_for(args, JOB_MODULES["run"], *validating) as sc:
@@ -149,10 +151,17 @@ def _dry_run(args: argparse.Namespace, job: JobFile, now_ms: int, unit: tuple[st
     if unit[0] not in CLEAN_STEPS:
         console.say(f"segpipe: dry run: next is {unit_name(unit)}; its plan depends on the steps before it")
         return ExitCode.OK
-    with spark_on_demand(args, False, JOB_MODULES["clean"]) as sc:
+    proving = VALIDATION_MODULES if job.in_place is not None else ()
+    with spark_on_demand(args, False, JOB_MODULES["clean"], *proving) as sc:
         from pipelines.jobs.clean import run_clean
+        from pipelines.jobs.clean.kafka_tier import clean_kafka_tier
+        from pipelines.jobs.validate.gate import promise_gate_for
 
-        run_clean(sc, clean_request(job, unit, now_ms, dry_run=True), console.say)
+        request = clean_request(job, unit, now_ms, dry_run=True)
+        if job.in_place is not None:  # what it would swap, from counterparts staged and proved
+            clean_kafka_tier(sc, request, promise_gate_for(sc, console.say), console.say)
+        else:
+            run_clean(sc, request, console.say)
     return ExitCode.OK
 
 

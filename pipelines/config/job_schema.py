@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 STEPS = ("cut", "erase", "retention", "compact", "validate", "tier", "expire")
 WRITING_STEPS = ("cut", "erase", "retention", "compact")
 CLEAN_STEPS = ("retention", "compact")
+# What a job with `in_place` runs: a compaction of a Kafka tier's remote segments while the
+# cluster serves them (retention stays the broker's; the other steps write an output).
+IN_PLACE_STEPS = ("compact",)
 RUN_PLACEHOLDER = "{run}"
 # Where an erase followed by a clean writes, beside the output (kept: validate proves the clean from
 # it); likewise a cut followed by an erase or a clean (removed once an erase is done: it holds the
@@ -60,6 +63,14 @@ JOB_KEYS: tuple[Key, ...] = (
         "with kafka_tier: the remote segments found in the "
         "storage itself, not in __remote_log_metadata (the topic rebuilt when its metadata topic is "
         "lost), as `--from-bucket`; default false",
+    ),
+    Key(
+        "in_place",
+        "map",
+        "with kafka_tier: the compact step rewrites the tier's remote segments in place while "
+        "the cluster serves them, as `clean --in-place --kafka-tier` (keys below); no output, and "
+        f"steps names only {', '.join(IN_PLACE_STEPS)}; the state file defaults to "
+        f"`<source>.{RUN_PLACEHOLDER}.run.json`, so each scheduled run compacts anew",
     ),
     Key("topics", "list", "topic names or globs (`orders`, `cdc.*`) the output keeps; default: every topic"),
     Key("cut", "map", "where the cut step cuts each partition (keys below). Needed by cut"),
@@ -112,6 +123,20 @@ ERASE_KEYS: tuple[Key, ...] = (
         "(HMAC-SHA-256); default: one made for the run and kept nowhere",
     ),
 )
+IN_PLACE_KEYS: tuple[Key, ...] = (
+    Key(
+        "bootstrap_server",
+        "HOST:PORT[,...]",
+        "the live cluster whose tier is rewritten (`--bootstrap-server`)",
+        required=True,
+    ),
+    Key(
+        "grace_ms",
+        "integer ≥ 0",
+        "how long an old segment stays served beside its successor, for the fetches in flight "
+        "(`--grace-ms`; default 60000)",
+    ),
+)
 SPARK_KEYS: tuple[Key, ...] = (
     Key("master", "string", "Spark master for `segpipe run` (default: local[*]; spark-submit's own wins)"),
     Key("connection", "string", "the Airflow Spark connection the DAG submits with (default: spark_default)"),
@@ -141,6 +166,12 @@ class EraseSettings:
 
 
 @dataclass(frozen=True)
+class InPlaceSettings:
+    bootstrap_server: str
+    grace_ms: int | None = None  # None: the swap's own default
+
+
+@dataclass(frozen=True)
 class SparkSettings:
     master: str | None = None
     connection: str = "spark_default"
@@ -163,6 +194,7 @@ def schema_table() -> list[str]:
         ("", JOB_KEYS),
         ("cut.", CUT_KEYS),
         ("erase.", ERASE_KEYS),
+        ("in_place.", IN_PLACE_KEYS),
         ("spark.", SPARK_KEYS),
         ("airflow.", AIRFLOW_KEYS),
     ):

@@ -23,6 +23,8 @@ from pipelines.config.job_schema import (
     CUT_SUFFIX,
     ERASE_KEYS,
     ERASED_SUFFIX,
+    IN_PLACE_KEYS,
+    IN_PLACE_STEPS,
     JOB_KEYS,
     RUN_PLACEHOLDER,
     STEPS,
@@ -30,6 +32,7 @@ from pipelines.config.job_schema import (
     AirflowSettings,
     CutSettings,
     EraseSettings,
+    InPlaceSettings,
     SparkSettings,
 )
 from pipelines.config.key_formats import KEY_FORMATS
@@ -60,6 +63,7 @@ class JobFile:
     suites: tuple[str, ...] = ()  # the operator's suite files the validate step runs
     erase: EraseSettings | None = None
     cut: CutSettings | None = None
+    in_place: InPlaceSettings | None = None  # the steps rewrite the source's Kafka tier, no output
 
     @property
     def cleans(self) -> bool:
@@ -99,6 +103,8 @@ class JobFile:
     @property
     def clean_source(self) -> str:
         """What the clean steps read: what the step before them wrote (erase, cut), else the source."""
+        if self.in_place is not None:
+            return self.source
         return self.erased_dir if self.erases else self.erase_source
 
     @property
@@ -200,8 +206,35 @@ def _configs(node: YamlNode) -> JobConfig:
         raise node.refuse(str(exc)) from None
 
 
-def _default_state(output: str | None, remote: str | None, source: str) -> str:
-    return f"{(output or remote or source).rstrip('/')}.run.json"
+def _default_state(output: str | None, remote: str | None, source: str, in_place: bool) -> str:
+    """Beside the output, else the remote tier, else the source; a job in place keeps one per run
+    (each run compacts the same tier again)."""
+    run = f".{RUN_PLACEHOLDER}" if in_place else ""
+    return f"{(output or remote or source).rstrip('/')}{run}.run.json"
+
+
+def _in_place(
+    items: dict[str, YamlNode], steps: tuple[str, ...], kafka_tier: str | None, from_bucket: bool
+) -> InPlaceSettings:
+    """A job's `in_place` map, with what it needs: a Kafka tier read from the live cluster, and
+    only the steps that rewrite it."""
+    node = items["in_place"]
+    settings = section(node, IN_PLACE_KEYS, "in_place")
+    if kafka_tier is None:
+        raise node.refuse("in_place rewrites a broker's Kafka tier: give kafka_tier (its settings) too")
+    if from_bucket:
+        raise items["kafka_tier_from_bucket"].refuse(
+            "in_place swaps segments through __remote_log_metadata, which the run reads from the cluster: "
+            "not with kafka_tier_from_bucket"
+        )
+    others = [s for s in steps if s not in IN_PLACE_STEPS]
+    if others:
+        raise items["steps"].refuse(
+            f"with in_place, steps names only {', '.join(IN_PLACE_STEPS)} (not {', '.join(others)}): "
+            "the other steps write an output of their own"
+        )
+    grace = settings["grace_ms"].integer("in_place.grace_ms", 0) if "grace_ms" in settings else None
+    return InPlaceSettings(settings["bootstrap_server"].string("in_place.bootstrap_server"), grace)
 
 
 def load_job_file(path: str, check_source: bool = True) -> JobFile:
@@ -234,11 +267,12 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
     assert source is not None
     if check_source and not _exists(source):
         raise items["source"].refuse(f"source {source}: no such log directory")
-    state = location("state") or _default_state(output, remote, source)
     kafka_tier = location("kafka_tier")
     from_bucket = "kafka_tier_from_bucket" in items and items["kafka_tier_from_bucket"].boolean(
         "kafka_tier_from_bucket"
     )
+    in_place = _in_place(items, steps, kafka_tier, from_bucket) if "in_place" in items else None
+    state = location("state") or _default_state(output, remote, source, in_place is not None)
     if from_bucket and kafka_tier is None:
         raise items["kafka_tier_from_bucket"].refuse(
             "kafka_tier_from_bucket says how kafka_tier is read: give kafka_tier too"
@@ -249,7 +283,8 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         from segment_io.kafka_tier.url import KafkaTierSource
         from segment_io.remote.view import log_url
 
-        tier = KafkaTierSource(kafka_tier, from_bucket=from_bucket)
+        bootstrap = None if in_place is None else in_place.bootstrap_server
+        tier = KafkaTierSource(kafka_tier, bootstrap, from_bucket=from_bucket)
         source = log_url(source, kafka_tier=tier)  # every step reads it so
     elif check_source:
         from segment_io.kafka_tier.extent import untiered_read
@@ -258,7 +293,9 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         if hint is not None:
             raise items["source"].refuse(hint)
     writes = any(s in WRITING_STEPS for s in steps)
-    if writes and output is None:
+    if in_place is not None and output is not None:
+        raise items["output"].refuse("in_place rewrites the source's Kafka tier: such a job has no 'output'")
+    if writes and output is None and in_place is None:
         raise items["steps"].refuse(
             "cut, erase, retention and compact write a log directory: the job needs 'output'"
         )
@@ -315,6 +352,7 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         "now": now_ms,
         "suites": suites,
         "erase": None if erase is None else vars(erase),
+        **({} if in_place is None else {"in_place": vars(in_place)}),
         **({} if cut is None else {"cut": vars(cut)}),
     }
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=sorted).encode()).hexdigest()[:16]
@@ -335,6 +373,7 @@ def load_job_file(path: str, check_source: bool = True) -> JobFile:
         suites,
         erase,
         cut,
+        in_place,
     )
 
 

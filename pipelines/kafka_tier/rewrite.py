@@ -59,6 +59,18 @@ def staged_loader(
     return load
 
 
+def left_in_place(doc: Mapping[str, Any] | None) -> list[str]:
+    """What a run in place did not do that it set out to (a partition left as it was, a swap
+    undone, an old segment kept): one line each, empty when it did everything. Keeping a segment
+    whole where its plugin could not serve its successor is not among them (a compaction that
+    keeps more is still right). `doc`: the report's `kafka_tier` entry."""
+    done = doc or {}
+    lines = [f"{e['partition']}: {e['reason']}" for e in done.get("left_as_they_were", [])]
+    for key in ("undone", "kept"):
+        lines += [f"segment {e['replaced']}: {e['reason']}" for e in done.get(key, [])]
+    return lines
+
+
 def swap_doc(swap: Swap) -> dict[str, Any]:
     """A swap as a run's report names it."""
     tp = swap.old.tp

@@ -23,6 +23,8 @@ OUTPUT = "output"  # a step record's key for the identity of what it published
 
 def step_output(job: JobFile, step: str) -> str | None:
     """Where `step` publishes a log directory of its own (None: nowhere, or a remote tier)."""
+    if job.in_place is not None:  # it rewrites the source's Kafka tier
+        return None
     if step == "cut":
         return job.cut_dir
     if step == "erase":
@@ -33,8 +35,10 @@ def step_output(job: JobFile, step: str) -> str | None:
 
 
 def step_inputs(job: JobFile, unit: tuple[str, ...]) -> list[str]:
-    """The log directories a unit reads."""
+    """The log directories a unit reads (an earlier step's output, or the source)."""
     step = unit[0]
+    if job.in_place is not None:
+        return [job.source]
     if step == "cut":
         return [job.source]
     if step == "erase":

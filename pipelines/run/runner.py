@@ -101,10 +101,9 @@ def clean_request(
     output, under the unit's topic configs and the job's topic selection."""
     from pipelines.jobs.clean.request import CleanRequest
 
-    assert job.output is not None
     return CleanRequest(
         src=Location(job.clean_source),
-        dst=Location(job.output),
+        dst=None if job.output is None else Location(job.output),
         config=job.clean_config(unit),
         now_ms=now_ms,
         dry_run=dry_run,
@@ -179,6 +178,10 @@ def validate_request(job: JobFile, now_ms: int | None) -> ValidateRequest:
 
 
 def _run_unit(spark: Spark, job: JobFile, state: RunState, unit: tuple[str, ...], log: Log) -> dict[str, Any]:
+    if job.in_place is not None:  # the job's steps are checked to be `compact` alone
+        from pipelines.run.in_place import compact_in_place
+
+        return compact_in_place(spark, job, clean_request(job, unit, state.now_ms), log)
     if unit == ("cut",):
         return _cut(spark, job, log)
     if unit == ("erase",):

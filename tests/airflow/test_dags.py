@@ -134,6 +134,12 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
     # A job's own driver JVM options are its steps' (segpipe's are not added to them).
     remote = remote.replace("conf: {spark.task.maxFailures: 2}", f"conf: {{{DRIVER_JAVA_OPTIONS}: -Xss4m}}")
     (jobs / "remote.yaml").write_text(remote)
+    # A compaction in place of a broker's Kafka tier: one task, its step, for each scheduled run.
+    (jobs / "in-place.yaml").write_text(
+        f"name: tier_compaction\nsource: {sample_dir}\nkafka_tier: {jobs}/server.properties\n"
+        "in_place: {bootstrap_server: '127.0.0.1:9'}\nsteps: [compact]\n"
+        "configs: {topics: {orders: {cleanup.policy: compact}}}\n"
+    )
     env = {**airflow_env, "SEGPIPE_JOBS_DIR": str(jobs), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
     found = _runner(env, [{"dag": "segpipe_typo", "date": LOGICAL_DATE}])
     bag = found["imported"]
@@ -144,6 +150,16 @@ def test_a_refused_job_file_fails_alone_and_parsing_touches_no_storage(
         == ["retention_compact", "validate", "tier", "expire"]
     )
     assert bag["dags"]["segpipe_typo"] == ["job_file_refused"]
+    assert bag["dags"]["segpipe_tier_compaction"] == ["compact"]
+    (command,) = bag["commands"]["segpipe_tier_compaction"].values()
+    assert command[-6:] == [
+        "run",
+        str(jobs / "in-place.yaml"),
+        "--step",
+        "compact",
+        "--run",
+        "{{ ds_nodash }}",
+    ]
     assert {_java_options(c) for c in bag["commands"]["segpipe_remote"].values()} == {"-Xss4m"}
     assert {_java_options(c) for c in bag["commands"]["segpipe_good"].values()} == {driver_java_options()}
     result = found["runs"]["segpipe_typo"]

@@ -46,6 +46,19 @@ from tests.kafka.test_kafka_tier_erase import (
 pytestmark = pytest.mark.kafka
 GRACE_MS = "2000"
 COMPACT = f"{TOPIC}:cleanup.policy=compact"
+JOB = f"""\
+name: tier-compaction
+source: {{logs}}
+kafka_tier: {{settings}}
+steps: [compact]
+now: {{now}}
+configs:
+  topics:
+    {TOPIC}:
+      cleanup.policy: compact
+in_place:
+  grace_ms: {GRACE_MS}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -207,13 +220,21 @@ def test_clean_compacts_remote_segments_while_consumers_read(
     assert third.returncode == ExitCode.OK, third.stderr
     assert json.loads((tmp_path / "third.json").read_text())["kafka_tier"]["swapped"] == []
 
-    # Past the delete horizon the first pass gave them, the tombstones and markers go too.
+    # Past the delete horizon the first pass gave them, the tombstones and markers go too: this
+    # pass is a job file's scheduled step (`segpipe run`, as the maintenance DAG's task runs it).
     later = now_ms + DAY_MS + 1000
     kept = kept_by_clean(spark, broker, later, tmp_path / "reference-later")
     tombstones = sum(1 for r in before[ISOLATIONS[0]][0] if r[2] is None and r[0] <= ends[0])
-    past = compact(broker, later, "--report", str(tmp_path / "past.json"))
+    job = tmp_path / "compaction.yaml"
+    job.write_text(
+        JOB.format(logs=broker.log_dir, settings=broker.home / "server.properties", now=later)
+        + f"  bootstrap_server: {broker.bootstrap}\n"
+    )
+    past = run_segpipe("run", str(job), "--run", "past")
     assert past.returncode == ExitCode.OK, past.stderr
-    assert json.loads((tmp_path / "past.json").read_text())["kafka_tier"]["swapped"]
+    state = json.loads((broker.log_dir.parent / f"{broker.log_dir.name}.past.run.json").read_text())
+    step = state["steps"]["compact"]
+    assert step["state"] == "done" and step["segments_swapped"] and step["records_removed"]
     after_ok(broker)
     left = sum(1 for r in read_pass(broker, ISOLATIONS[0])[0] if r[2] is None and r[0] <= ends[0])
     assert tombstones and left == 0

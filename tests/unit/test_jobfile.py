@@ -282,3 +282,67 @@ def test_a_cut_step_is_refused_where_it_cannot_run(tmp_path: Path, text: str, re
     path.write_text(f"name: j\nsource: {tmp_path}\noutput: out\n" + text)
     with pytest.raises(ConfigError, match=reason):
         load_job_file(str(path), check_source=False)
+
+
+IN_PLACE = """\
+name: changelog-compaction
+source: logs
+kafka_tier: server.properties
+in_place:
+  bootstrap_server: 127.0.0.1:9092
+  grace_ms: 5000
+steps: [compact]
+configs:
+  topics:
+    orders:
+      cleanup.policy: compact
+"""
+
+
+def test_a_job_in_place_compacts_the_source_tier_once_per_run(tmp_path: Path) -> None:
+    from segment_io.kafka_tier.url import url_params
+
+    (tmp_path / "server.properties").write_text("")
+    job = load_job_file(str(_job(tmp_path, IN_PLACE))).for_run("20261201")
+    assert job.in_place is not None and job.in_place.grace_ms == 5000
+    given = url_params(job.source)
+    assert given["bootstrap"] == "127.0.0.1:9092" and given["local"] == str(tmp_path / "logs")
+    assert job.output is None and job.state == str(tmp_path / "logs.20261201.run.json")
+    request = clean_request(job, ("compact",), 1_700_000_000_000)
+    assert request.dst is None and request.src.url == job.source  # the tier itself, in place
+    assert request.config.for_topic("orders").compact
+    from pipelines.run.outputs import step_inputs, step_output
+
+    assert step_output(job, "compact") is None and step_inputs(job, ("compact",)) == [job.source]
+    with pytest.raises(ConfigError, match="--run"):  # each scheduled run compacts anew
+        load_job_file(str(_job(tmp_path, IN_PLACE))).for_run(None)
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "reason"),
+    [
+        (("kafka_tier: server.properties\n", ""), 4, "give kafka_tier"),
+        (("  bootstrap_server: 127.0.0.1:9092\n", ""), 5, "needs 'bootstrap_server'"),
+        (("steps: [compact]", "steps: [retention, compact]"), 7, "names only compact (not retention)"),
+        (("steps: [compact]", "steps: [compact, validate]"), 7, "(not validate)"),
+        (("name: changelog-compaction\n", "name: changelog-compaction\noutput: out\n"), 2, "no 'output'"),
+        (("  grace_ms: 5000", "  grace_ms: -1"), 6, "in_place.grace_ms must be an integer ≥ 0"),
+        (
+            (
+                "kafka_tier: server.properties\n",
+                "kafka_tier: server.properties\nkafka_tier_from_bucket: true\n",
+            ),
+            4,
+            "not with kafka_tier_from_bucket",
+        ),
+    ],
+)
+def test_a_job_in_place_is_refused_where_it_cannot_run(
+    tmp_path: Path, change: tuple[str, str], line: int, reason: str
+) -> None:
+    (tmp_path / "server.properties").write_text("")
+    path = _job(tmp_path, IN_PLACE.replace(*change, 1))
+    with pytest.raises(ConfigError) as caught:
+        load_job_file(str(path))
+    assert str(caught.value).startswith(f"{path}:{line}: "), str(caught.value)
+    assert reason in str(caught.value)

@@ -107,7 +107,8 @@ def clean_kafka_tier(
 ) -> RunReport:
     """Compact, in place, the remote segments of the Kafka tier `request.src` names (a broker's log
     directory read with its tier and the cluster's bootstrap servers): each changed one swapped
-    for its proved successor while the cluster serves it."""
+    for its proved successor while the cluster serves it. `gate_for(staged, source)`: the gate the
+    compacted log passes before any swap (`promise_gate_for`: validate --against the remote log)."""
     served = request.src.storage
     if not isinstance(served, KafkaTierView):
         raise KafkaTierSettings(f"{request.src.url}: not a broker's log directory read with its Kafka tier")

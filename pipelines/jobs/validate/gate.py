@@ -23,6 +23,16 @@ from segment_io.storage import LocalStorage, Location, Place
 VALIDATION_DIR = posixpath.join(META_DIR, "validation")
 
 
+def promise_gate_for(spark: Spark, log: Callable[[str], Any] = print) -> Callable[[Place, Place], Gate]:
+    """`gate_for(staged, source)`: the gate of a staged log proved against what it was made from
+    (validate --against), for a run that stages where it learns its source only as it runs."""
+
+    def gate_for(staged: Place, source: Place) -> Gate:
+        return validation_gate(spark, staged, log, against=source)
+
+    return gate_for
+
+
 def validation_gate(
     spark: Spark,
     dst: Place,
