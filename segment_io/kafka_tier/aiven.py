@@ -28,6 +28,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from segment_io.errors import KafkaTierCorrupt, KafkaTierSettings
 from segment_io.format.protocol import ProtocolReader
 from segment_io.kafka_tier.keyring import Keyring
@@ -366,6 +368,9 @@ class AivenSegment:
                 )
             out += plain
         return bytes(out[start - first.original_position : end - first.original_position])
+
+    def read_log_array(self) -> np.ndarray:
+        return np.frombuffer(self.read_log(), dtype=np.uint8)  # chunks decrypted: held whole
 
     def _decompress(self, data: bytes, c: Chunk) -> bytes:
         import zstandard

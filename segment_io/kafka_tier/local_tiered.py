@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from segment_io.errors import KafkaTierCorrupt
 from segment_io.kafka_tier.metadata import SegmentMetadata
 from segment_io.storage.base import Storage
@@ -57,17 +59,30 @@ class LocalTieredSegment:
         try:
             data = self.storage.read(self.paths["log"], start, end)
         except FileNotFoundError:
-            raise KafkaTierCorrupt(
-                self.log_url, None, f"segment {self.seg.segment_id}: the file is missing"
-            ) from None
+            raise self._missing() from None
         if len(data) != end - start:
-            raise KafkaTierCorrupt(
-                self.log_url,
-                start + len(data),
-                f"segment {self.seg.segment_id}: the file "
-                f"ends there, the metadata says it holds {self.seg.size} bytes",
-            )
+            raise self._short(start + len(data))
         return data
+
+    def read_log_array(self) -> np.ndarray:
+        try:
+            data = self.storage.read_array(self.paths["log"])
+        except FileNotFoundError:
+            raise self._missing() from None
+        if len(data) < self.seg.size:
+            raise self._short(len(data))
+        return data[: self.seg.size]
+
+    def _missing(self) -> KafkaTierCorrupt:
+        return KafkaTierCorrupt(self.log_url, None, f"segment {self.seg.segment_id}: the file is missing")
+
+    def _short(self, end: int) -> KafkaTierCorrupt:
+        return KafkaTierCorrupt(
+            self.log_url,
+            end,
+            f"segment {self.seg.segment_id}: the file ends there, the metadata says it holds "
+            f"{self.seg.size} bytes",
+        )
 
     def index(self, kind: str) -> bytes | None:
         return None if self._size(kind) is None else self.storage.read(self.paths[kind])
@@ -79,7 +94,7 @@ class LocalTieredSegment:
         """The segment's log is where the metadata says, and of its size."""
         size = self._size("log")
         if size is None:
-            raise KafkaTierCorrupt(self.log_url, None, f"segment {self.seg.segment_id}: the file is missing")
+            raise self._missing()
         if size != self.seg.size:
             raise KafkaTierCorrupt(
                 self.log_url,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
+
 from segment_io.kafka_tier.metadata import SegmentMetadata
 
 
@@ -22,6 +24,11 @@ class SegmentObjects(Protocol):
         `leader-epoch`), None where the segment has none."""
 
     def read_log(self, start: int = 0, end: int | None = None) -> bytes: ...
+
+    def read_log_array(self) -> np.ndarray:
+        """The whole log as a byte array: mapped from its file where the layout keeps it plain on
+        a local disk (a scan reads only the pages of batch headers, and none is held in memory),
+        else read whole."""
 
     def index(self, kind: str) -> bytes | None: ...
 

@@ -56,12 +56,13 @@ def _agrees(s: SegmentObjects, chain: list[tuple[int, int]], where: str) -> None
         )
 
 
-def agrees_with_metadata(s: SegmentObjects, data: bytes) -> None:
+def agrees_with_metadata(s: SegmentObjects, data: bytes | np.ndarray) -> None:
     """A whole remote segment's batches lie within the offsets its metadata gives, end whole, and
     (in the current format) reach the largest timestamp it records: the metadata describes these
     bytes, not other ones."""
     seg = s.seg
-    scan = scan_buffer(s.log_url, seg.start_offset, np.frombuffer(data, dtype=np.uint8))
+    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    scan = scan_buffer(s.log_url, seg.start_offset, buf)
     table, problems = scan.table, []
     if scan.tail is not None:
         problems.append(f"its last batch is cut short at byte {scan.tail.position}")

@@ -6,6 +6,7 @@ manifests have the plugin's fields in the plugin's order."""
 from __future__ import annotations
 
 import json
+import mmap
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from segment_io.errors import KafkaTierCorrupt
 from segment_io.index import build_indexes
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
@@ -173,3 +175,27 @@ def test_a_successor_of_no_batch_is_never_made_in_the_plugins_layout(tmp_path: P
     with pytest.raises(UploadFailed, match="no batch"):
         store.upload(new, files)
     assert not any(new.segment_id in p.name for p in tmp_path.rglob("*"))
+
+
+def test_a_local_tiered_log_is_read_mapped_and_refused_when_short(tmp_path: Path) -> None:
+    """LocalTieredStorage keeps a log plain on a local disk: read whole it is mapped from its file
+    (a scan touches the pages of batch headers only; a 1 GiB segment is never held), exactly the
+    bytes a read returns; a file shorter than its metadata says is refused at its end."""
+    from segment_io.kafka_tier.local_tiered import LocalTieredSegment, LocalTieredStore
+
+    _, _, old = aiven_store(PLAIN, tmp_path)
+    log = old.read_log()
+    assert np.array_equal(old.read_log_array(), np.frombuffer(log, np.uint8))  # chunks decrypted whole
+    root = str(tmp_path / "local-tier")
+    LocalTieredStore(LocalStorage(), root).upload(old.seg, {"log": log})
+    local = LocalTieredSegment(LocalStorage(), root, old.seg)
+    mapped = local.read_log_array()
+    chain: Any = mapped
+    while chain is not None and not isinstance(chain, mmap.mmap):  # what the array's memory is
+        chain = getattr(chain, "base", None)
+    assert isinstance(chain, mmap.mmap)
+    assert mapped.tobytes() == log == local.read_log()
+    path = Path(local.paths["log"])
+    path.write_bytes(log[:-7])
+    with pytest.raises(KafkaTierCorrupt, match=f"{len(log) - 7}: .*ends there"):
+        local.read_log_array()

@@ -59,7 +59,8 @@ from segment_io.errors import KafkaTierSettings
 from segment_io.kafka_tier.objects import SegmentObjects
 from segment_io.kafka_tier.url import ROOT
 from segment_io.kafka_tier.view import KafkaTierView, open_kafka_tier
-from segment_io.layout import list_log_dir, segment_file_name
+from segment_io.layout import list_log_dir
+from segment_io.segment.reader import SegmentReader
 from segment_io.segment.scan import BatchTable, scan_buffer
 from segment_io.storage import Location
 from segment_io.text import counted
@@ -225,7 +226,7 @@ def _swap(
     clock = swapper.clock
     remote_bytes = sum(o.seg.size for segs in view.remote.values() for o in segs)
     staged = {
-        (str(p.tp), s.base_offset)
+        (str(p.tp), s.base_offset): s.log
         for p in list_log_dir(staging.storage, staging.path, allow_incomplete=True).partitions
         for s in p.segments
     }
@@ -252,11 +253,11 @@ def _swap(
             if (str(tp), seg.start_offset) not in staged:
                 left[tp] = f"{where} has no compacted counterpart"
                 break
-            path = posixpath.join(staging.path, tp.dir_name, segment_file_name(seg.start_offset, "log"))
-            new, old = staging.storage.read(path), objects.read_log()
-            table = scan_buffer(path, seg.start_offset, np.frombuffer(new, np.uint8)).table
-            before = scan_buffer(objects.log_url, seg.start_offset, np.frombuffer(old, np.uint8)).table
-            if new == old or same_batches(before, table):
+            # Header tables only: both logs are mapped where they are local files, never held.
+            log_file = staged[(str(tp), seg.start_offset)]
+            table = SegmentReader(staging.storage, log_file.path, seg.start_offset).scan().table
+            before = scan_buffer(objects.log_url, seg.start_offset, objects.read_log_array()).table
+            if same_batches(before, table):
                 unchanged += 1
                 continue
             outside = _outside(table, seg.start_offset, seg.end_offset)
@@ -266,7 +267,7 @@ def _swap(
             # A successor may hold no batch (every record of it superseded): its offsets stay the
             # old segment's, and a fetch there moves on to the next segment, as for any batch gone.
             largest = int(table.max_timestamp.max()) if len(table) else -1
-            swap = Swap(seg, successor(seg, new_segment_id(), len(new), largest, clock.now_ms()))
+            swap = Swap(seg, successor(seg, new_segment_id(), log_file.size, largest, clock.now_ms()))
             why = unservable(store, swap.new)
             if why is not None:  # kept whole: the compacted log keeps more, and is still right
                 whole.append({"partition": str(tp), "segment": seg.segment_id, "reason": why})
