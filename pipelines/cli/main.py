@@ -68,9 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The packages of the object-store clients, whose own errors (credentials, a refused request) are the
+# environment's: S3's (s3fs's botocore) and GCS's (gcsfs and Google's auth library).
+STORE_CLIENTS = ("botocore", "aiobotocore", "gcsfs", "google")
+
+
 def _from_storage(exc: BaseException) -> bool:
     """An error of the environment: the OS's, or the object-store client's own."""
-    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("botocore", "aiobotocore")
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in STORE_CLIENTS
 
 
 def main(argv: Sequence[str] | None = None) -> int:

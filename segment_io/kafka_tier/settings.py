@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segment_io.errors import KafkaTierSettings
+from segment_io.kafka_tier.backends import AIVEN_FILESYSTEM, AIVEN_GCS, AIVEN_S3, backend_place
 
 AIVEN_RSM = "io.aiven.kafka.tieredstorage.RemoteStorageManager"
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
-AIVEN_FILESYSTEM = "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage"
-AIVEN_S3 = "io.aiven.kafka.tieredstorage.storage.s3.S3Storage"
 METADATA_TOPIC = "__remote_log_metadata"
 
 
@@ -49,7 +48,7 @@ TIER_SETTINGS = (
     TierSetting(
         "rsm.config.storage.backend.class",
         None,
-        f"Aiven: the storage backend, {AIVEN_FILESYSTEM} or {AIVEN_S3}",
+        f"Aiven: the storage backend, {AIVEN_FILESYSTEM}, {AIVEN_S3} or {AIVEN_GCS}",
     ),
     TierSetting("rsm.config.storage.root", None, "Aiven's filesystem backend: the directory it writes under"),
     TierSetting("rsm.config.storage.s3.bucket.name", None, "Aiven's S3 backend: the bucket"),
@@ -65,6 +64,27 @@ TIER_SETTINGS = (
         "Aiven's S3 backend: an access key (else the usual AWS chain: environment, profile, role)",
     ),
     TierSetting("rsm.config.storage.aws.secret.access.key", None, "Aiven's S3 backend: its secret"),
+    TierSetting("rsm.config.storage.gcs.bucket.name", None, "Aiven's GCS backend: the bucket"),
+    TierSetting(
+        "rsm.config.storage.gcs.endpoint.url",
+        None,
+        "Aiven's GCS backend: an endpoint other than Google's (else STORAGE_EMULATOR_HOST or Google's own)",
+    ),
+    TierSetting(
+        "rsm.config.storage.gcs.credentials.json",
+        None,
+        "Aiven's GCS backend: credentials as a JSON document (a service account's or user's, or "
+        '`{"access_token": ...}`); exactly one of the three credential settings, as the plugin requires',
+    ),
+    TierSetting(
+        "rsm.config.storage.gcs.credentials.path", None, "Aiven's GCS backend: a file holding that document"
+    ),
+    TierSetting(
+        "rsm.config.storage.gcs.credentials.default",
+        None,
+        "Aiven's GCS backend: `true`, Google's default credentials (the environment, gcloud, the "
+        "metadata server); `false`, none",
+    ),
     TierSetting(
         "rsm.config.key.prefix",
         "",
@@ -197,29 +217,7 @@ class TierSettings:
                 f"{source}: remote.log.storage.manager.class.name is {plugin}; segpipe reads the remote "
                 f"tiers of {AIVEN_RSM} and {LOCAL_TIERED_STORAGE}"
             )
-        backend = need("rsm.config.storage.backend.class")
-        options: dict[str, Any] = {}
-        if backend == AIVEN_FILESYSTEM:
-            where = "rsm.config.storage.root"
-            url = need(where)
-        elif backend == AIVEN_S3:
-            where = "rsm.config.storage.s3.bucket.name"
-            url = "s3://" + need(where)
-            client: dict[str, str] = {}
-            if endpoint := get("rsm.config.storage.s3.endpoint.url"):
-                client["endpoint_url"] = endpoint
-            if region := get("rsm.config.storage.s3.region"):
-                client["region_name"] = region
-            if client:
-                options["client_kwargs"] = client
-            if access := get("rsm.config.storage.aws.access.key.id"):
-                options["key"] = access
-                options["secret"] = get("rsm.config.storage.aws.secret.access.key") or ""
-        else:
-            raise KafkaTierSettings(
-                f"{source}: rsm.config.storage.backend.class is {backend}; segpipe reads Aiven's "
-                f"{AIVEN_FILESYSTEM} and {AIVEN_S3}"
-            )
+        place = backend_place(need("rsm.config.storage.backend.class"), get, source)
         keys: dict[str, dict[str, str]] = {"private": {}, "public": {}}
         pairs = need_or_empty("rsm.config.encryption.key.pairs").split(",")
         for pair in filter(None, (p.strip() for p in pairs)):
@@ -232,13 +230,13 @@ class TierSettings:
         return cls(
             source,
             plugin,
-            url,
-            where,
+            place.url,
+            place.setting,
             key_prefix=need_or_empty("rsm.config.key.prefix"),
             private_keys=keys["private"],
             metadata_partitions=partitions,
             metadata_retained=retained,
-            storage_options=options,
+            storage_options=place.options,
             public_keys=keys["public"],
             active_key_pair=get("rsm.config.encryption.key.pair.id"),
             chunk_size=number("rsm.config.chunk.size"),

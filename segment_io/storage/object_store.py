@@ -50,7 +50,9 @@ def _precondition_failed(exc: BaseException) -> bool:
 # upload): their writers stream. Other fsspec file systems (memory://, ...) may show a file as
 # soon as it is opened, so their writes are held back and written whole on commit.
 S3_PROTOCOLS = frozenset({"s3", "s3a"})  # s3fs's: conditional writes, and folders that are only prefixes
-PUBLISH_ON_CLOSE = S3_PROTOCOLS | {"gs", "gcs", "abfs", "az"}
+GCS_PROTOCOLS = frozenset({"gs", "gcs"})  # gcsfs's: the same two, a create is `ifGenerationMatch=0`
+PREFIX_STORES = S3_PROTOCOLS | GCS_PROTOCOLS
+PUBLISH_ON_CLOSE = PREFIX_STORES | {"abfs", "az"}
 
 
 class _StreamingPending(PendingFile):
@@ -174,11 +176,11 @@ class ObjectStorage(Storage):
         return _HeldPending(self.fs, path)
 
     def makedirs(self, path: str) -> None:
-        """On S3 a folder is only a prefix: s3fs asks whether the bucket exists (and creates it
-        where not), which needs asking once per bucket and client, not before every write."""
+        """On S3 and GCS a folder is only a prefix: the client asks whether the bucket exists (and
+        creates it where not), which needs asking once per bucket and client, not before every write."""
         if not path:
             return
-        if self.protocol not in S3_PROTOCOLS:
+        if self.protocol not in PREFIX_STORES:
             self.fs.makedirs(path, exist_ok=True)
             return
         bucket = path.lstrip("/").partition("/")[0]
@@ -193,9 +195,16 @@ class ObjectStorage(Storage):
         request_to_its_end(lambda: self.fs.pipe_file(path, bytes(data)))
 
     def create_exclusive(self, path: str, data: bytes) -> None:
-        """On S3 a conditional PUT (If-None-Match: *): the store refuses it when the key exists.
-        Other fsspec file systems get a check before the write (one process at a time)."""
+        """On S3 a conditional PUT (If-None-Match: *), on GCS a conditional upload
+        (ifGenerationMatch=0, whose refusal gcsfs raises as FileExistsError): the store refuses it
+        when the key exists. On GCS a check comes first too, for GCS-compatible servers that ignore
+        the condition. Other fsspec file systems get only the check (one process at a time)."""
         self.makedirs(posixpath.dirname(path))
+        if self.protocol in GCS_PROTOCOLS:
+            if self.fs.exists(path):
+                raise FileExistsError(path)
+            request_to_its_end(lambda: self.fs.pipe_file(path, data, mode="create"))
+            return
         if self.protocol in S3_PROTOCOLS:
             try:
                 request_to_its_end(lambda: self.fs.pipe_file(path, data, mode="create"))

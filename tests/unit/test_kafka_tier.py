@@ -245,3 +245,50 @@ def test_offsets_in_no_segment_are_refused(tmp_path: Path) -> None:
         require_contiguous("kip405-0", segs[:3] + segs[4:], [])
     with pytest.raises(KafkaTierCorrupt, match=r"the remote log ends at \d+ and the local log begins at"):
         require_contiguous("kip405-0", segs, [segs[-1].end_offset + 5])
+
+
+GCS = (
+    "remote.log.storage.manager.class.name=io.aiven.kafka.tieredstorage.RemoteStorageManager\n"
+    "rsm.config.storage.backend.class=io.aiven.kafka.tieredstorage.storage.gcs.GcsStorage\n"
+    "rsm.config.storage.gcs.bucket.name=tiered\n"
+)
+
+
+def test_aivens_gcs_backend_reads_its_bucket_with_the_credentials_the_plugin_takes(tmp_path: Path) -> None:
+    from google.oauth2.credentials import Credentials
+
+    from segment_io.kafka_tier.settings import TierSettings
+
+    def parsed(extra: str) -> TierSettings:
+        return TierSettings.parse(GCS + extra, str(tmp_path / "s.properties"))
+
+    plain = parsed("rsm.config.storage.gcs.credentials.default=true\n")
+    assert (
+        plain.storage_url == "gs://tiered" and plain.storage_setting == "rsm.config.storage.gcs.bucket.name"
+    )
+    assert plain.storage_options == {"token": "google_default"}  # Google's default chain
+    anonymous = parsed(
+        "rsm.config.storage.gcs.credentials.default=false\nrsm.config.storage.gcs.endpoint.url=http://127.0.0.1:9/\n"
+    )
+    assert anonymous.storage_options == {"endpoint_url": "http://127.0.0.1:9/", "token": "anon"}
+    account = {"type": "service_account", "client_email": "a@b", "private_key": "k"}
+    inline = parsed(f"rsm.config.storage.gcs.credentials.json={json.dumps(account)}\n")
+    assert inline.storage_options == {"token": account}
+    token = tmp_path / "token.json"
+    token.write_text('{"access_token": "ya29.x"}')
+    by_file = parsed(f"rsm.config.storage.gcs.credentials.path={token}\n")
+    held = by_file.storage_options["token"]
+    assert isinstance(held, Credentials) and held.token == "ya29.x" and held.valid
+    # The plugin starts with exactly one of the three; segpipe refuses what it would refuse.
+    with pytest.raises(KafkaTierSettings, match=r"exactly one of .*\(given: none\)"):
+        parsed("")
+    with pytest.raises(
+        KafkaTierSettings, match=r"given: rsm\.config\.storage\.gcs\.credentials\.path, .*default"
+    ):
+        parsed(
+            f"rsm.config.storage.gcs.credentials.path={token}\nrsm.config.storage.gcs.credentials.default=true\n"
+        )
+    with pytest.raises(KafkaTierSettings, match=r"credentials\.path=.*missing\.json"):
+        parsed(f"rsm.config.storage.gcs.credentials.path={tmp_path / 'missing.json'}\n")
+    with pytest.raises(KafkaTierSettings, match=r"credentials\.json: not a JSON credentials document"):
+        parsed("rsm.config.storage.gcs.credentials.json=not json\n")
