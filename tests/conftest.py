@@ -31,9 +31,9 @@ SLOWEST_FIRST = (
     "airflow/test_dags.py",  # 166
     "cluster/test_spark_submit.py",  # 134
     "kafka/test_kafka_tier_erase.py",  # 120
-    "gcs/test_gcs.py",  # 115
     "kafka/test_kafka_tier_broker.py",  # 95
     "e2e/test_stop.py",  # 85
+    "gcs/test_gcs.py",  # 85
     "s3/test_erase_s3.py",  # 76
     "s3/test_tier_seaweedfs.py",  # 74
     "s3/test_tier_s3.py",  # 73

@@ -9,6 +9,8 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -16,12 +18,24 @@ import pytest
 @contextmanager
 def gcs_emulator() -> Iterator[str]:
     """The emulator on a free port of 127.0.0.1 (its objects in memory): its URL."""
-    from gcp_storage_emulator.server import create_server
+    from gcp_storage_emulator import server as emulator
+
+    class ThreadedAPI(emulator.APIThread):  # type: ignore[misc]
+        """Its API, a request per thread: the emulator's own answers one connection at a time,
+        while gcsfs's clients (the driver's, each worker's) open several at once (a download of
+        a directory took a second a file)."""
+
+        def run(self) -> None:
+            handler = partial(emulator.RequestHandler, self._storage)
+            self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
+            self.is_running.set()
+            self._httpd.serve_forever()
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=None)
+    server = emulator.create_server("127.0.0.1", port, in_memory=True, default_bucket=None)
+    server._api = ThreadedAPI("127.0.0.1", port, server._storage)
     server.start()
     try:
         yield f"http://127.0.0.1:{port}"

@@ -18,6 +18,7 @@ from segment_io.storage import open_storage
 from tests.e2e.test_kafka_tier_cli import dumped_records
 from tests.helpers import read_log, run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced
+from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
 from tests.s3.test_tier_s3 import RELEASE, check_whole
 
 pytestmark = pytest.mark.gcs
@@ -58,6 +59,16 @@ def test_clean_from_gcs_to_gcs_matches_a_local_run(
         assert read_log(tmp_path / "from-gcs", part) == read_log(local, part)
     again = run_segpipe("clean", "gs://archive/src", "gs://archive/out", *flags, env=gcs_env)
     assert again.returncode == ExitCode.REFUSED and "not empty" in again.stderr
+
+
+@pytest.mark.parametrize("stage", ["after-keymap", "mid-rewrite", "before-publish"])
+def test_a_run_killed_on_gcs_is_cleaned_up_by_the_next_one(
+    stage: str, gcs_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """As on S3 (tests/s3/test_clean_s3.py, every stage there; here those that leave objects in
+    the store): an object appears only once its upload is finalized, so a killed run's output is
+    its marker and its staging, which the next run removes before it publishes."""
+    killed_clean_is_cleaned_up_by_the_next(stage, gcs(), "gs", gcs_env, sample_dir, tmp_path)
 
 
 def test_tier_to_gcs_reads_and_restores_as_the_original(

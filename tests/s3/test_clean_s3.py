@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,18 +78,28 @@ def test_s3_writes_appear_only_on_commit_and_a_discard_aborts_the_upload(s3_env:
 def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
     stage: str, s3_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    import signal
-
     import s3fs
 
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
+    killed_clean_is_cleaned_up_by_the_next(stage, fs, "s3", s3_env, sample_dir, tmp_path)
+
+
+def killed_clean_is_cleaned_up_by_the_next(
+    stage: str, fs: Any, scheme: str, store_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """A clean from `scheme`:// to `scheme`:// killed at `stage`: the output stays marked
+    incomplete (readers take it for absent), the next run removes its staging and publishes, and
+    the output is byte for byte a local run's."""
+    import signal
+
     bucket = f"crash-{stage}"
     fs.mkdir(bucket)
     fs.put(str(sample_dir) + "/", f"{bucket}/src/", recursive=True)
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
-    env = {**os.environ, **s3_env, "PYSPARK_PYTHON": sys.executable, "SEGPIPE_FAULT": stage}
+    env = {**os.environ, **store_env, "PYSPARK_PYTHON": sys.executable, "SEGPIPE_FAULT": stage}
+    src, out = f"{scheme}://{bucket}/src", f"{scheme}://{bucket}/out"
     killed = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags],
+        [sys.executable, "-m", "pipelines.cli", "clean", src, out, *flags],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -103,20 +114,20 @@ def test_a_run_killed_on_s3_is_cleaned_up_by_the_next_one(
     elif stage != "after-publish":
         assert fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")  # readers treat the output as absent
     if stage != "after-publish":  # published whole before the kill: nothing to redo
-        proc = run_segpipe("clean", f"s3://{bucket}/src", f"s3://{bucket}/out", *flags, env=s3_env)
+        proc = run_segpipe("clean", src, out, *flags, env=store_env)
         assert proc.returncode == ExitCode.OK, proc.stderr
-        removed = f"segpipe: removed staging of a run that did not finish: s3://{bucket}/out"
+        removed = f"segpipe: removed staging of a run that did not finish: {out}"
         assert (removed in proc.stdout) == (stage != "after-scan")
     local = tmp_path / "local"
-    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == ExitCode.OK
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=store_env).returncode == ExitCode.OK
     fs.invalidate_cache()
-    fs.get(f"{bucket}/out/", str(tmp_path / "from-s3") + "/", recursive=True)
+    fs.get(f"{bucket}/out/", str(tmp_path / "from-store") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
-        assert sorted(p.name for p in (tmp_path / "from-s3" / part).iterdir()) == sorted(
+        assert sorted(p.name for p in (tmp_path / "from-store" / part).iterdir()) == sorted(
             p.name for p in (local / part).iterdir()
         )
         for log in (local / part).iterdir():
-            assert (tmp_path / "from-s3" / part / log.name).read_bytes() == log.read_bytes(), log.name
+            assert (tmp_path / "from-store" / part / log.name).read_bytes() == log.read_bytes(), log.name
     assert not fs.exists(f"{bucket}/out/_segpipe/INCOMPLETE")
 
 
