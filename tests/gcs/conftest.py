@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from http.server import ThreadingHTTPServer
+from typing import Any
 
 import pytest
+
+
+def _serialized(method: Callable[[Any], None], lock: threading.Lock) -> Callable[[Any], None]:
+    def one_at_a_time(handler: Any) -> None:
+        with lock:
+            method(handler)
+
+    return one_at_a_time
 
 
 @contextmanager
@@ -21,16 +31,27 @@ def gcs_emulator() -> Iterator[str]:
     from gcp_storage_emulator import server as emulator
 
     class ThreadedAPI(emulator.APIThread):  # type: ignore[misc]
-        """Its API, a request per thread: the emulator's own answers one connection at a time,
-        while gcsfs's clients (the driver's, each worker's) open several at once (a download of
-        a directory took a second a file)."""
+        """Its API with a thread per connection: the emulator's own server takes one connection
+        at a time, and one a client opened and has not yet used holds up every other (a download
+        of a directory took a second a file). The requests themselves still go one at a time:
+        its storage is not safe for two at once (its resumable uploads are one document, read
+        and written whole, and an upload was lost so)."""
 
         def run(self) -> None:
-            handler = partial(emulator.RequestHandler, self._storage)
+            handler = partial(OneAtATime, self._storage)
             self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
             self.is_running.set()
             self._httpd.serve_forever()
 
+    one = threading.Lock()
+
+    class OneAtATime(emulator.RequestHandler):  # type: ignore[misc]
+        pass
+
+    for verb in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        method = getattr(emulator.RequestHandler, f"do_{verb}", None)
+        if method is not None:
+            setattr(OneAtATime, f"do_{verb}", _serialized(method, one))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
