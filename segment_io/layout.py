@@ -227,7 +227,7 @@ def list_log_dir(
     log directory holding a tier's marker, and an unfinished output (`allow_incomplete`: the
     validation gate reads its own staged output) are refused, never read as empty logs."""
     if not storage.exists(path):
-        raise LogDirNotFound(path, None, "no such directory")
+        raise LogDirNotFound(storage.url(path), None, "no such directory")  # its URL: gs://bucket/...
     if storage.is_file(path):
         if segment_file:
             return list_segment_file(storage, path)

@@ -119,4 +119,6 @@ def test_a_lock_object_is_made_once(gcs_env: dict[str, str]) -> None:
 def test_a_missing_bucket_is_named(gcs_env: dict[str, str], tmp_path: Path) -> None:
     proc = run_segpipe("inspect", "gs://no-such-bucket/logs", env=gcs_env)
     assert proc.returncode == ExitCode.REFUSED, proc.stderr
-    assert "log directory not found: no-such-bucket/logs" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        "log directory not found: gs://no-such-bucket/logs" in proc.stderr and "Traceback" not in proc.stderr
+    )
