@@ -12,7 +12,6 @@ readable, and the next one finishes what it left."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,9 @@ from tests.kafka.test_kafka_tier_broker import (
 )
 from tests.kafka.test_kafka_tier_erase import (
     ISOLATIONS,
-    PASS_TIMEOUT_S,
-    Readers,
     Record,
     read_pass,
+    read_throughout,
     served_ids,
 )
 
@@ -173,15 +171,9 @@ def test_clean_compacts_remote_segments_while_consumers_read(
     assert would and remote_files(broker) == files_before
     assert read_pass(broker, ISOLATIONS[0]) == before[ISOLATIONS[0]]
     kept = kept_by_clean(spark, broker, now_ms, tmp_path / "reference")
-    readers = Readers(broker)
-    thread = threading.Thread(target=readers.run, daemon=True)
-    thread.start()
     report_path = tmp_path / "report.json"
-    try:
+    with read_throughout(broker) as readers:
         proc = compact(broker, now_ms, "--report", str(report_path))
-    finally:
-        readers.stop.set()
-        thread.join(timeout=2 * PASS_TIMEOUT_S)
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert readers.errors == []  # every fetch during the run succeeded
     assert len(readers.passes) >= 2

@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,20 @@ class Readers:
                 self.errors.append(f"{isolation}: {exc!r}")
 
 
+@contextmanager
+def read_throughout(broker: Broker) -> Iterator[Readers]:
+    """Consumers reading the whole topic in a loop while the block runs (stopped at its end,
+    boundedly): their passes and fetch errors."""
+    readers = Readers(broker)
+    thread = threading.Thread(target=readers.run, daemon=True)
+    thread.start()
+    try:
+        yield readers
+    finally:
+        readers.stop.set()
+        thread.join(timeout=2 * PASS_TIMEOUT_S)
+
+
 def check_pass(got: dict[int, list[Record]], before: dict[int, list[Record]], listed: set[bytes]) -> None:
     """A pass received only records it received before, in offset order, and every one of them
     that carries no listed key."""
@@ -173,15 +188,9 @@ def test_erase_swaps_remote_segments_while_consumers_read(broker: Broker, tmp_pa
     assert dry.returncode == ExitCode.OK, dry.stderr
     would = json.loads((tmp_path / "dry.json").read_text())["kafka_tier"]["would_swap"]
     assert remote_files(broker) == files_before and read_pass(broker, ISOLATIONS[0]) == before[ISOLATIONS[0]]
-    readers = Readers(broker)
-    thread = threading.Thread(target=readers.run, daemon=True)
-    thread.start()
     report_path = tmp_path / "report.json"
-    try:
+    with read_throughout(broker) as readers:
         proc = erase(broker, keys, "--report", str(report_path))
-    finally:
-        readers.stop.set()
-        thread.join(timeout=2 * PASS_TIMEOUT_S)
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert readers.errors == []
     assert len(readers.passes) >= 2

@@ -76,16 +76,9 @@ def test_a_compressed_encrypted_tier_reads_back_with_the_plugins_manifest(tmp_pa
 
 
 def test_a_successor_is_uploaded_read_back_and_deleted_in_the_plugins_layout(tmp_path: Path) -> None:
-    from pipelines.kafka_tier.stores import AivenStore, segment_store
     from pipelines.kafka_tier.swap import new_segment_id, successor
 
-    t = tier(ENCRYPTED, tmp_path, copy_bucket=True)
-    view, _ = open_storage(kafka_tier_url(str(t.settings), str(t.logdir)))
-    assert isinstance(view, KafkaTierView)
-    store = segment_store(view.settings, *view.objects, view.keyring)
-    assert isinstance(store, AivenStore)
-    old = next(s for segs in view.remote.values() for s in segs)
-    assert isinstance(old, AivenSegment)
+    view, store, old = aiven_store(ENCRYPTED, tmp_path)
     files = {"log": old.read_log(), **{k: v for k in KINDS if (v := old.index(k)) is not None}}
     new = successor(old.seg, new_segment_id(), len(files["log"]), old.seg.max_timestamp_ms, 1_700_000_000_000)
     custom = store.upload(new, files)
