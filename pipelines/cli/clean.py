@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import console
 from pipelines.cli.source_args import add_grace_ms, add_kafka_tier, grace_ms_of, kafka_tier_of
@@ -24,6 +24,10 @@ from pipelines.config import JobConfig, load_job_config
 from pipelines.errors import ConfigError
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import Location
+
+if TYPE_CHECKING:
+    from pipelines.jobs.clean.request import CleanRequest
+    from pipelines.log.source import Source
 
 
 def add_parser(sub: Any) -> None:
@@ -92,7 +96,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.jobs.clean.placement import clean_placement
-    from pipelines.jobs.clean.request import CleanRequest
     from pipelines.log.source import open_source
     from pipelines.output.harness import preflight
 
@@ -125,16 +128,12 @@ def run(args: argparse.Namespace) -> int:
     if note:
         console.say(note)
     request = preflight(
-        CleanRequest(
-            src=source.log,
+        _request(
+            args,
+            source,
+            config,
             dst=Location(args.dst),
-            config=config,
-            now_ms=now_from(args),
-            dry_run=args.dry_run,
-            report_path=Location.of_optional(args.report),
-            on_corrupt=args.on_corrupt,
             plan_json=args.json,
-            topics=source.kept,
             link=args.link,
             select=args.select,
         )
@@ -158,6 +157,23 @@ def run(args: argparse.Namespace) -> int:
             gate = validation_gate(spark, request.request.out, console.say, against=source.log, suites=suites)
         report = run_clean(spark, request, console.say, gate)
     return ExitCode.SKIPPED if report.skipped else ExitCode.OK
+
+
+def _request(args: argparse.Namespace, source: Source, config: JobConfig, **given: Any) -> CleanRequest:
+    """The CleanRequest the arguments name for SRC opened as `source` (the topics it keeps);
+    `given`: what the way it runs adds (a DST, --json, --link, --select)."""
+    from pipelines.jobs.clean.request import CleanRequest
+
+    return CleanRequest(
+        src=source.log,
+        config=config,
+        now_ms=now_from(args),
+        dry_run=args.dry_run,
+        report_path=Location.of_optional(args.report),
+        on_corrupt=args.on_corrupt,
+        topics=source.kept,
+        **given,
+    )
 
 
 def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
@@ -196,7 +212,6 @@ def _run_in_place(args: argparse.Namespace, config: JobConfig) -> int:
 def _run_kafka_tier(args: argparse.Namespace, config: JobConfig, grace_ms: int | None) -> int:
     """clean LOG_DIR --kafka-tier SETTINGS --bootstrap-server HOST:PORT --in-place: the remote
     segments of the topics the configs compact, compacted and swapped while the cluster serves them."""
-    from pipelines.jobs.clean.request import CleanRequest
     from pipelines.kafka_tier.rewrite import left_in_place, require_live_cluster
     from pipelines.log.source import open_source
 
@@ -207,15 +222,7 @@ def _run_kafka_tier(args: argparse.Namespace, config: JobConfig, grace_ms: int |
         )
     require_live_cluster(args.bootstrap_server, "clean", "cleaned")  # before anything is listed
     source = open_source(args.src, kafka_tier=kafka_tier_of(args), config=config, patterns=tuple(args.topic))
-    request = CleanRequest(
-        src=source.log,
-        config=config,
-        now_ms=now_from(args),
-        dry_run=args.dry_run,
-        report_path=Location.of_optional(args.report),
-        on_corrupt=args.on_corrupt,
-        topics=source.kept,
-    )
+    request = _request(args, source, config)
     with spark_on_demand(args, False, JOB_MODULES["clean"], *VALIDATION_MODULES, local_likely=True) as spark:
         from pipelines.jobs.clean.kafka_tier import clean_kafka_tier
         from pipelines.jobs.validate.gate import promise_gate_for
