@@ -11,13 +11,13 @@ from typing import Any
 from pipelines.kafka_tier.swap import Cluster
 from pipelines.kafka_tier.swap_journal import Swap
 from segment_io.errors import KafkaTierSettings
-from segment_io.kafka_tier.objects import SegmentObjects
+from segment_io.kafka_tier.objects import SegmentObjects, SuccessorFiles
 from segment_io.layout import segment_file_name
 from segment_io.storage import Location
 from segment_io.topic_partition import TopicPartition
 
 RETENTION_BYTES = "retention.bytes"
-STAGED_KINDS = ("log", "index", "timeindex", "txnindex")  # rewritten by the run; the rest kept
+STAGED_INDEXES = ("index", "timeindex", "txnindex")  # rewritten by the run with the log; the rest kept
 
 
 def require_live_cluster(bootstrap: str | None, command: str, into_new: str) -> str:
@@ -40,21 +40,22 @@ def staged_path(staging: Location, tp: TopicPartition, base: int, kind: str) -> 
 
 def staged_loader(
     staging: Location, tp: TopicPartition, base: int, objects: SegmentObjects
-) -> Callable[[], Mapping[str, bytes]]:
-    """The successor's files: the staged log and indexes, and the old segment's producer snapshot
-    and leader epochs (offsets are kept, and so is every producer's last batch: neither changes)."""
+) -> Callable[[], SuccessorFiles]:
+    """The successor's files: the staged log (streamed from the staging, never held) and indexes,
+    and the old segment's producer snapshot and leader epochs (offsets are kept, and so is every
+    producer's last batch: neither changes)."""
 
-    def load() -> dict[str, bytes]:
-        files = {}
-        for kind in STAGED_KINDS:
+    def load() -> SuccessorFiles:
+        others = {}
+        for kind in STAGED_INDEXES:
             path = staged_path(staging, tp, base, kind)
             if staging.storage.exists(path):
-                files[kind] = staging.storage.read(path)
+                others[kind] = staging.storage.read(path)
         for kind in ("snapshot", "leader-epoch"):
             data = objects.index(kind)
             if data is not None:
-                files[kind] = data
-        return files
+                others[kind] = data
+        return SuccessorFiles(staging.storage.open_read(staged_path(staging, tp, base, "log")), others)
 
     return load
 

@@ -4,8 +4,8 @@ as the plugin is configured to write)."""
 
 from __future__ import annotations
 
+import itertools
 import posixpath
-from collections.abc import Mapping
 
 from pipelines.kafka_tier.swap import EMPTY_UNSERVED, SegmentStore
 from segment_io.errors import KafkaTierSettings, UploadFailed
@@ -14,9 +14,10 @@ from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
 from segment_io.kafka_tier.keyring import Keyring, PublicKey
 from segment_io.kafka_tier.local_tiered import LocalTieredStore
 from segment_io.kafka_tier.metadata import SegmentMetadata
+from segment_io.kafka_tier.objects import SuccessorFiles
 from segment_io.kafka_tier.settings import AIVEN_RSM, TierSettings
 from segment_io.layout import KAFKA_TIER_SWAPS, META_DIR
-from segment_io.storage.base import Storage
+from segment_io.storage.base import Checksum, Storage, checksum_of
 
 AIVEN_INDEX_KINDS = ("index", "timeindex", "snapshot", "leader-epoch", "txnindex")
 
@@ -45,19 +46,21 @@ class AivenStore:
             public = PublicKey.load(pair, settings.public_keys[pair])
         self.how = AivenWriting(settings.chunk_size, settings.compression, public, self.prefix)
 
-    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
-        if not files["log"]:
+    def upload(self, seg: SegmentMetadata, files: SuccessorFiles) -> bytes | None:
+        log = iter(files.log)
+        first = next((chunk for chunk in log if chunk), None)
+        if first is None:  # refused before any object is written
             where = f"{self.root.rstrip('/')}/{object_key(seg, self.prefix, 'log')}"
             raise UploadFailed(where, EMPTY_UNSERVED)
-        indexes = {kind: files.get(kind) for kind in AIVEN_INDEX_KINDS}
+        indexes = {kind: files.others.get(kind) for kind in AIVEN_INDEX_KINDS}
         return write_aiven_segment(
-            self.storage, self.root, seg, files["log"], indexes, self.how
+            self.storage, self.root, seg, itertools.chain([first], log), indexes, self.how
         ).custom_metadata
 
-    def read_back(self, seg: SegmentMetadata) -> bytes:
+    def read_back(self, seg: SegmentMetadata) -> Checksum:
         found = AivenSegment(self.storage, self.root, seg, self.prefix, self.keyring)
         found.check()
-        return found.read_log()
+        return checksum_of(found.log_chunks())
 
     def delete(self, seg: SegmentMetadata) -> None:
         for suffix in SUFFIXES:

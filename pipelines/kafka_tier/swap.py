@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -36,9 +37,13 @@ from segment_io.kafka_tier.metadata import (
     TopicIdPartition,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, PartitionState
-from segment_io.storage.base import Storage
+from segment_io.kafka_tier.objects import SuccessorFiles
+from segment_io.storage.base import Checksum, Storage
 
 GRACE_MS = 60_000  # after the successor is served, before the old objects go: a fetch in flight ends
+# Successors uploaded and read back at once: each holds a few chunks, never its segment, so memory
+# is this many times a few chunks whatever the segment size; the uploads wait on the store.
+UPLOADS_AT_ONCE = max(2, min(8, os.cpu_count() or 2))
 
 
 class Cluster(Protocol):
@@ -70,12 +75,13 @@ class SegmentStore(Protocol):
     # record went. Where it does not, a fetch there fails, so no such successor is made.
     serves_empty_segments: bool
 
-    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
-        """Write the segment's files (by kind: `log`, `index`, `timeindex`, `txnindex`, `snapshot`,
-        `leader-epoch`); the plugin's custom metadata for its COPY_SEGMENT_FINISHED record."""
+    def upload(self, seg: SegmentMetadata, files: SuccessorFiles) -> bytes | None:
+        """Write the segment's files, the log streamed as it comes; the plugin's custom metadata
+        for its COPY_SEGMENT_FINISHED record."""
 
-    def read_back(self, seg: SegmentMetadata) -> bytes:
-        """The segment's log as the plugin's reader returns it (checked against its objects)."""
+    def read_back(self, seg: SegmentMetadata) -> Checksum:
+        """Size and CRC-32C of the segment's log as the plugin's reader returns it (checked
+        against its objects), read in bounded chunks."""
 
     def delete(self, seg: SegmentMetadata) -> None:
         """Remove every object of the segment (those already gone are no error)."""
@@ -132,6 +138,18 @@ def state_of(replay: MetadataReplay, seg: SegmentMetadata) -> SegmentState | Non
     return None if found is None else found.state
 
 
+class _Tally:
+    """Chunks passed through once, their size and CRC-32C counted on the way."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks, self.checksum = chunks, Checksum(0, 0)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.chunks:
+            self.checksum = self.checksum.extend(chunk)
+            yield chunk
+
+
 @dataclass
 class SwapOutcome:
     """What a run of swaps did: the swaps done, those undone with the reason, the journalled swaps
@@ -162,6 +180,7 @@ class Swapper:
     # Held around each step that makes a swap visible (a successor served, an old segment gone):
     # a stop signal waits for the step, and the step is named as done (runtime.stop.publishing).
     publishing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
+    uploads_at_once: int = UPLOADS_AT_ONCE
 
     @property
     def journal(self) -> Journal:
@@ -198,31 +217,27 @@ class Swapper:
 
     def run(
         self,
-        swaps: list[tuple[Swap, Callable[[], Mapping[str, bytes]]]],
+        swaps: list[tuple[Swap, Callable[[], SuccessorFiles]]],
         epochs: Mapping[TopicIdPartition, int | None],
     ) -> SwapOutcome:
         """Swap each old segment for its successor (the files from its loader): uploaded and
-        read back, announced, served, then the old one retired after the grace period. A swap
-        whose old segment is no longer served as it was planned, or whose partition's leader epoch
-        moved (`epochs`: as planned), is undone and named."""
+        read back (`uploads_at_once` at a time), announced, served, then the old one retired after
+        the grace period. A swap whose old segment is no longer served as it was planned, or whose
+        partition's leader epoch moved (`epochs`: as planned), is undone and named."""
         outcome = SwapOutcome()
         started = self.clock.now_ms()
-        uploaded: list[Swap] = []
-        for swap, load in swaps:
+        for swap, _ in swaps:  # each journalled, then announced, before any successor's upload
             self.journal.write(swap)
             self._publish(swap.new)
             self.fault("kafka-tier-copy-started")
-            files = load()
-            custom = self.store.upload(swap.new, files)
-            swap = Swap(swap.old, replace(swap.new, custom_metadata=custom))
-            if self.store.read_back(swap.new) != files["log"]:
-                raise KafkaTierCorrupt(
-                    self.store.storage.url(self.store.root),
-                    None,
-                    f"segment {swap.new.segment_id}: its uploaded log does not read back as written",
-                )
-            uploaded.append(swap)
-            self.fault("kafka-tier-uploaded")
+        uploaded: list[Swap] = []
+        pool = ThreadPoolExecutor(max_workers=self.uploads_at_once, thread_name_prefix="segpipe-upload")
+        try:
+            for pending in [pool.submit(self._upload, swap, load) for swap, load in swaps]:
+                uploaded.append(pending.result())  # a failed upload stops the run: its swaps journalled
+                self.fault("kafka-tier-uploaded")
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         replay = self.cluster.replay()
         served: list[Swap] = []
         for swap in uploaded:
@@ -246,6 +261,25 @@ class Swapper:
             busy = (self.clock.now_ms() - started) / 1000 - outcome.grace_waited_s
             outcome.seconds_per_swap = busy / len(swaps)
         return outcome
+
+    def _upload(self, swap: Swap, load: Callable[[], SuccessorFiles]) -> Swap:
+        """One successor's objects written, then read back through the plugin's reader: the log it
+        returns must be the one sent (size and CRC-32C of the bytes that went, never the store's
+        word for them) and of the size its metadata gives."""
+        files = load()
+        sent = _Tally(files.log)
+        custom = self.store.upload(swap.new, replace(files, log=sent))
+        new = replace(swap.new, custom_metadata=custom)
+        held = self.store.read_back(new)
+        if held != sent.checksum or held.size != new.size:
+            raise KafkaTierCorrupt(
+                self.store.storage.url(self.store.root),
+                None,
+                f"segment {new.segment_id}: its uploaded log does not read back as written "
+                f"({held.size} bytes with CRC-32C {held.crc32c:08x} read back, {sent.checksum.size} "
+                f"bytes with CRC-32C {sent.checksum.crc32c:08x} sent, {new.size} in its metadata)",
+            )
+        return Swap(swap.old, new)
 
     def _unsafe(
         self, swap: Swap, replay: MetadataReplay, epochs: Mapping[TopicIdPartition, int | None]
@@ -311,7 +345,7 @@ class Swapper:
         if new is None or new.state is not SegmentState.COPY_SEGMENT_FINISHED or not mapped(replay, new):
             return f"its successor {swap.new.segment_id} is not served at its offsets"
         try:
-            size = len(self.store.read_back(new))
+            size = self.store.read_back(new).size
         except (KafkaTierCorrupt, FileNotFoundError) as exc:
             return f"its successor {swap.new.segment_id} does not read back: {exc}"
         if size != new.size:  # the bytes decoded, not a manifest's word for them

@@ -25,6 +25,7 @@ import binascii
 import json
 import struct
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ MANIFEST_VERSION = "1"
 IV_BYTES = 12
 TAG_BYTES = 16
 SUFFIXES = ("log", "indexes", "rsm-manifest")
+FETCH_BYTES = 8 * 1024 * 1024  # a streamed read of the log fetches about this much per request
 # The manifest's names of the segment indexes, as Kafka's file suffixes.
 INDEX_KINDS = {
     "offset": "index",
@@ -349,11 +351,30 @@ class AivenSegment:
         chunks = manifest.chunks_for(start, end)
         if not chunks:
             return b""
+        first = chunks[0]
+        out = b"".join(self._plain_chunks(chunks))
+        return out[start - first.original_position : end - first.original_position]
+
+    def log_chunks(self) -> Iterator[bytes]:
+        """The whole log, chunk by chunk, fetched a few chunks per ranged read (never held whole)."""
+        chunks = self.manifest.chunks_for(0, self.manifest.original_size)
+        group: list[Chunk] = []
+        for c in chunks:
+            group.append(c)
+            if c.transformed_position + c.transformed_size - group[0].transformed_position >= FETCH_BYTES:
+                yield from self._plain_chunks(tuple(group))
+                group = []
+        if group:
+            yield from self._plain_chunks(tuple(group))
+
+    def _plain_chunks(self, chunks: tuple[Chunk, ...]) -> Iterator[bytes]:
+        """Consecutive chunks, read in one ranged read and transformed back, each checked to hold
+        the bytes the manifest says."""
+        manifest = self.manifest
         first, last = chunks[0], chunks[-1]
         data = self._read_object(
             "log", first.transformed_position, last.transformed_position + last.transformed_size
         )
-        out = bytearray()
         for c in chunks:
             at = c.transformed_position - first.transformed_position
             plain = self._decrypt(data[at : at + c.transformed_size], "log", c.transformed_position)
@@ -366,8 +387,7 @@ class AivenSegment:
                     f"segment {self.seg.segment_id}: "
                     f"a chunk holds {len(plain)} bytes, the manifest says {c.original_size}",
                 )
-            out += plain
-        return bytes(out[start - first.original_position : end - first.original_position])
+            yield plain
 
     def read_log_array(self) -> np.ndarray:
         return np.frombuffer(self.read_log(), dtype=np.uint8)  # chunks decrypted: held whole

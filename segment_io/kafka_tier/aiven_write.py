@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,15 +97,16 @@ def write_aiven_segment(
     storage: Storage,
     root: str,
     seg: SegmentMetadata,
-    log: bytes,
+    log: Iterable[bytes],
     indexes: dict[str, bytes | None],
     how: AivenWriting,
     random: Callable[[int], bytes] = os.urandom,
 ) -> WrittenSegment:
-    """Upload the segment `seg` (its `log` bytes and its `indexes` by Kafka suffix: index,
-    timeindex, snapshot, leader-epoch, txnindex) as the plugin would, each object read back and
-    checked; returns its manifest and custom metadata. `random` draws the data key, the AAD, the
-    IVs and the OAEP seed (injected for tests)."""
+    """Upload the segment `seg` (its `log` as chunks of any size, streamed: one chunk of the
+    configured size transformed at a time; its `indexes` by Kafka suffix: index, timeindex,
+    snapshot, leader-epoch, txnindex) as the plugin would, each object read back and checked;
+    returns its manifest and custom metadata. `random` draws the data key, the AAD, the IVs and the
+    OAEP seed (injected for tests)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     cipher = aad = None
@@ -125,24 +126,34 @@ def write_aiven_segment(
         iv = random(IV_BYTES)
         return iv + cipher.encrypt(iv, chunk, aad)
 
-    chunks = [log[i : i + how.chunk_size] for i in range(0, len(log), how.chunk_size)]
+    compressor: Any = None
     if how.compression:
         import zstandard
 
         compressor = zstandard.ZstdCompressor(write_content_size=True)
-        chunks = [compressor.compress(c) for c in chunks]
-    sealed = [seal(c) for c in chunks]
+    original, sealed_sizes = 0, list[int]()
+
+    def transformed() -> Iterator[bytes]:
+        nonlocal original
+        for chunk in rechunk(log, how.chunk_size):
+            original += len(chunk)
+            sealed = seal(chunk if compressor is None else compressor.compress(chunk))
+            sealed_sizes.append(len(sealed))
+            yield sealed
+
+    main = default_main_path(seg)
+    sizes = {"log": _put(storage, root, how, main, "log", transformed())}
     chunk_index: dict[str, Any] = {
         "type": "variable" if how.compression else "fixed",
         "originalChunkSize": how.chunk_size,
-        "originalFileSize": len(log),
+        "originalFileSize": original,
     }
     if how.compression:
-        chunk_index["transformedChunks"] = encode_chunk_sizes([len(c) for c in sealed])
+        chunk_index["transformedChunks"] = encode_chunk_sizes(sealed_sizes)
     else:
         overhead = 0 if cipher is None else IV_BYTES + 16
         chunk_index["transformedChunkSize"] = how.chunk_size + overhead
-        chunk_index["finalTransformedChunkSize"] = len(sealed[-1]) if sealed else 0
+        chunk_index["finalTransformedChunkSize"] = sealed_sizes[-1] if sealed_sizes else 0
     index_blob, positions = bytearray(), dict[str, dict[str, int] | None]()
     for name, kind in INDEX_ORDER:
         data = indexes.get(kind)
@@ -161,13 +172,26 @@ def write_aiven_segment(
     if encryption is not None:
         manifest["encryption"] = encryption
     manifest["remoteLogSegmentMetadata"] = _metadata_json(seg)
-    main = default_main_path(seg)
-    sizes = {}
-    for suffix, body in (
-        ("log", b"".join(sealed)),
-        ("indexes", bytes(index_blob)),
-        ("rsm-manifest", json.dumps(manifest, separators=(",", ":")).encode()),
-    ):
-        storage.upload(f"{root.rstrip('/')}/{how.prefix}{main}.{suffix}", [body])
-        sizes[suffix] = len(body)
+    sizes["indexes"] = _put(storage, root, how, main, "indexes", [bytes(index_blob)])
+    manifest_json = json.dumps(manifest, separators=(",", ":")).encode()
+    sizes["rsm-manifest"] = _put(storage, root, how, main, "rsm-manifest", [manifest_json])
     return WrittenSegment(manifest, custom_metadata(sizes, how.prefix, main), main, sizes)
+
+
+def _put(
+    storage: Storage, root: str, how: AivenWriting, main: str, suffix: str, body: Iterable[bytes]
+) -> int:
+    """One of the segment's objects uploaded (and read back); its size."""
+    return storage.upload(f"{root.rstrip('/')}/{how.prefix}{main}.{suffix}", body).size
+
+
+def rechunk(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The bytes `chunks` make, cut again into chunks of `size` (the last one shorter)."""
+    held = bytearray()
+    for chunk in chunks:
+        held += chunk
+        while len(held) >= size:
+            yield bytes(held[:size])
+            del held[:size]
+    if held:
+        yield bytes(held)

@@ -5,13 +5,15 @@ and named `<start %020d>-<segment id>` with the suffixes `.log`, `.index`, `.tim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import posixpath
+from collections.abc import Iterator
 
 import numpy as np
 
 from segment_io.errors import KafkaTierCorrupt
 from segment_io.kafka_tier.metadata import SegmentMetadata
-from segment_io.storage.base import Storage
+from segment_io.kafka_tier.objects import SuccessorFiles
+from segment_io.storage.base import Checksum, Storage, checksum_of
 
 ROOT_DIR = "kafka-tiered-storage"
 SUFFIXES = {
@@ -73,6 +75,19 @@ class LocalTieredSegment:
             raise self._short(len(data))
         return data[: self.seg.size]
 
+    def log_chunks(self) -> Iterator[bytes]:
+        read = 0
+        try:
+            for chunk in self.storage.open_read(self.paths["log"]):
+                chunk = chunk[: self.seg.size - read]
+                read += len(chunk)
+                if chunk:
+                    yield chunk
+        except FileNotFoundError:
+            raise self._missing() from None
+        if read < self.seg.size:
+            raise self._short(read)
+
     def _missing(self) -> KafkaTierCorrupt:
         return KafkaTierCorrupt(self.log_url, None, f"segment {self.seg.segment_id}: the file is missing")
 
@@ -113,18 +128,31 @@ class LocalTieredStore:
         self.storage = storage
         self.root = root
 
-    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
+    def upload(self, seg: SegmentMetadata, files: SuccessorFiles) -> bytes | None:
         target = LocalTieredSegment(self.storage, self.root, seg)
         self.storage.makedirs(target.directory)
-        for kind, data in files.items():
+        pending = self.storage.open_write(target.paths["log"])
+        try:
+            for chunk in files.log:
+                pending.write(chunk)
+        except BaseException:
+            pending.discard()
+            raise
+        pending.commit()
+        for kind, data in files.others.items():
             self.storage.write_atomic(target.paths[kind], data)
         return None  # the plugin keeps no custom metadata
 
-    def read_back(self, seg: SegmentMetadata) -> bytes:
+    def read_back(self, seg: SegmentMetadata) -> Checksum:
         found = LocalTieredSegment(self.storage, self.root, seg)
         found.check()
-        return found.read_log()
+        return checksum_of(found.log_chunks())
 
     def delete(self, seg: SegmentMetadata) -> None:
-        for path in LocalTieredSegment(self.storage, self.root, seg).paths.values():
+        """Every file of the segment, and any a killed upload of it left half written (a file of
+        its name with a temporary suffix): the segment id is random, so no other file has it."""
+        found = LocalTieredSegment(self.storage, self.root, seg)
+        stem = posixpath.basename(found.paths["log"]).removesuffix(SUFFIXES["log"]) + "."
+        leftovers = [f.path for f in self.storage.list(found.directory) if f.name.startswith(stem)]
+        for path in {*found.paths.values(), *leftovers}:
             self.storage.remove(path)

@@ -42,6 +42,14 @@ class Checksum:
         return cls(0, 0).extend(data)
 
 
+def checksum_of(chunks: Iterable[bytes | memoryview]) -> Checksum:
+    """Size and CRC-32C of the bytes `chunks` make, one chunk held at a time."""
+    held = Checksum(0, 0)
+    for chunk in chunks:
+        held = held.extend(chunk)
+    return held
+
+
 class PendingFile(ABC):
     """A file being written: nothing is visible at its path until `commit`, and nothing is left
     behind by `discard`."""
@@ -135,10 +143,7 @@ class Storage(ABC):
 
     def checksum(self, path: str) -> Checksum:
         """Size and CRC-32C of what the storage holds at `path`, read in bounded chunks."""
-        held = Checksum(0, 0)
-        for chunk in self.open_read(path):
-            held = held.extend(chunk)
-        return held
+        return checksum_of(self.open_read(path))
 
     def upload(
         self, path: str, chunks: Iterable[bytes | memoryview], mtime_ms: int | None = None

@@ -133,8 +133,11 @@ class LocalStorage(Storage):
             return []
         out = []
         for entry in entries:
-            stat = entry.stat()
-            is_dir = entry.is_dir()
+            try:
+                stat = entry.stat()
+                is_dir = entry.is_dir()
+            except FileNotFoundError:  # renamed or removed since the directory was read: not there
+                continue
             out.append(
                 FileInfo(
                     path=posixpath.join(path, entry.name),

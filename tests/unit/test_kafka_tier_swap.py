@@ -7,7 +7,7 @@ undone by the next, from the metadata itself. The cluster here is a replay of wh
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,9 @@ from segment_io.kafka_tier.metadata import (
     TopicIdPartition,
 )
 from segment_io.kafka_tier.metadata_cache import MetadataReplay, remote_log
+from segment_io.kafka_tier.objects import SuccessorFiles
 from segment_io.storage import LocalStorage
+from segment_io.storage.base import Checksum
 
 pytestmark = pytest.mark.unit
 TP = TopicIdPartition("orders", "AAAAAAAAAAAAAAAAAAAAAQ", 0)
@@ -90,7 +92,7 @@ FILES = {"log": b"L" * 200, "index": b"", "timeindex": b"", "snapshot": b"S", "l
 def tier(tmp_path: Path) -> tuple[Cluster, LocalTieredStore, Clock]:
     store = LocalTieredStore(LocalStorage(), str(tmp_path))
     for old in (OLD_A, OLD_B):
-        store.upload(old, {**FILES, "log": b"O" * old.size})
+        store.upload(old, SuccessorFiles.held({**FILES, "log": b"O" * old.size}))
     return Cluster([OLD_A, finished(OLD_A), OLD_B, finished(OLD_B)]), store, Clock()
 
 
@@ -102,8 +104,8 @@ def swapper(cluster: Cluster, store: LocalTieredStore, clock: Clock) -> Swapper:
     return Swapper(cluster, store, clock, GRACE)
 
 
-def load(files: Mapping[str, bytes] = FILES) -> Mapping[str, bytes]:
-    return files
+def load(files: Mapping[str, bytes] = FILES) -> SuccessorFiles:
+    return SuccessorFiles.held(files)
 
 
 def served(cluster: Cluster) -> list[str]:
@@ -128,9 +130,51 @@ def test_the_records_go_in_the_brokers_order_with_the_grace_before_the_deletion(
     assert delete - finish >= GRACE and clock.slept == [GRACE]
     assert served(cluster) == [new, OLD_B.segment_id]
     # The successor's objects are the files given, the old segment's are gone, the journal empty.
-    assert store.read_back(cluster.replay().partitions[TP].segments[new]) == FILES["log"]
+    assert store.read_back(cluster.replay().partitions[TP].segments[new]) == Checksum.of(FILES["log"])
     assert not any(old in p.name for p in tmp_path.rglob("*") if p.is_file())
     assert list(Journal(store.storage, store.root).entries()) == []
+
+
+def test_successors_upload_at_once_and_the_grace_is_waited_once(tmp_path: Path) -> None:
+    """Swaps of several segments upload side by side (each waits here until the other is
+    uploading too: one after the other, neither would finish), stream their logs in pieces, and
+    go into service in order; one grace period covers them all."""
+    import threading
+
+    cluster, store, clock = tier(tmp_path)
+    both = threading.Barrier(2, timeout=10)
+    pieces = [FILES["log"][i : i + 7] for i in range(0, len(FILES["log"]), 7)]
+
+    def side_by_side() -> SuccessorFiles:
+        both.wait()
+        return SuccessorFiles(iter(pieces), {k: v for k, v in FILES.items() if k != "log"})
+
+    swaps = [planned(OLD_A, clock), planned(OLD_B, clock)]
+    outcome = replace(swapper(cluster, store, clock), uploads_at_once=2).run(
+        [(swap, side_by_side) for swap in swaps], {TP: 5}
+    )
+    assert [s.new.segment_id for s in outcome.done] == [s.new.segment_id for s in swaps]
+    assert served(cluster) == [s.new.segment_id for s in swaps] and clock.slept == [GRACE]
+    for swap in swaps:
+        assert store.read_back(swap.new) == Checksum.of(FILES["log"])
+    states = [(r.segment_id, r.state) for r in cluster.sent]  # type: ignore[union-attr]
+    a, b = (s.new.segment_id for s in swaps)
+    assert states[:4] == [
+        (a, S.COPY_SEGMENT_STARTED),
+        (b, S.COPY_SEGMENT_STARTED),
+        (a, S.COPY_SEGMENT_FINISHED),
+        (b, S.COPY_SEGMENT_FINISHED),
+    ]
+
+
+def test_a_successor_that_reads_back_shorter_than_planned_is_never_served(tmp_path: Path) -> None:
+    """The log sent is checked against the size the successor's metadata announces too: a staged
+    log that changed after the plan (or a plan that misread it) is not served on its own word."""
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    with pytest.raises(KafkaTierCorrupt, match=r"150 bytes.*200"):
+        swapper(cluster, store, clock).run([(swap, lambda: load({**FILES, "log": b"L" * 150}))], {TP: 5})
+    assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
 
 
 def test_the_successor_keeps_the_old_segments_offsets_epochs_and_broker() -> None:
@@ -163,10 +207,10 @@ def test_an_old_segment_the_leader_expired_meanwhile_is_left_and_its_successor_w
     cluster, store, clock = tier(tmp_path)
     swap = planned(OLD_A, clock)
 
-    def expire_while_uploading() -> Mapping[str, bytes]:
+    def expire_while_uploading() -> SuccessorFiles:
         if not any(getattr(r, "state", None) is S.DELETE_SEGMENT_STARTED for r in cluster.topic):
             cluster.topic.append(SegmentUpdate(TP, OLD_A.segment_id, 1, T0, None, S.DELETE_SEGMENT_STARTED))
-        return FILES
+        return load()
 
     outcome = swapper(cluster, store, clock).run([(swap, expire_while_uploading)], {TP: 5})
     assert outcome.done == [] and "no longer served" in outcome.undone[0][1]
@@ -190,8 +234,8 @@ def test_a_leader_epoch_that_moved_during_the_run_leaves_the_segment_as_it_was(t
 class Damaging(LocalTieredStore):
     """A store whose objects come back other than they were written (a bad disk, a proxy)."""
 
-    def upload(self, seg: SegmentMetadata, files: Mapping[str, bytes]) -> bytes | None:
-        return super().upload(seg, {**files, "log": b"X" * len(files["log"])})
+    def upload(self, seg: SegmentMetadata, files: SuccessorFiles) -> bytes | None:
+        return super().upload(seg, replace(files, log=[b"X" * len(b"".join(files.log))]))
 
 
 def test_an_upload_that_does_not_read_back_is_never_served(tmp_path: Path) -> None:
@@ -264,6 +308,33 @@ def test_a_send_that_fails_leaves_every_offset_served_and_the_next_run_finishes(
     assert list(Journal(store.storage, store.root).entries()) == []
 
 
+def test_an_upload_killed_half_way_leaves_nothing_once_the_next_run_undoes_it(tmp_path: Path) -> None:
+    """A run killed while successors upload side by side leaves half-written files under their
+    names (a temporary suffix): the next run's undo removes them with the rest of the successor,
+    and nothing of another segment."""
+
+    class Killed(Exception):
+        pass
+
+    class KilledMidway(LocalTieredStore):
+        def upload(self, seg: SegmentMetadata, files: SuccessorFiles) -> bytes | None:
+            directory = tmp_path / "kafka-tiered-storage" / f"{TP.topic}-{TP.partition}-{TP.topic_id}"
+            (directory / f"{seg.start_offset:020d}-{seg.segment_id}.log.0123abcd.tmp").write_bytes(b"half")
+            raise Killed
+
+    cluster, store, clock = tier(tmp_path)
+    swap = planned(OLD_A, clock)
+    with pytest.raises(Killed):
+        swapper(cluster, KilledMidway(LocalStorage(), str(tmp_path)), clock).run([(swap, load)], {TP: 5})
+    assert any(swap.new.segment_id in p.name for p in tmp_path.rglob("*.tmp"))
+    outcome = SwapOutcome()
+    swapper(cluster, store, clock).resume(outcome)
+    assert [s.old for s in outcome.resumed] == [OLD_A] and outcome.finished == []
+    assert not any(swap.new.segment_id in p.name for p in tmp_path.rglob("*"))
+    assert served(cluster) == [OLD_A.segment_id, OLD_B.segment_id]
+    assert all(store.read_back(s).size == s.size for s in (OLD_A, OLD_B))
+
+
 def test_a_resumed_swap_waits_only_what_is_left_of_the_grace(tmp_path: Path) -> None:
     cluster, store, clock = tier(tmp_path)
     swap = planned(OLD_A, clock)
@@ -295,10 +366,10 @@ def test_an_old_segment_a_new_leaders_superset_replaced_meanwhile_is_left(tmp_pa
     swap = planned(OLD_A, clock)
     superset = seg(new_segment_id(), 0, 199)
 
-    def superset_while_uploading() -> Mapping[str, bytes]:
+    def superset_while_uploading() -> SuccessorFiles:
         if superset not in cluster.topic:
             cluster.topic += [superset, finished(superset)]
-        return FILES
+        return load()
 
     outcome = swapper(cluster, store, clock).run([(swap, superset_while_uploading)], {TP: 5})
     assert outcome.done == [] and "no longer served" in outcome.undone[0][1]

@@ -19,10 +19,12 @@ from segment_io.index import build_indexes
 from segment_io.kafka_tier.aiven import AivenSegment
 from segment_io.kafka_tier.aiven_write import AivenWriting, write_aiven_segment
 from segment_io.kafka_tier.keyring import Keyring, PublicKey
+from segment_io.kafka_tier.objects import SuccessorFiles
 from segment_io.kafka_tier.url import kafka_tier_url
 from segment_io.kafka_tier.view import KafkaTierView
 from segment_io.segment.scan import scan_buffer
 from segment_io.storage import LocalStorage, open_storage
+from segment_io.storage.base import Checksum
 from tests.kip405 import ENCRYPTED, KIP405, PLAIN, tier
 
 pytestmark = pytest.mark.unit
@@ -38,7 +40,7 @@ def segments(name: str, tmp_path: Path) -> list[AivenSegment]:
 
 def rewrite(s: AivenSegment, root: Path, how: AivenWriting) -> Any:
     return write_aiven_segment(
-        LocalStorage(), str(root), s.seg, s.read_log(), {k: s.index(k) for k in KINDS}, how
+        LocalStorage(), str(root), s.seg, s.log_chunks(), {k: s.index(k) for k in KINDS}, how
     )
 
 
@@ -51,6 +53,55 @@ def test_a_plain_tier_is_written_again_byte_for_byte(tmp_path: Path) -> None:
             assert again.read_bytes() == Path(path).read_bytes(), (s.seg.segment_id, suffix)
         # The custom metadata the broker recorded for the segment is what the writer returns.
         assert written.custom_metadata == s.seg.custom_metadata
+
+
+def test_a_log_streams_in_as_pieces_and_back_out_chunk_by_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer takes the log as it streams from a file (pieces of whatever size) and cuts it
+    into the configured chunks itself: the objects are those of the log given whole. Read back
+    whole, the log comes a few chunks per ranged read, yielded one by one: the manifest's chunks,
+    together the log."""
+    import random
+
+    from segment_io.kafka_tier import aiven
+
+    s = segments(ENCRYPTED, tmp_path)[0]
+    log = s.read_log()
+    keys = KIP405 / ENCRYPTED / "keys"
+    how = AivenWriting(1024, True, PublicKey.load("k1", str(keys / "public.pem")))
+    written = {}
+    for name, pieces in (("whole", [log]), ("pieces", [log[i : i + 1000] for i in range(0, len(log), 1000)])):
+        draw = random.Random(7)
+        out = tmp_path / name
+        custom = write_aiven_segment(
+            LocalStorage(),
+            str(out),
+            s.seg,
+            pieces,
+            {},
+            how,
+            lambda n, d=draw: d.randbytes(n),  # type: ignore[misc]
+        ).custom_metadata
+        written[name] = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert written["whole"] == written["pieces"] and len(written["whole"]) == 3
+
+    reads: list[tuple[int, int | None]] = []
+    storage = LocalStorage()
+    plain_read = storage.read
+    monkeypatch.setattr(storage, "read", lambda p, a=0, b=None: reads.append((a, b)) or plain_read(p, a, b))
+    monkeypatch.setattr(aiven, "FETCH_BYTES", 3000)
+    seg = replace(s.seg, custom_metadata=custom)
+    back = AivenSegment(
+        storage, str(tmp_path / "pieces"), seg, "", Keyring({"k1": str(keys / "private.pem")})
+    )
+    back.check()
+    reads.clear()
+    chunks = list(back.log_chunks())
+    assert [len(c) for c in chunks] == [c.original_size for c in back.manifest.chunks_for(0, len(log))]
+    assert b"".join(chunks) == log and len(chunks) > 4
+    assert 1 < len(reads) < len(chunks)  # several chunks per ranged read, several reads
+    assert all(b is not None and b - a < 3000 + 1024 + 28 for a, b in reads)
 
 
 def keys_in_order(doc: Any) -> Any:
@@ -81,9 +132,9 @@ def test_a_successor_is_uploaded_read_back_and_deleted_in_the_plugins_layout(tmp
     view, store, old = aiven_store(ENCRYPTED, tmp_path)
     files = {"log": old.read_log(), **{k: v for k in KINDS if (v := old.index(k)) is not None}}
     new = successor(old.seg, new_segment_id(), len(files["log"]), old.seg.max_timestamp_ms, 1_700_000_000_000)
-    custom = store.upload(new, files)
+    custom = store.upload(new, SuccessorFiles.held(files))
     served = AivenSegment(store.storage, store.root, replace(new, custom_metadata=custom), "", view.keyring)
-    assert store.read_back(served.seg) == old.read_log()
+    assert store.read_back(served.seg) == Checksum.of(old.read_log())
     assert all(served.index(k) == old.index(k) for k in KINDS)
     ours = json.loads(Path(served.paths["rsm-manifest"]).read_bytes())
     theirs = json.loads(Path(old.paths["rsm-manifest"]).read_bytes())
@@ -136,9 +187,13 @@ def test_a_compacted_successor_reads_back_in_the_plugins_layout(tmp_path: Path, 
     new = successor(old.seg, new_segment_id(), len(log), old.seg.max_timestamp_ms, 1_700_000_000_000)
     assert unservable(store, new) is None
     served = AivenSegment(
-        store.storage, store.root, replace(new, custom_metadata=store.upload(new, files)), "", view.keyring
+        store.storage,
+        store.root,
+        replace(new, custom_metadata=store.upload(new, SuccessorFiles.held(files))),
+        "",
+        view.keyring,
     )
-    assert store.read_back(served.seg) == log
+    assert store.read_back(served.seg) == Checksum.of(log)
     served.check()
     assert served.index("index") == files["index"] and served.index("timeindex") == files["timeindex"]
     assert (
@@ -166,7 +221,7 @@ def test_a_successor_of_no_batch_is_never_made_in_the_plugins_layout(tmp_path: P
     assert unservable(store, new) == EMPTY_UNSERVED
     assert unservable(LocalTieredStore(store.storage, str(tmp_path)), new) is None  # an empty file reads
     with pytest.raises(UploadFailed, match="no batch"):
-        store.upload(new, files)
+        store.upload(new, SuccessorFiles.held(files))
     assert not any(new.segment_id in p.name for p in tmp_path.rglob("*"))
 
 
@@ -180,7 +235,7 @@ def test_a_local_tiered_log_is_read_mapped_and_refused_when_short(tmp_path: Path
     log = old.read_log()
     assert np.array_equal(old.read_log_array(), np.frombuffer(log, np.uint8))  # chunks decrypted whole
     root = str(tmp_path / "local-tier")
-    LocalTieredStore(LocalStorage(), root).upload(old.seg, {"log": log})
+    LocalTieredStore(LocalStorage(), root).upload(old.seg, SuccessorFiles.held({"log": log}))
     local = LocalTieredSegment(LocalStorage(), root, old.seg)
     mapped = local.read_log_array()
     chain: Any = mapped

@@ -213,3 +213,25 @@ def test_a_change_to_a_store_interrupted_in_the_main_thread_has_landed_when_the_
         assert not storage.exists(f"{root}/old")
     else:
         assert storage.read(f"{root}/new") == (b"old" if change == "copy" else b"new")
+
+
+def test_a_local_listing_leaves_out_a_file_renamed_while_it_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's temporary file, renamed into place between the directory read and its
+    stat, is not there any more: the listing names what is, and fails on nothing."""
+    import os
+
+    from segment_io.storage import local
+
+    (tmp_path / "a.log").write_bytes(b"a")
+    (tmp_path / "b.log.0123.tmp").write_bytes(b"b")
+    plain = os.scandir
+
+    def renamed_meanwhile(path: str) -> list[os.DirEntry[str]]:
+        entries = list(plain(path))
+        os.replace(tmp_path / "b.log.0123.tmp", tmp_path / "b.log")
+        return entries
+
+    monkeypatch.setattr(local.os, "scandir", renamed_meanwhile)
+    assert [f.name for f in LocalStorage().list(str(tmp_path))] == ["a.log"]
