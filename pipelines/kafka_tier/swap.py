@@ -1,6 +1,6 @@
 """A remote segment swapped for a rewritten one (the same offsets, fewer records) while the
 cluster serves it, told to the brokers the way their own uploads and expiries are: records of the
-remote log metadata topic, in the broker's order (docs/kafka-tier-erase.md).
+remote log metadata topic, in the broker's order (docs/erasing-keys.md).
 
 What the broker's metadata cache does with them (Kafka 4.x, RemoteLogMetadataCache and
 RemoteLogLeaderEpochState): the successor's COPY_SEGMENT_STARTED only lists it as unreferenced;
