@@ -34,6 +34,7 @@ SLOWEST_FIRST = (
     "kafka/test_kafka_tier_broker.py",  # 95
     "e2e/test_stop.py",  # 85
     "gcs/test_gcs.py",  # 85
+    "azure/test_azure.py",  # 100
     "s3/test_erase_s3.py",  # 76
     "s3/test_tier_seaweedfs.py",  # 74
     "s3/test_tier_s3.py",  # 73

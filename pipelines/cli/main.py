@@ -69,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # The packages of the object-store clients, whose own errors (credentials, a refused request) are the
-# environment's: S3's (s3fs's botocore) and GCS's (gcsfs and Google's auth library).
-STORE_CLIENTS = ("botocore", "aiobotocore", "gcsfs", "google")
+# environment's: S3's (s3fs's botocore), GCS's (gcsfs and Google's auth library) and Azure's (adlfs
+# and Azure's SDK).
+STORE_CLIENTS = ("botocore", "aiobotocore", "gcsfs", "google", "adlfs", "azure")
 
 
 def _from_storage(exc: BaseException) -> bool:

@@ -15,6 +15,8 @@ from segment_io.errors import KafkaTierSettings
 AIVEN_FILESYSTEM = "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage"
 AIVEN_S3 = "io.aiven.kafka.tieredstorage.storage.s3.S3Storage"
 AIVEN_GCS = "io.aiven.kafka.tieredstorage.storage.gcs.GcsStorage"
+AIVEN_AZURE = "io.aiven.kafka.tieredstorage.storage.azure.AzureBlobStorage"
+AZURE = "rsm.config.storage.azure."
 GCS_CREDENTIALS = tuple(f"rsm.config.storage.gcs.credentials.{k}" for k in ("json", "path", "default"))
 
 Get = Callable[[str], "str | None"]
@@ -97,10 +99,72 @@ def _gcs_token(name: str, value: str, source: str) -> Any:
     return Credentials(token=str(doc["access_token"]))
 
 
+def _azure(get: Get, source: str) -> Place:
+    """The plugin's rules: a connection string alone (never with an account name, key, SAS token
+    or endpoint), else an account name and/or a SAS token; with an account key the shared key
+    signs, else the SAS token, else Azure's default credential chain. Its endpoint is
+    `https://<account>.blob.core.windows.net` unless `azure.endpoint.url` says otherwise."""
+    where = AZURE + "container.name"
+    container = _need(get, where, source)
+    connection = get(AZURE + "connection.string")
+    name, key, sas = get(AZURE + "account.name"), get(AZURE + "account.key"), get(AZURE + "sas.token")
+    endpoint = get(AZURE + "endpoint.url")
+    if connection is not None:
+        clash = [n for n, v in (("account.name", name), ("account.key", key), ("sas.token", sas)) if v]
+        clash += ["endpoint.url"] if endpoint else []
+        if clash:
+            raise KafkaTierSettings(
+                f"{source}: {AZURE}connection.string cannot be set together with {AZURE}{clash[0]} "
+                "(as Aiven's Azure backend refuses)"
+            )
+        return Place("az://" + container, where, {"connection_string": connection})
+    if not name and not sas:
+        raise KafkaTierSettings(
+            f"{source}: {AZURE}account.name and/or {AZURE}sas.token must be set if "
+            f"{AZURE}connection.string is not set (as Aiven's Azure backend requires)"
+        )
+    if endpoint:
+        return Place("az://" + container, where, _azure_at(endpoint, name, key, sas, source))
+    if not name:
+        raise KafkaTierSettings(
+            f"{source}: {AZURE}sas.token without {AZURE}account.name needs {AZURE}endpoint.url "
+            "(the account's endpoint is named after it)"
+        )
+    options: dict[str, Any] = {"account_name": name}
+    if key:
+        options["account_key"] = key
+    elif sas:
+        options["sas_token"] = sas
+    else:
+        options["anon"] = False  # Azure's default credential chain, as the plugin uses
+    return Place("az://" + container, where, options)
+
+
+def _azure_at(
+    endpoint: str, name: str | None, key: str | None, sas: str | None, source: str
+) -> dict[str, Any]:
+    """The options that reach the Blob endpoint `endpoint` (an emulator's, a private link's) with
+    the credential the settings give: as a connection string, which carries any endpoint."""
+    if key and name:
+        scheme = endpoint.partition("://")[0] or "https"
+        account = f"AccountName={name};AccountKey={key}"
+        return {"connection_string": f"DefaultEndpointsProtocol={scheme};{account};BlobEndpoint={endpoint};"}
+    if sas:
+        return {"connection_string": f"BlobEndpoint={endpoint};SharedAccessSignature={sas.lstrip('?')};"}
+    scheme, _, host = endpoint.partition("://")
+    if scheme == "https" and host and "/" not in host.rstrip("/"):
+        return {"account_name": name, "account_host": host.rstrip("/"), "anon": False}
+    raise KafkaTierSettings(
+        f"{source}: {AZURE}endpoint.url={endpoint} with Azure's default credential chain: segpipe reaches "
+        "a custom endpoint so only as https://HOST; give an account key or SAS token"
+    )
+
+
 BACKENDS: dict[str, Callable[[Get, str], Place]] = {
     AIVEN_FILESYSTEM: _filesystem,
     AIVEN_S3: _s3,
     AIVEN_GCS: _gcs,
+    AIVEN_AZURE: _azure,
 }
 
 

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segment_io.errors import KafkaTierSettings
-from segment_io.kafka_tier.backends import AIVEN_FILESYSTEM, AIVEN_GCS, AIVEN_S3, backend_place
+from segment_io.kafka_tier.backends import (
+    AIVEN_AZURE,
+    AIVEN_FILESYSTEM,
+    AIVEN_GCS,
+    AIVEN_S3,
+    AZURE,
+    backend_place,
+)
 
 AIVEN_RSM = "io.aiven.kafka.tieredstorage.RemoteStorageManager"
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
@@ -48,7 +55,7 @@ TIER_SETTINGS = (
     TierSetting(
         "rsm.config.storage.backend.class",
         None,
-        f"Aiven: the storage backend, {AIVEN_FILESYSTEM}, {AIVEN_S3} or {AIVEN_GCS}",
+        f"Aiven: the storage backend, {AIVEN_FILESYSTEM}, {AIVEN_S3}, {AIVEN_GCS} or {AIVEN_AZURE}",
     ),
     TierSetting("rsm.config.storage.root", None, "Aiven's filesystem backend: the directory it writes under"),
     TierSetting("rsm.config.storage.s3.bucket.name", None, "Aiven's S3 backend: the bucket"),
@@ -84,6 +91,28 @@ TIER_SETTINGS = (
         None,
         "Aiven's GCS backend: `true`, Google's default credentials (the environment, gcloud, the "
         "metadata server); `false`, none",
+    ),
+    TierSetting(AZURE + "container.name", None, "Aiven's Azure backend: the container"),
+    TierSetting(
+        AZURE + "account.name",
+        None,
+        "Aiven's Azure backend: the storage account (its endpoint is https://<account>.blob.core.windows.net)",
+    ),
+    TierSetting(
+        AZURE + "account.key",
+        None,
+        "Aiven's Azure backend: the account's shared key (else the SAS token, else Azure's default "
+        "credential chain: environment, managed identity, Azure CLI)",
+    ),
+    TierSetting(AZURE + "sas.token", None, "Aiven's Azure backend: a shared access signature"),
+    TierSetting(
+        AZURE + "endpoint.url", None, "Aiven's Azure backend: a Blob endpoint other than the account's own"
+    ),
+    TierSetting(
+        AZURE + "connection.string",
+        None,
+        "Aiven's Azure backend: a connection string, alone (never with the account, key, SAS token "
+        "or endpoint settings, as the plugin requires)",
     ),
     TierSetting(
         "rsm.config.key.prefix",

@@ -51,8 +51,11 @@ def _precondition_failed(exc: BaseException) -> bool:
 # soon as it is opened, so their writes are held back and written whole on commit.
 S3_PROTOCOLS = frozenset({"s3", "s3a"})  # s3fs's: conditional writes, and folders that are only prefixes
 GCS_PROTOCOLS = frozenset({"gs", "gcs"})  # gcsfs's: the same two, a create is `ifGenerationMatch=0`
-PREFIX_STORES = S3_PROTOCOLS | GCS_PROTOCOLS
-PUBLISH_ON_CLOSE = PREFIX_STORES | {"abfs", "az"}
+# adlfs's (Azure Blob Storage): a container's folders are prefixes, a block blob appears when its
+# block list is committed, and a create is a conditional upload (If-None-Match: *).
+AZURE_PROTOCOLS = frozenset({"az", "abfs", "abfss"})
+PREFIX_STORES = S3_PROTOCOLS | GCS_PROTOCOLS | AZURE_PROTOCOLS
+PUBLISH_ON_CLOSE = PREFIX_STORES
 
 
 class _StreamingPending(PendingFile):
@@ -114,9 +117,12 @@ def _buckets_made(fs: fsspec.AbstractFileSystem) -> set[str]:
 
 
 class ObjectStorage(Storage):
-    def __init__(self, fs: fsspec.AbstractFileSystem) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, scheme: str | None = None) -> None:
+        """`scheme`: the one the URL used, where the file system has several (adlfs: az, abfs,
+        abfss): the URLs it names are in the user's own spelling."""
         self.fs = fs
-        self.protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        known: tuple[str, ...] = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        self.protocol = scheme if scheme is not None and scheme in known else known[0]
 
     def url(self, path: str) -> str:
         if self.protocol == "memory":
@@ -176,8 +182,9 @@ class ObjectStorage(Storage):
         return _HeldPending(self.fs, path)
 
     def makedirs(self, path: str) -> None:
-        """On S3 and GCS a folder is only a prefix: the client asks whether the bucket exists (and
-        creates it where not), which needs asking once per bucket and client, not before every write."""
+        """On S3, GCS and Azure a folder is only a prefix: the client asks whether the bucket (the
+        container) exists, and creates it where not, which needs asking once per bucket and
+        client, not before every write."""
         if not path:
             return
         if self.protocol not in PREFIX_STORES:
@@ -196,13 +203,17 @@ class ObjectStorage(Storage):
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         """On S3 a conditional PUT (If-None-Match: *), on GCS a conditional upload
-        (ifGenerationMatch=0, whose refusal gcsfs raises as FileExistsError): the store refuses it
+        (ifGenerationMatch=0, whose refusal gcsfs raises as FileExistsError), on Azure an upload
+        with If-None-Match: * (adlfs raises its refusal as FileExistsError): the store refuses it
         when the key exists. On GCS a check comes first too, for GCS-compatible servers that ignore
         the condition. Other fsspec file systems get only the check (one process at a time)."""
         self.makedirs(posixpath.dirname(path))
         if self.protocol in GCS_PROTOCOLS:
             if self.fs.exists(path):
                 raise FileExistsError(path)
+            request_to_its_end(lambda: self.fs.pipe_file(path, data, mode="create"))
+            return
+        if self.protocol in AZURE_PROTOCOLS:
             request_to_its_end(lambda: self.fs.pipe_file(path, data, mode="create"))
             return
         if self.protocol in S3_PROTOCOLS:

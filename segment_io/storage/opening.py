@@ -33,4 +33,4 @@ def open_storage(url: str, **options: Any) -> tuple[Storage, str]:
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(url, **options)
-    return ObjectStorage(fs), path.rstrip("/") or "/"
+    return ObjectStorage(fs, scheme), path.rstrip("/") or "/"

@@ -292,3 +292,60 @@ def test_aivens_gcs_backend_reads_its_bucket_with_the_credentials_the_plugin_tak
         parsed(f"rsm.config.storage.gcs.credentials.path={tmp_path / 'missing.json'}\n")
     with pytest.raises(KafkaTierSettings, match=r"credentials\.json: not a JSON credentials document"):
         parsed("rsm.config.storage.gcs.credentials.json=not json\n")
+
+
+AZURE = (
+    "remote.log.storage.manager.class.name=io.aiven.kafka.tieredstorage.RemoteStorageManager\n"
+    "rsm.config.storage.backend.class=io.aiven.kafka.tieredstorage.storage.azure.AzureBlobStorage\n"
+    "rsm.config.storage.azure.container.name=tiered\n"
+)
+
+
+def test_aivens_azure_backend_reads_its_container_with_the_credentials_the_plugin_takes(
+    tmp_path: Path,
+) -> None:
+    from segment_io.kafka_tier.settings import TierSettings
+
+    def options(extra: str) -> dict[str, object]:
+        parsed = TierSettings.parse(AZURE + extra, str(tmp_path / "s.properties"))
+        assert parsed.storage_url == "az://tiered"
+        assert parsed.storage_setting == "rsm.config.storage.azure.container.name"
+        return parsed.storage_options
+
+    a = "rsm.config.storage.azure."
+    assert options(f"{a}account.name=acct\n{a}account.key=S2V5\n") == {
+        "account_name": "acct",
+        "account_key": "S2V5",
+    }
+    assert options(f"{a}account.name=acct\n{a}sas.token=sv=1&sig=x\n") == {
+        "account_name": "acct",
+        "sas_token": "sv=1&sig=x",
+    }
+    # Neither key nor token: Azure's default credential chain, as the plugin's own client.
+    assert options(f"{a}account.name=acct\n") == {"account_name": "acct", "anon": False}
+    assert options(f"{a}connection.string=UseDevelopmentStorage=true\n") == {
+        "connection_string": "UseDevelopmentStorage=true"
+    }
+    # An endpoint of its own (an emulator's): reached through a connection string that names it.
+    at = options(f"{a}account.name=acct\n{a}account.key=S2V5\n{a}endpoint.url=http://127.0.0.1:10000/acct\n")
+    assert at == {
+        "connection_string": "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=S2V5;"
+        "BlobEndpoint=http://127.0.0.1:10000/acct;"
+    }
+    sas_at = options(f"{a}sas.token=?sv=1&sig=x\n{a}endpoint.url=https://blob.example\n")
+    assert sas_at == {
+        "connection_string": "BlobEndpoint=https://blob.example;SharedAccessSignature=sv=1&sig=x;"
+    }
+    # What the plugin refuses to start with, segpipe refuses too, naming the setting.
+    with pytest.raises(
+        KafkaTierSettings, match=r"connection\.string cannot be set together with .*account\.name"
+    ):
+        options(f"{a}connection.string=UseDevelopmentStorage=true\n{a}account.name=acct\n")
+    with pytest.raises(
+        KafkaTierSettings, match=r"connection\.string cannot be set together with .*endpoint\.url"
+    ):
+        options(f"{a}connection.string=UseDevelopmentStorage=true\n{a}endpoint.url=http://x\n")
+    with pytest.raises(KafkaTierSettings, match=r"account\.name and/or .*sas\.token must be set"):
+        options(f"{a}account.key=S2V5\n")
+    with pytest.raises(KafkaTierSettings, match=r"container\.name is not set"):
+        TierSettings.parse(AZURE.replace(f"{a}container.name=tiered\n", "") + f"{a}account.name=x\n", "s")

@@ -1,0 +1,129 @@
+"""az:// paths and Kafka tiers in Azure Blob Storage, against Azurite on 127.0.0.1: a clean from
+az:// to az:// is byte for byte a local run's, and one killed at each step that leaves objects is
+cleaned up by the next; a tier to az:// restores as the original; a tier Aiven's plugin wrote
+through its Azure backend reads back every record, with credentials as the plugin takes them; a
+lock object is made once; a missing container is named."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from segment_io.exit_codes import ExitCode
+from segment_io.storage import open_storage
+from tests.azure.azurite import ACCOUNT, ACCOUNT_KEY
+from tests.e2e.test_kafka_tier_cli import dumped_records
+from tests.helpers import read_log, run_segpipe
+from tests.kip405 import ENCRYPTED, KIP405, produced
+from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
+from tests.s3.test_tier_s3 import RELEASE, check_whole
+
+pytestmark = pytest.mark.azure
+NOW = 1_700_700_000_000
+AZURE_SETTINGS = """
+rsm.config.storage.backend.class=io.aiven.kafka.tieredstorage.storage.azure.AzureBlobStorage
+rsm.config.storage.azure.container.name=tiered-container
+rsm.config.storage.azure.account.name={account}
+rsm.config.storage.azure.account.key={key}
+rsm.config.storage.azure.endpoint.url={endpoint}
+"""
+
+
+def azure() -> Any:
+    import adlfs
+
+    return adlfs.AzureBlobFileSystem()  # the connection string from the environment
+
+
+def test_clean_from_azure_to_azure_matches_a_local_run(
+    azure_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    fs = azure()
+    fs.mkdir("archive")
+    fs.put(str(sample_dir) + "/", "archive/src/", recursive=True)
+    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
+    proc = run_segpipe("clean", "az://archive/src", "az://archive/out", *flags, env=azure_env)
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    fs.invalidate_cache()
+    assert fs.exists("archive/out/_segpipe/manifest.json")
+    assert not fs.exists("archive/out/_segpipe/INCOMPLETE")
+    assert run_segpipe("inspect", "az://archive/out", env=azure_env).returncode == ExitCode.OK
+    local = tmp_path / "local"
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=azure_env).returncode == ExitCode.OK
+    fs.get("archive/out/", str(tmp_path / "from-azure") + "/", recursive=True)
+    for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
+        for log in sorted((local / part).glob("*")):
+            assert (tmp_path / "from-azure" / part / log.name).read_bytes() == log.read_bytes(), log.name
+        assert read_log(tmp_path / "from-azure", part) == read_log(local, part)
+    again = run_segpipe("clean", "az://archive/src", "az://archive/out", *flags, env=azure_env)
+    assert again.returncode == ExitCode.REFUSED and "not empty" in again.stderr
+
+
+@pytest.mark.parametrize("stage", ["after-keymap", "before-publish"])
+def test_a_run_killed_on_azure_is_cleaned_up_by_the_next_one(
+    stage: str, azure_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """As on S3 (tests/s3/test_clean_s3.py, every stage there): a block blob appears only once
+    its block list is committed, so a killed run's output is its marker and its staging, which
+    the next run removes before it publishes."""
+    killed_clean_is_cleaned_up_by_the_next(stage, azure(), "az", azure_env, sample_dir, tmp_path)
+
+
+def test_tier_to_azure_reads_and_restores_as_the_original(
+    azure_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    azure().mkdir("tiers")
+    remote = "az://tiers/tiered"
+    log = tmp_path / "log"
+    shutil.copytree(sample_dir, log)
+    proc = run_segpipe("tier", str(log), remote, *RELEASE, env=azure_env)
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    assert "each object read back" in proc.stdout + proc.stderr
+    assert sum(1 for _ in log.rglob("*.log")) == 4  # the local log kept only its active segments
+    split = run_segpipe("dump", str(log), "--remote", remote, env=azure_env)
+    whole = run_segpipe("dump", str(sample_dir))
+    assert (
+        split.returncode == ExitCode.OK and split.stdout == whole.stdout and whole.stdout.count("\n") > 8000
+    )
+    check_whole(azure_env, remote, log, sample_dir, tmp_path)
+
+
+def test_an_aiven_tier_in_azure_reads_back_every_record(
+    azure_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin's own settings (account, shared key, the emulator's endpoint), with no variable
+    of the test's own: the objects a broker wrote, copied into a container, read back exactly."""
+    fs = azure()
+    fs.mkdir("tiered-container")
+    fs.put(str(KIP405 / ENCRYPTED / "bucket") + "/", "tiered-container/", recursive=True)
+    endpoint = azure_env["AZURE_STORAGE_CONNECTION_STRING"].split("BlobEndpoint=")[1].rstrip(";")
+    lines = (KIP405 / ENCRYPTED / "broker-tiered-storage.properties").read_text().splitlines()
+    kept = [line for line in lines if not line.startswith("rsm.config.storage.")]
+    text = "\n".join(kept).replace("${KEYS}", str(KIP405 / ENCRYPTED / "keys"))
+    settings = tmp_path / "azure.properties"
+    settings.write_text(text + AZURE_SETTINGS.format(account=ACCOUNT, key=ACCOUNT_KEY, endpoint=endpoint))
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    got = dumped_records(str(KIP405 / ENCRYPTED / "logdir"), "--kafka-tier", str(settings))
+    assert got == produced(ENCRYPTED)
+
+
+def test_a_lock_object_is_made_once(azure_env: dict[str, str]) -> None:
+    """A create is an upload with If-None-Match: *, which the store refuses once the blob exists."""
+    azure().mkdir("locks")
+    storage, path = open_storage("az://locks/run")
+    storage.create_exclusive(f"{path}/lock", b"one")
+    with pytest.raises(FileExistsError):
+        storage.create_exclusive(f"{path}/lock", b"two")
+    assert storage.read(f"{path}/lock") == b"one"
+
+
+def test_a_missing_container_is_named(azure_env: dict[str, str]) -> None:
+    proc = run_segpipe("inspect", "az://no-such-container/logs", env=azure_env)
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr
+    assert (
+        "log directory not found: az://no-such-container/logs" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
