@@ -18,6 +18,7 @@ from tests.azure.azurite import ACCOUNT, ACCOUNT_KEY
 from tests.e2e.test_kafka_tier_cli import dumped_records
 from tests.helpers import read_log, run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced
+from tests.object_store_swap import swapped_in_the_store
 from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
 from tests.s3.test_tier_s3 import RELEASE, check_whole
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.azure
 NOW = 1_700_700_000_000
 AZURE_SETTINGS = """
 rsm.config.storage.backend.class=io.aiven.kafka.tieredstorage.storage.azure.AzureBlobStorage
-rsm.config.storage.azure.container.name=tiered-container
+rsm.config.storage.azure.container.name={container}
 rsm.config.storage.azure.account.name={account}
 rsm.config.storage.azure.account.key={key}
 rsm.config.storage.azure.endpoint.url={endpoint}
@@ -100,14 +101,36 @@ def test_an_aiven_tier_in_azure_reads_back_every_record(
     fs.mkdir("tiered-container")
     fs.put(str(KIP405 / ENCRYPTED / "bucket") + "/", "tiered-container/", recursive=True)
     endpoint = azure_env["AZURE_STORAGE_CONNECTION_STRING"].split("BlobEndpoint=")[1].rstrip(";")
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    got = dumped_records(
+        str(KIP405 / ENCRYPTED / "logdir"), "--kafka-tier", str(aiven_settings(tmp_path, endpoint))
+    )
+    assert got == produced(ENCRYPTED)
+
+
+def aiven_settings(tmp_path: Path, endpoint: str, container: str = "tiered-container") -> Path:
+    """The broker's settings of the fixture's tier, its backend Azure (the plugin's own names)."""
     lines = (KIP405 / ENCRYPTED / "broker-tiered-storage.properties").read_text().splitlines()
     kept = [line for line in lines if not line.startswith("rsm.config.storage.")]
     text = "\n".join(kept).replace("${KEYS}", str(KIP405 / ENCRYPTED / "keys"))
-    settings = tmp_path / "azure.properties"
-    settings.write_text(text + AZURE_SETTINGS.format(account=ACCOUNT, key=ACCOUNT_KEY, endpoint=endpoint))
-    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
-    got = dumped_records(str(KIP405 / ENCRYPTED / "logdir"), "--kafka-tier", str(settings))
-    assert got == produced(ENCRYPTED)
+    settings = tmp_path / f"{container}.properties"
+    extra = AZURE_SETTINGS.format(container=container, account=ACCOUNT, key=ACCOUNT_KEY, endpoint=endpoint)
+    settings.write_text(text + extra)
+    return settings
+
+
+def test_a_segment_in_azure_is_swapped_for_a_compacted_successor(
+    azure_env: dict[str, str], tmp_path: Path
+) -> None:
+    """What erase and compaction in place do to a tier there: the objects a broker wrote, copied
+    into a container, one segment swapped (tests/object_store_swap.py), the metadata replayed."""
+    fs = azure()
+    fs.mkdir("swapped-container")
+    fs.put(str(KIP405 / ENCRYPTED / "bucket") + "/", "swapped-container/", recursive=True)
+    endpoint = azure_env["AZURE_STORAGE_CONNECTION_STRING"].split("BlobEndpoint=")[1].rstrip(";")
+    swapped_in_the_store(
+        aiven_settings(tmp_path, endpoint, "swapped-container"), KIP405 / ENCRYPTED / "logdir"
+    )
 
 
 def test_a_lock_object_is_made_once(azure_env: dict[str, str]) -> None:

@@ -18,6 +18,7 @@ from segment_io.storage import open_storage
 from tests.e2e.test_kafka_tier_cli import dumped_records
 from tests.helpers import read_log, run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced
+from tests.object_store_swap import swapped_in_the_store
 from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
 from tests.s3.test_tier_s3 import RELEASE, check_whole
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.gcs
 NOW = 1_700_700_000_000
 GCS_SETTINGS = """
 rsm.config.storage.backend.class=io.aiven.kafka.tieredstorage.storage.gcs.GcsStorage
-rsm.config.storage.gcs.bucket.name=tiered-bucket
+rsm.config.storage.gcs.bucket.name={bucket}
 rsm.config.storage.gcs.endpoint.url={endpoint}
 rsm.config.storage.gcs.credentials.path={token}
 """
@@ -94,15 +95,35 @@ def test_an_aiven_tier_in_gcs_reads_back_every_record(gcs_env: dict[str, str], t
     fs = gcs()
     fs.mkdir("tiered-bucket")
     fs.put(str(KIP405 / ENCRYPTED / "bucket") + "/", "tiered-bucket/", recursive=True)
-    token = tmp_path / "token.json"  # the plugin's other file form: {"access_token": ...}
+    got = dumped_records(
+        str(KIP405 / ENCRYPTED / "logdir"), "--kafka-tier", str(aiven_settings(gcs_env, tmp_path))
+    )
+    assert got == produced(ENCRYPTED)
+
+
+def aiven_settings(gcs_env: dict[str, str], tmp_path: Path, bucket: str = "tiered-bucket") -> Path:
+    """The broker's settings of the fixture's tier, its backend GCS, with an access token in the
+    plugin's other file form ({"access_token": ...})."""
+    token = tmp_path / "token.json"
     token.write_text(json.dumps({"access_token": "ya29.test"}))
     lines = (KIP405 / ENCRYPTED / "broker-tiered-storage.properties").read_text().splitlines()
     kept = [line for line in lines if not line.startswith("rsm.config.storage.")]
     text = "\n".join(kept).replace("${KEYS}", str(KIP405 / ENCRYPTED / "keys"))
-    settings = tmp_path / "gcs.properties"
-    settings.write_text(text + GCS_SETTINGS.format(endpoint=gcs_env["STORAGE_EMULATOR_HOST"], token=token))
-    got = dumped_records(str(KIP405 / ENCRYPTED / "logdir"), "--kafka-tier", str(settings))
-    assert got == produced(ENCRYPTED)
+    settings = tmp_path / f"{bucket}.properties"
+    extra = GCS_SETTINGS.format(bucket=bucket, endpoint=gcs_env["STORAGE_EMULATOR_HOST"], token=token)
+    settings.write_text(text + extra)
+    return settings
+
+
+def test_a_segment_in_gcs_is_swapped_for_a_compacted_successor(
+    gcs_env: dict[str, str], tmp_path: Path
+) -> None:
+    """What erase and compaction in place do to a tier there: the objects a broker wrote, copied
+    into a bucket, one segment swapped (tests/object_store_swap.py), the metadata replayed."""
+    fs = gcs()
+    fs.mkdir("swapped-bucket")
+    fs.put(str(KIP405 / ENCRYPTED / "bucket") + "/", "swapped-bucket/", recursive=True)
+    swapped_in_the_store(aiven_settings(gcs_env, tmp_path, "swapped-bucket"), KIP405 / ENCRYPTED / "logdir")
 
 
 def test_a_lock_object_is_made_once(gcs_env: dict[str, str]) -> None:
