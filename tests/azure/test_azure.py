@@ -18,7 +18,7 @@ from tests.azure.azurite import ACCOUNT, ACCOUNT_KEY
 from tests.e2e.test_kafka_tier_cli import dumped_records
 from tests.helpers import read_log, run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced
-from tests.object_store_swap import swapped_in_the_store
+from tests.object_store_swap import SWAP_STEPS, killed_swap_is_finished_or_undone, swapped_in_the_store
 from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
 from tests.s3.test_tier_s3 import RELEASE, check_whole
 
@@ -133,6 +133,18 @@ def test_a_segment_in_azure_is_swapped_for_a_compacted_successor(
     )
 
 
+@pytest.mark.parametrize("step", SWAP_STEPS)
+def test_a_swap_in_azure_killed_at_each_step_is_finished_or_undone(
+    step: str, azure_env: dict[str, str], tmp_path: Path
+) -> None:
+    container = f"killed-{step.removeprefix('kafka-tier-')}"
+    azure().mkdir(container)
+    azure().put(str(KIP405 / ENCRYPTED / "bucket") + "/", f"{container}/", recursive=True)
+    endpoint = azure_env["AZURE_STORAGE_CONNECTION_STRING"].split("BlobEndpoint=")[1].rstrip(";")
+    settings = aiven_settings(tmp_path, endpoint, container)
+    killed_swap_is_finished_or_undone(settings, KIP405 / ENCRYPTED / "logdir", step)
+
+
 def test_a_lock_object_is_made_once(azure_env: dict[str, str]) -> None:
     """A create is an upload with If-None-Match: *, which the store refuses once the blob exists."""
     azure().mkdir("locks")
@@ -150,3 +162,14 @@ def test_a_missing_container_is_named(azure_env: dict[str, str]) -> None:
         "log directory not found: az://no-such-container/logs" in proc.stderr
         and "Traceback" not in proc.stderr
     )
+
+
+def test_a_refused_credential_is_the_environments_error(azure_env: dict[str, str]) -> None:
+    """A key the store does not take (403): exit 2 with the store's own words, never a traceback."""
+    import base64
+
+    other = base64.b64encode(b"not the account's key, 64 bytes long, as Azure's keys are......").decode()
+    wrong = azure_env["AZURE_STORAGE_CONNECTION_STRING"].replace(ACCOUNT_KEY, other)
+    proc = run_segpipe("inspect", "az://archive/src", env={"AZURE_STORAGE_CONNECTION_STRING": wrong})
+    assert proc.returncode == ExitCode.REFUSED, proc.stderr
+    assert "failed to authenticate" in proc.stderr and "Traceback" not in proc.stderr

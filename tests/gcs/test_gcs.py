@@ -18,7 +18,7 @@ from segment_io.storage import open_storage
 from tests.e2e.test_kafka_tier_cli import dumped_records
 from tests.helpers import read_log, run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced
-from tests.object_store_swap import swapped_in_the_store
+from tests.object_store_swap import SWAP_STEPS, killed_swap_is_finished_or_undone, swapped_in_the_store
 from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
 from tests.s3.test_tier_s3 import RELEASE, check_whole
 
@@ -124,6 +124,18 @@ def test_a_segment_in_gcs_is_swapped_for_a_compacted_successor(
     fs.mkdir("swapped-bucket")
     fs.put(str(KIP405 / ENCRYPTED / "bucket") + "/", "swapped-bucket/", recursive=True)
     swapped_in_the_store(aiven_settings(gcs_env, tmp_path, "swapped-bucket"), KIP405 / ENCRYPTED / "logdir")
+
+
+@pytest.mark.parametrize("step", SWAP_STEPS)
+def test_a_swap_in_gcs_killed_at_each_step_is_finished_or_undone(
+    step: str, gcs_env: dict[str, str], tmp_path: Path
+) -> None:
+    bucket = f"killed-{step.removeprefix('kafka-tier-')}"
+    gcs().mkdir(bucket)
+    gcs().put(str(KIP405 / ENCRYPTED / "bucket") + "/", f"{bucket}/", recursive=True)
+    killed_swap_is_finished_or_undone(
+        aiven_settings(gcs_env, tmp_path, bucket), KIP405 / ENCRYPTED / "logdir", step
+    )
 
 
 def test_a_lock_object_is_made_once(gcs_env: dict[str, str]) -> None:
