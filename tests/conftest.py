@@ -26,18 +26,18 @@ FIXED_NOW_MS = 1_701_000_000_000
 # only with --no-loadscope-reorder (the Makefile's test command): by default it hands out the
 # files with the most tests first.
 SLOWEST_FIRST = (
-    "kafka/test_kafka_tier_compact.py",  # 240
+    "kafka/test_kafka_tier_compact.py",  # 450
     "connect/test_jobs_on_connect.py",  # 202
     "airflow/test_dags.py",  # 166
     "cluster/test_spark_submit.py",  # 134
     "kafka/test_kafka_tier_erase.py",  # 120
     "kafka/test_kafka_tier_broker.py",  # 95
     "e2e/test_stop.py",  # 85
-    "gcs/test_gcs.py",  # 85
-    "azure/test_azure.py",  # 100
+    "gcs/test_gcs.py",  # 110
     "s3/test_erase_s3.py",  # 76
     "s3/test_tier_seaweedfs.py",  # 74
     "s3/test_tier_s3.py",  # 73
+    "azure/test_azure.py",  # 56
     "spark/test_datasource_pushdown.py",  # 49
     "s3/test_clean_s3.py",  # 47
     "e2e/test_erase.py",  # 46
