@@ -33,6 +33,15 @@ def settings_text(name: str, bucket: Path, keys: Path) -> str:
     return text.replace("${BUCKET}", str(bucket)).replace("${KEYS}", str(keys))
 
 
+def with_backend(name: str, backend: str, path: Path) -> Path:
+    """The fixture's broker settings written to `path` with another storage backend: its
+    `rsm.config.storage.*` lines replaced by `backend` (the objects copied into that store)."""
+    lines = (KIP405 / name / "broker-tiered-storage.properties").read_text().splitlines()
+    kept = [line for line in lines if not line.startswith("rsm.config.storage.")]
+    path.write_text("\n".join(kept).replace("${KEYS}", str(KIP405 / name / "keys")) + backend)
+    return path
+
+
 def tier(
     name: str,
     tmp_path: Path,

@@ -6,7 +6,6 @@ lock object is made once; a missing container is named."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,14 @@ from segment_io.exit_codes import ExitCode
 from segment_io.storage import open_storage
 from tests.azure.azurite import ACCOUNT, ACCOUNT_KEY
 from tests.e2e.test_kafka_tier_cli import dumped_records
-from tests.helpers import read_log, run_segpipe
-from tests.kip405 import ENCRYPTED, KIP405, produced
+from tests.helpers import run_segpipe
+from tests.kip405 import ENCRYPTED, KIP405, produced, with_backend
 from tests.object_store_swap import SWAP_STEPS, killed_swap_is_finished_or_undone, swapped_in_the_store
-from tests.s3.test_clean_s3 import killed_clean_is_cleaned_up_by_the_next
-from tests.s3.test_tier_s3 import RELEASE, check_whole
+from tests.s3.test_clean_s3 import (
+    clean_in_the_store_matches_a_local_run,
+    killed_clean_is_cleaned_up_by_the_next,
+)
+from tests.s3.test_tier_s3 import tiered_reads_and_restores
 
 pytestmark = pytest.mark.azure
 NOW = 1_700_700_000_000
@@ -42,25 +44,7 @@ def azure() -> Any:
 def test_clean_from_azure_to_azure_matches_a_local_run(
     azure_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
-    fs = azure()
-    fs.mkdir("archive")
-    fs.put(str(sample_dir) + "/", "archive/src/", recursive=True)
-    flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
-    proc = run_segpipe("clean", "az://archive/src", "az://archive/out", *flags, env=azure_env)
-    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
-    fs.invalidate_cache()
-    assert fs.exists("archive/out/_segpipe/manifest.json")
-    assert not fs.exists("archive/out/_segpipe/INCOMPLETE")
-    assert run_segpipe("inspect", "az://archive/out", env=azure_env).returncode == ExitCode.OK
-    local = tmp_path / "local"
-    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=azure_env).returncode == ExitCode.OK
-    fs.get("archive/out/", str(tmp_path / "from-azure") + "/", recursive=True)
-    for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
-        for log in sorted((local / part).glob("*")):
-            assert (tmp_path / "from-azure" / part / log.name).read_bytes() == log.read_bytes(), log.name
-        assert read_log(tmp_path / "from-azure", part) == read_log(local, part)
-    again = run_segpipe("clean", "az://archive/src", "az://archive/out", *flags, env=azure_env)
-    assert again.returncode == ExitCode.REFUSED and "not empty" in again.stderr
+    clean_in_the_store_matches_a_local_run(azure(), "az", azure_env, sample_dir, tmp_path)
 
 
 @pytest.mark.parametrize("stage", ["after-keymap", "before-publish"])
@@ -77,19 +61,7 @@ def test_tier_to_azure_reads_and_restores_as_the_original(
     azure_env: dict[str, str], sample_dir: Path, tmp_path: Path
 ) -> None:
     azure().mkdir("tiers")
-    remote = "az://tiers/tiered"
-    log = tmp_path / "log"
-    shutil.copytree(sample_dir, log)
-    proc = run_segpipe("tier", str(log), remote, *RELEASE, env=azure_env)
-    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
-    assert "each object read back" in proc.stdout + proc.stderr
-    assert sum(1 for _ in log.rglob("*.log")) == 4  # the local log kept only its active segments
-    split = run_segpipe("dump", str(log), "--remote", remote, env=azure_env)
-    whole = run_segpipe("dump", str(sample_dir))
-    assert (
-        split.returncode == ExitCode.OK and split.stdout == whole.stdout and whole.stdout.count("\n") > 8000
-    )
-    check_whole(azure_env, remote, log, sample_dir, tmp_path)
+    tiered_reads_and_restores(azure_env, "az://tiers/tiered", sample_dir, tmp_path)
 
 
 def test_an_aiven_tier_in_azure_reads_back_every_record(
@@ -110,13 +82,8 @@ def test_an_aiven_tier_in_azure_reads_back_every_record(
 
 def aiven_settings(tmp_path: Path, endpoint: str, container: str = "tiered-container") -> Path:
     """The broker's settings of the fixture's tier, its backend Azure (the plugin's own names)."""
-    lines = (KIP405 / ENCRYPTED / "broker-tiered-storage.properties").read_text().splitlines()
-    kept = [line for line in lines if not line.startswith("rsm.config.storage.")]
-    text = "\n".join(kept).replace("${KEYS}", str(KIP405 / ENCRYPTED / "keys"))
-    settings = tmp_path / f"{container}.properties"
-    extra = AZURE_SETTINGS.format(container=container, account=ACCOUNT, key=ACCOUNT_KEY, endpoint=endpoint)
-    settings.write_text(text + extra)
-    return settings
+    backend = AZURE_SETTINGS.format(container=container, account=ACCOUNT, key=ACCOUNT_KEY, endpoint=endpoint)
+    return with_backend(ENCRYPTED, backend, tmp_path / f"{container}.properties")
 
 
 def test_a_segment_in_azure_is_swapped_for_a_compacted_successor(

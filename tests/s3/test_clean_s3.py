@@ -24,24 +24,32 @@ def test_clean_from_s3_to_s3_matches_a_local_run(
     import s3fs
 
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
+    clean_in_the_store_matches_a_local_run(fs, "s3", s3_env, sample_dir, tmp_path)
+
+
+def clean_in_the_store_matches_a_local_run(
+    fs: Any, scheme: str, store_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """A clean from `scheme`:// to `scheme`:// publishes a manifest and no marker, inspects, is
+    byte for byte a local run of the same job, and a second run into it is refused (not empty)."""
     fs.mkdir("archive")
     fs.put(str(sample_dir) + "/", "archive/src/", recursive=True)
     flags = ["--config", "conf/samples.yaml", "--now-ms", str(NOW), "--master", "local[2]"]
-    proc = run_segpipe("clean", "s3://archive/src", "s3://archive/out", *flags, env=s3_env)
+    src, out = f"{scheme}://archive/src", f"{scheme}://archive/out"
+    proc = run_segpipe("clean", src, out, *flags, env=store_env)
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    fs.invalidate_cache()
     assert fs.exists("archive/out/_segpipe/manifest.json")
     assert not fs.exists("archive/out/_segpipe/INCOMPLETE")
-    assert run_segpipe("inspect", "s3://archive/out", env=s3_env).returncode == ExitCode.OK
-    # Same bytes as a local run of the same job.
+    assert run_segpipe("inspect", out, env=store_env).returncode == ExitCode.OK
     local = tmp_path / "local"
-    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=s3_env).returncode == ExitCode.OK
-    fs.get("archive/out/", str(tmp_path / "from-s3") + "/", recursive=True)
+    assert run_segpipe("clean", str(sample_dir), str(local), *flags, env=store_env).returncode == ExitCode.OK
+    fs.get("archive/out/", str(tmp_path / "from-store") + "/", recursive=True)
     for part in ("orders-0", "orders-1", "clicks-0", "legacy-users-0"):
         for log in sorted((local / part).glob("*")):
-            assert (tmp_path / "from-s3" / part / log.name).read_bytes() == log.read_bytes(), log.name
-        assert read_log(tmp_path / "from-s3", part) == read_log(local, part)
-    # A non-empty destination is refused.
-    again = run_segpipe("clean", "s3://archive/src", "s3://archive/out", *flags, env=s3_env)
+            assert (tmp_path / "from-store" / part / log.name).read_bytes() == log.read_bytes(), log.name
+        assert read_log(tmp_path / "from-store", part) == read_log(local, part)
+    again = run_segpipe("clean", src, out, *flags, env=store_env)
     assert again.returncode == ExitCode.REFUSED and "not empty" in again.stderr
 
 

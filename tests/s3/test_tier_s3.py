@@ -78,22 +78,29 @@ def check_whole(s3_env: dict[str, str], remote: str, log: Path, original: Path, 
 
 
 def tier_reads_and_restores_as_the_original(s3_env: dict[str, str], sample_dir: Path, tmp_path: Path) -> None:
-    remote = bucket(s3_env, "tiered")
+    tiered_reads_and_restores(s3_env, bucket(s3_env, "tiered"), sample_dir, tmp_path)
+
+
+def tiered_reads_and_restores(
+    store_env: dict[str, str], remote: str, sample_dir: Path, tmp_path: Path
+) -> None:
+    """A tier of the samples to `remote` (any store's URL) releases all but the active segments,
+    dumps with its remote tier as the original, inspects as valid, and restores byte for byte."""
     log = tmp_path / "log"
     shutil.copytree(sample_dir, log)
-    proc = run_segpipe("tier", str(log), remote, *RELEASE, env=s3_env)
+    proc = run_segpipe("tier", str(log), remote, *RELEASE, env=store_env)
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert "uploaded" in proc.stdout + proc.stderr and "each object read back" in proc.stdout + proc.stderr
     # The local log kept only its active segments; with its remote tier it dumps as the original.
     assert sum(1 for _ in log.rglob("*.log")) == 4
-    split = run_segpipe("dump", str(log), "--remote", remote, env=s3_env)
+    split = run_segpipe("dump", str(log), "--remote", remote, env=store_env)
     whole = run_segpipe("dump", str(sample_dir))
     assert (
         split.returncode == ExitCode.OK and split.stdout == whole.stdout and whole.stdout.count("\n") > 8000
     )
-    inspected = run_segpipe("inspect", remote, env=s3_env)
+    inspected = run_segpipe("inspect", remote, env=store_env)
     assert inspected.returncode == ExitCode.OK and "valid" in inspected.stdout
-    check_whole(s3_env, remote, log, sample_dir, tmp_path)
+    check_whole(store_env, remote, log, sample_dir, tmp_path)
 
 
 def test_two_writers_of_one_s3_manifest_cannot_both_commit(s3_env: dict[str, str]) -> None:
