@@ -6,17 +6,21 @@ a prefix (publication marks an incomplete output instead).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import posixpath
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import partial
-from typing import IO, Any
+from typing import IO, Any, TypeVar, cast
 
 import fsspec
 
 from segment_io.storage.base import FileInfo, PendingFile, Storage
+from segment_io.storage.store_errors import store_errors
 from segment_io.threads import request_to_its_end
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -58,21 +62,29 @@ PREFIX_STORES = S3_PROTOCOLS | GCS_PROTOCOLS | AZURE_PROTOCOLS
 PUBLISH_ON_CLOSE = PREFIX_STORES
 
 
+Errors = Callable[[], AbstractContextManager[None]]  # a block in which a store's errors are typed
+
+
 class _StreamingPending(PendingFile):
     """Buffered by the store's own writer (multipart on S3); the object appears on commit."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, path: str) -> None:
-        self.handle: Any = fs.open(path, "wb")
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str, errors: Errors) -> None:
+        self.errors = errors
+        with errors():
+            self.handle: Any = fs.open(path, "wb")
 
     def write(self, data: bytes | memoryview) -> None:
-        self.handle.write(data)
+        with self.errors():
+            self.handle.write(data)
 
     def commit(self, mtime_ms: int | None = None) -> None:
         del mtime_ms  # an object's time is when it was written
-        request_to_its_end(self.handle.close)
+        with self.errors():
+            request_to_its_end(self.handle.close)
 
     def discard(self) -> None:
-        self.handle.discard()  # aborts a multipart upload under way; nothing was published
+        with self.errors():
+            self.handle.discard()  # aborts a multipart upload under way; nothing was published
         self.handle.closed = True  # and closing must not publish what was buffered
 
 
@@ -116,6 +128,29 @@ def _buckets_made(fs: fsspec.AbstractFileSystem) -> set[str]:
     return made
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _typed_errors(method: F) -> F:
+    """A method of ObjectStorage whose first argument is a path: the store client's own errors
+    raised in it (a generator's too, as it runs) become the OS errors they mean, naming the URL."""
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: ObjectStorage, path: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            with self.errors(path):
+                yield from method(self, path, *args, **kwargs)
+
+        return cast(F, generator)
+
+    @functools.wraps(method)
+    def call(self: ObjectStorage, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self.errors(path):
+            return method(self, path, *args, **kwargs)
+
+    return cast(F, call)
+
+
 class ObjectStorage(Storage):
     def __init__(self, fs: fsspec.AbstractFileSystem, scheme: str | None = None) -> None:
         """`scheme`: the one the URL used, where the file system has several (adlfs: az, abfs,
@@ -123,6 +158,10 @@ class ObjectStorage(Storage):
         self.fs = fs
         known: tuple[str, ...] = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
         self.protocol = scheme if scheme is not None and scheme in known else known[0]
+
+    def errors(self, path: str) -> AbstractContextManager[None]:
+        """A block in which this store's client errors are raised as OS errors naming `path`."""
+        return store_errors(self.url(path), gcs=self.protocol in GCS_PROTOCOLS)
 
     def url(self, path: str) -> str:
         if self.protocol == "memory":
@@ -134,6 +173,7 @@ class ObjectStorage(Storage):
         run) may have written since, and a stale listing could hide a new manifest version."""
         self.fs.invalidate_cache(path)
 
+    @_typed_errors
     def list(self, path: str) -> list[FileInfo]:
         self._fresh(path)
         try:  # one listing; asking first whether the folder exists cost two more requests on S3
@@ -157,30 +197,36 @@ class ObjectStorage(Storage):
             )
         return sorted(out, key=lambda f: f.name)
 
+    @_typed_errors
     def exists(self, path: str) -> bool:
         self._fresh(path)
         return bool(self.fs.exists(path))
 
+    @_typed_errors
     def is_file(self, path: str) -> bool:
         self._fresh(path)
         return bool(self.fs.isfile(path))
 
+    @_typed_errors
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         if start == 0 and end is None:
             return bytes(self.fs.cat_file(path))
         return bytes(self.fs.cat_file(path, start=start, end=end))
 
+    @_typed_errors
     def open_read(self, path: str) -> Iterator[bytes]:
         with self.fs.open(path, "rb") as reader:
             while chunk := reader.read(CHUNK_BYTES):
                 yield chunk
 
+    @_typed_errors
     def open_write(self, path: str) -> PendingFile:
         self.makedirs(posixpath.dirname(path))
         if self.protocol in PUBLISH_ON_CLOSE:
-            return _StreamingPending(self.fs, path)
+            return _StreamingPending(self.fs, path, partial(self.errors, path))
         return _HeldPending(self.fs, path)
 
+    @_typed_errors
     def makedirs(self, path: str) -> None:
         """On S3, GCS and Azure a folder is only a prefix: the client asks whether the bucket (the
         container) exists, and creates it where not, which needs asking once per bucket and
@@ -196,11 +242,13 @@ class ObjectStorage(Storage):
             self.fs.makedirs(path, exist_ok=True)
             known.add(bucket)
 
+    @_typed_errors
     def write_atomic(self, path: str, data: bytes | memoryview, mtime_ms: int | None = None) -> None:
         del mtime_ms
         self.makedirs(posixpath.dirname(path))
         request_to_its_end(lambda: self.fs.pipe_file(path, bytes(data)))
 
+    @_typed_errors
     def create_exclusive(self, path: str, data: bytes) -> None:
         """On S3 a conditional PUT (If-None-Match: *), on GCS a conditional upload
         (ifGenerationMatch=0, whose refusal gcsfs raises as FileExistsError), on Azure an upload
@@ -230,9 +278,11 @@ class ObjectStorage(Storage):
             raise FileExistsError(path)
         request_to_its_end(lambda: self.fs.pipe_file(path, data))
 
+    @_typed_errors
     def rename(self, src: str, dst: str) -> None:
         request_to_its_end(lambda: self.fs.mv(src, dst))
 
+    @_typed_errors
     def copy(self, src: str, dst: str, mtime_ms: int | None = None) -> None:
         """The store's own copy: on S3, CopyObject (UploadPartCopy past 5 GB); no bytes leave it."""
         del mtime_ms
@@ -243,6 +293,7 @@ class ObjectStorage(Storage):
         # fsspec hands out one client per store and set of options: the same client, the same store.
         return isinstance(other, ObjectStorage) and other.fs is self.fs
 
+    @_typed_errors
     def abort_uploads(self, path: str) -> int:
         call = getattr(self.fs, "call_s3", None)  # s3fs: the S3 API itself
         if call is None:
@@ -262,6 +313,7 @@ class ObjectStorage(Storage):
             )
         return len(uploads)
 
+    @_typed_errors
     def remove(self, path: str) -> None:
         if self.fs.exists(path):
             request_to_its_end(lambda: self.fs.rm(path, recursive=True))

@@ -2,10 +2,13 @@
 az:// to az:// is byte for byte a local run's, and one killed at each step that leaves objects is
 cleaned up by the next; a tier to az:// restores as the original; a tier Aiven's plugin wrote
 through its Azure backend reads back every record, with credentials as the plugin takes them; a
-lock object is made once; a missing container is named."""
+lock object is made once; a missing container is named; throttling, drops and a request that
+times out are ridden out, and a refusal is typed and named as on S3 (tests/s3/test_tier_faults.py)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from segment_io.exit_codes import ExitCode
 from segment_io.storage import open_storage
 from tests.azure.azurite import ACCOUNT, ACCOUNT_KEY
 from tests.e2e.test_kafka_tier_cli import dumped_records
+from tests.fault_proxy import AZURE, Fault, FaultProxy
 from tests.helpers import run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced, with_backend
 from tests.object_store_swap import SWAP_STEPS, killed_swap_is_finished_or_undone, swapped_in_the_store
@@ -22,6 +26,7 @@ from tests.s3.test_clean_s3 import (
     clean_in_the_store_matches_a_local_run,
     killed_clean_is_cleaned_up_by_the_next,
 )
+from tests.s3.test_tier_faults import REFUSED_SEGMENT, faults_are_ridden_out, refusal_commits_nothing
 from tests.s3.test_tier_s3 import tiered_reads_and_restores
 
 pytestmark = pytest.mark.azure
@@ -140,3 +145,54 @@ def test_a_refused_credential_is_the_environments_error(azure_env: dict[str, str
     proc = run_segpipe("inspect", "az://archive/src", env={"AZURE_STORAGE_CONNECTION_STRING": wrong})
     assert proc.returncode == ExitCode.REFUSED, proc.stderr
     assert "failed to authenticate" in proc.stderr and "Traceback" not in proc.stderr
+
+
+TIMEOUT_S = 2  # a request with no answer in this time is given up (fsspec's setting for adlfs)
+
+
+@pytest.fixture
+def proxied(azure_env: dict[str, str]) -> Iterator[tuple[FaultProxy, dict[str, str]]]:
+    connection = azure_env["AZURE_STORAGE_CONNECTION_STRING"]
+    endpoint = connection.split("BlobEndpoint=")[1].split(";")[0]  # http://127.0.0.1:PORT/ACCOUNT
+    upstream = endpoint.rsplit("/", 1)[0]
+    with FaultProxy(upstream, errors=AZURE) as proxy:
+        yield (
+            proxy,
+            {
+                "AZURE_STORAGE_CONNECTION_STRING": connection.replace(upstream, proxy.url),
+                "FSSPEC_AZ": json.dumps({"read_timeout": TIMEOUT_S}),
+            },
+        )
+
+
+def test_throttling_a_drop_and_a_timed_out_request_are_ridden_out(
+    proxied: tuple[FaultProxy, dict[str, str]], azure_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """Azure's client waits 15 s or more before its first retry (its default): one fault of each
+    kind here."""
+    proxy, env = proxied
+    azure().mkdir("flaky")
+    faults = (
+        Fault("status", "PUT", ".log", times=1, status=503, code="ServerBusy"),
+        Fault("drop", "PUT", ".timeindex", times=1),
+        Fault("stall", "GET", ".index", times=1, seconds=3 * TIMEOUT_S),
+    )
+    faults_are_ridden_out(proxy, faults, env, azure_env, "az://flaky/tiered", sample_dir, tmp_path)
+
+
+def test_a_refusal_stops_the_run_named_and_commits_nothing(
+    proxied: tuple[FaultProxy, dict[str, str]], sample_dir: Path, tmp_path: Path
+) -> None:
+    """Azure's client raises a 403 as its own HttpResponseError: segpipe reads it as denied (not
+    retried), in the store's words, and never prints the account key."""
+    proxy, env = proxied
+    azure().mkdir("denied")
+    refusal = Fault(
+        "status", "PUT", REFUSED_SEGMENT, times=-1, status=403, code="AuthorizationPermissionMismatch"
+    )
+    error = refusal_commits_nothing(
+        proxy, refusal, env, ACCOUNT_KEY, "az://denied/tiered", sample_dir, tmp_path
+    )
+    assert "PermissionError: az://denied/tiered/clicks-0/segments/" in error
+    assert "AuthorizationPermissionMismatch" in error and "[HTTP 403]" in error
+    assert "attempts" not in error  # refused at once, not retried

@@ -2,11 +2,13 @@
 (gcp-storage-emulator): a clean from gs:// to gs:// is byte for byte a local run's; a tier to
 gs:// restores as the original; a tier Aiven's plugin wrote through its GCS backend reads back
 every record, with credentials as the plugin takes them; a lock object is made once; a missing
-bucket is named."""
+bucket is named; throttling, server errors, drops and a request that times out are ridden out,
+and a refusal is typed and named as on S3 (tests/s3/test_tier_faults.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from segment_io.exit_codes import ExitCode
 from segment_io.storage import open_storage
 from tests.e2e.test_kafka_tier_cli import dumped_records
+from tests.fault_proxy import GCS, Fault, FaultProxy
 from tests.helpers import run_segpipe
 from tests.kip405 import ENCRYPTED, KIP405, produced, with_backend
 from tests.object_store_swap import SWAP_STEPS, killed_swap_is_finished_or_undone, swapped_in_the_store
@@ -22,6 +25,7 @@ from tests.s3.test_clean_s3 import (
     clean_in_the_store_matches_a_local_run,
     killed_clean_is_cleaned_up_by_the_next,
 )
+from tests.s3.test_tier_faults import REFUSED_SEGMENT, faults_are_ridden_out, refusal_commits_nothing
 from tests.s3.test_tier_s3 import tiered_reads_and_restores
 
 pytestmark = pytest.mark.gcs
@@ -122,3 +126,42 @@ def test_a_missing_bucket_is_named(gcs_env: dict[str, str], tmp_path: Path) -> N
     assert (
         "log directory not found: gs://no-such-bucket/logs" in proc.stderr and "Traceback" not in proc.stderr
     )
+
+
+TIMEOUT_S = 2  # a request with no answer in this time is given up (fsspec's setting for gcsfs)
+
+
+@pytest.fixture
+def proxied(gcs_env: dict[str, str]) -> Iterator[tuple[FaultProxy, dict[str, str]]]:
+    with FaultProxy(gcs_env["STORAGE_EMULATOR_HOST"], errors=GCS) as proxy:
+        timeout = json.dumps({"requests_timeout": TIMEOUT_S})
+        yield proxy, {**gcs_env, "STORAGE_EMULATOR_HOST": proxy.url, "FSSPEC_GS": timeout}
+
+
+def test_throttling_errors_drops_and_a_timed_out_request_are_ridden_out(
+    proxied: tuple[FaultProxy, dict[str, str]], gcs_env: dict[str, str], sample_dir: Path, tmp_path: Path
+) -> None:
+    """An upload names its object in the body's metadata part (POST), a read in its path (GET);
+    a request unanswered past the client's time-out is given up and made again."""
+    proxy, env = proxied
+    gcs().mkdir("flaky")
+    faults = (
+        Fault("status", "POST", ".log", times=2, status=429, code="rateLimitExceeded"),
+        Fault("status", "POST", ".index", times=1, status=503, code="backendError"),
+        Fault("status", "GET", ".timeindex", times=1, status=500, code="backendError"),
+        Fault("drop", "POST", ".timeindex", times=1),
+        Fault("stall", "GET", ".index", times=1, seconds=3 * TIMEOUT_S),
+    )
+    faults_are_ridden_out(proxy, faults, env, gcs_env, "gs://flaky/tiered", sample_dir, tmp_path)
+
+
+def test_a_refusal_stops_the_run_named_and_commits_nothing(
+    proxied: tuple[FaultProxy, dict[str, str]], sample_dir: Path, tmp_path: Path
+) -> None:
+    """gcsfs raises a 403 as a bare OSError: segpipe reads it as denied (not retried)."""
+    proxy, env = proxied
+    gcs().mkdir("denied")
+    refusal = Fault("status", "POST", REFUSED_SEGMENT, times=-1, status=403, code="forbidden")
+    error = refusal_commits_nothing(proxy, refusal, env, None, "gs://denied/tiered", sample_dir, tmp_path)
+    assert "PermissionError: gs://denied/tiered/clicks-0/segments/" in error and "[HTTP 403]" in error
+    assert "attempts" not in error  # refused at once, not retried

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from segment_io.storage import Storage, open_storage
-from tests.s3.fault_proxy import FaultProxy
+from tests.fault_proxy import FaultProxy
 from tests.s3.stores import aws_endpoint
 from tests.s3.test_tier_s3 import BUCKET, bucket
 

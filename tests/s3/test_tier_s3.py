@@ -64,14 +64,14 @@ def bucket(s3_env: dict[str, str], name: str) -> str:
     return f"s3://{BUCKET}/{name}"
 
 
-def check_whole(s3_env: dict[str, str], remote: str, log: Path, original: Path, tmp_path: Path) -> None:
+def check_whole(store_env: dict[str, str], remote: str, log: Path, original: Path, tmp_path: Path) -> None:
     """The two tiers hold the original log: restore gives its bytes, every manifest's objects exist."""
     tier = RemoteTier.open(remote)
     for tp in tier.partitions():
         tier.check_objects(tier.read(tp))
     restored = tmp_path / "restored"
     proc = run_segpipe(
-        "restore", remote, str(restored), "--local", str(log), "--master", "local[2]", env=s3_env
+        "restore", remote, str(restored), "--local", str(log), "--master", "local[2]", env=store_env
     )
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert tree(restored) == tree(original)
