@@ -126,6 +126,9 @@ class KafkaTierView(LogView):
             )
         self.keyring = Keyring(self.settings.private_keys)
 
+    def _read_from(self) -> builtins.list[tuple[Storage, str]]:
+        return [self.objects, *self._stores()]  # the remote segments' objects, then the local log
+
     def describe(self, tp: TopicPartition | None = None) -> str:
         """The log (or one of its partitions) as the user named it: its log directory (or
         metadata) and its settings."""

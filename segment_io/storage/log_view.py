@@ -50,6 +50,17 @@ class LogView(Storage):
         """The stores this view's real files are in, with the root path each is read from."""
         return [self.local] if self.local is not None else []
 
+    def _read_from(self) -> builtins.list[tuple[Storage, str]]:
+        """Every store the view reads its bytes from (its real files' stores, and any it decodes)."""
+        return self._stores()
+
+    @property
+    def near(self) -> bool:  # type: ignore[override]
+        """Whether every store the view reads from is near (a local disk): a small run over the
+        view then stays in the driver, as over a log directory, with no Spark to start."""
+        stores = self._read_from()
+        return bool(stores) and all(storage.near for storage, _ in stores)
+
     def _route(self, path: str) -> tuple[Storage, str]:
         """The storage and its own path for a real file's URL."""
         for storage, root in self._stores():
