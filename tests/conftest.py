@@ -26,7 +26,7 @@ FIXED_NOW_MS = 1_701_000_000_000
 # only with --no-loadscope-reorder (the Makefile's test command): by default it hands out the
 # files with the most tests first.
 SLOWEST_FIRST = (
-    "kafka/test_kafka_tier_compact.py",  # 450
+    "kafka/test_kafka_tier_compact.py",  # 150 (its broker 46, its two tests 59 and 38)
     "connect/test_jobs_on_connect.py",  # 202
     "airflow/test_dags.py",  # 166
     "cluster/test_spark_submit.py",  # 134
